@@ -1,0 +1,130 @@
+"""Speed benchmark: native simulation wall time, against gymnasium's CartPole-v1 step time.
+
+    python benchmarks/speed.py [--repeats 5] [--out benchmarks/results]
+
+Measures, in one process and one run (machines are noisy; the ratio to CartPole is the stable
+figure):
+
+* ``simulate(trace, racks, policy)`` wall time (trace loading, engine run and metrics) for each
+  policy x trace x racks in {2, 4, 8, 16}: the median of ``--repeats`` runs;
+* the end-to-end CLI time of ``dallygym simulate --policy fifo --racks 8 --trace batch-500``
+  (a fresh Python process, imports included): the median of 3;
+* CartPole-v1's raw step time through ``gym.make`` with random actions.
+
+Writes ``speed.csv`` and ``speed.md`` to ``--out``. Speed is a benchmark, never a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+
+import dallygym
+from dallygym import EngineConfig, simulate
+
+RACKS = (2, 4, 8, 16)
+
+
+def cartpole_step_s(steps: int = 200_000, seed: int = 0) -> float:
+    """Mean wall time of one ``CartPole-v1`` step through ``gym.make`` (random actions)."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    actions = np.random.default_rng(seed).integers(0, 2, size=steps)
+    start = time.perf_counter()
+    for a in actions:
+        _, _, terminated, truncated, _ = env.step(int(a))
+        if terminated or truncated:
+            env.reset()
+    elapsed = time.perf_counter() - start
+    env.close()
+    return elapsed / steps
+
+
+def time_simulate(trace: str, racks: int, policy: str, repeats: int) -> tuple[float, dict]:
+    times = []
+    summary = {}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = simulate(trace, racks, policy=policy, config=EngineConfig())
+        times.append(time.perf_counter() - start)
+        summary = result.summary
+    return statistics.median(times), summary
+
+
+def time_cli(args: list[str], repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "dallygym.cli", *args], check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--policies", nargs="+", default=["fifo"])
+    parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args(argv)
+
+    step_s = cartpole_step_s()
+    rows = []
+    for policy in args.policies:
+        for trace in args.traces:
+            for racks in RACKS:
+                wall, summary = time_simulate(trace, racks, policy, args.repeats)
+                rows.append({
+                    "policy": policy, "trace": trace, "racks": racks, "wall_s": round(wall, 4),
+                    "cartpole_steps_equivalent": round(wall / step_s),
+                    "makespan_h": round(summary["makespan_s"] / 3600, 1),
+                    "placements": summary["placements_machine"] + summary["placements_rack"] + summary["placements_network"],
+                })
+                print(f"{policy:8s} {trace:12s} {racks:3d} racks  {wall:7.3f} s", flush=True)
+    cli_s = time_cli(["simulate", "--policy", "fifo", "--racks", "8", "--trace", "batch-500"])
+    frame = pd.DataFrame(rows)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "speed.csv", index=False)
+    lines = [
+        "# Speed benchmark",
+        "",
+        f"Produced by `python benchmarks/speed.py --repeats {args.repeats}` (dallygym {dallygym.__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}).",
+        "",
+        f"- CartPole-v1 raw step (gym.make, random actions): {step_s * 1e6:.2f} µs "
+        f"({1 / step_s:,.0f} steps/s), measured in the same run.",
+        f"- `dallygym simulate --policy fifo --racks 8 --trace batch-500`, whole CLI process "
+        f"(Python start-up and imports included): {cli_s:.2f} s (median of 3).",
+        "",
+        "In-process `simulate()` (trace load + run + metrics), median of the repeats; "
+        "`cartpole_steps_equivalent` = wall time / CartPole step time.",
+        "",
+        frame.to_markdown(index=False) if _has_tabulate() else "```\n" + frame.to_string(index=False) + "\n```",
+        "",
+    ]
+    (out / "speed.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""dallygym: a multi-tenant GPU-cluster simulator for network-placement-sensitive deep-learning
+scheduling (the Dally paper), with its reference schedulers.
+
+Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -> metrics.
+"""
+
+from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
+from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
+from .latency import LatencyModel, get_latency_model
+from .metrics import SUMMARY_KEYS, RunResult, collect
+from .models import MODEL_NAMES, ModelProfile, UnknownModelError
+from .policies import POLICIES, Policy, make_policy
+from .simulate import build_engine, simulate
+from .trace import TraceError, load_trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MODEL_NAMES",
+    "POLICIES",
+    "SUMMARY_KEYS",
+    "ClusterError",
+    "ClusterSpec",
+    "ClusterState",
+    "Engine",
+    "EngineConfig",
+    "EngineError",
+    "LatencyModel",
+    "ModelProfile",
+    "Offer",
+    "Policy",
+    "RunResult",
+    "Tier",
+    "TraceError",
+    "UnknownModelError",
+    "build_engine",
+    "collect",
+    "get_latency_model",
+    "load_trace",
+    "make_policy",
+    "run_policy",
+    "simulate",
+]

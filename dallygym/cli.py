@@ -1,0 +1,177 @@
+"""The ``dallygym`` command line.
+
+    dallygym simulate --policy fifo --racks 8 --trace batch-500 [--format table|json|csv]
+    dallygym latency [--format table|csv]
+    dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH
+
+Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
+impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
+exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .cluster import ClusterError, ClusterSpec
+from .engine import EngineConfig, EngineError
+from .models import UnknownModelError
+
+EXIT_BAD_INPUT = 2
+FORMATS = ("table", "json", "csv")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own usage errors exit 2 too; keep them to one line like ours."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - exercised through main()
+        self.exit(EXIT_BAD_INPUT, f"dallygym: error: {message} (see '{self.prog} --help')\n")
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--racks", type=int, default=8, help="number of racks (default 8)")
+    p.add_argument("--machines-per-rack", type=int, default=8, help="machines per rack (default 8)")
+    p.add_argument("--gpus-per-machine", type=int, default=8, help="GPUs per machine (default 8)")
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lease-s", type=float, default=3600.0, help="round length / lease in seconds (default 3600)")
+    p.add_argument("--restart-overhead-s", type=float, default=0.0,
+                   help="cost of restarting a preempted job on other GPUs, seconds (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the run's random generator (default 0)")
+    p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dallygym", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sim = sub.add_parser("simulate", help="replay a trace on a cluster under one policy and print its metrics")
+    sim.add_argument("--policy", default="fifo", help="scheduling policy (default fifo)")
+    sim.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
+    _cluster_args(sim)
+    _engine_args(sim)
+    sim.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
+
+    lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
+    lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+    lat.add_argument("--format", choices=("table", "csv"), default="table")
+
+    tr = sub.add_parser("trace", help="list, generate or import traces")
+    trs = tr.add_subparsers(dest="trace_command", required=True, parser_class=_Parser)
+    trs.add_parser("list", help="shipped traces and their statistics")
+    gen = trs.add_parser("generate", help="generate a synthetic trace into a canonical CSV")
+    gen.add_argument("name", help="generator name (batch-500, poisson-411, small, ...)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--out", required=True, help="output CSV path")
+    imp = trs.add_parser("import", help="convert a public-format trace into a canonical CSV")
+    imp.add_argument("format", choices=("tiresias", "philly", "helios"))
+    imp.add_argument("path", help="input file")
+    imp.add_argument("--seed", type=int, default=0, help="seed for fields the format lacks (model draw)")
+    imp.add_argument("--out", required=True, help="output CSV path")
+    return parser
+
+
+def _print_frame(frame: pd.DataFrame, fmt: str) -> None:
+    if fmt == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif fmt == "json":
+        sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
+    else:
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_rows", 500):
+            print(frame.to_string(index=False))
+
+
+def _summary_table(summary: dict) -> pd.DataFrame:
+    rows = []
+    for key, value in summary.items():
+        if key.endswith("_s"):
+            rows.append((key, f"{value:,.0f}", f"{value / 3600:,.2f} h"))
+        elif key == "utilization":
+            rows.append((key, f"{value:.4f}", f"{100 * value:.1f} %"))
+        else:
+            rows.append((key, f"{value}", ""))
+    return pd.DataFrame(rows, columns=["metric", "value", ""])
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .simulate import simulate
+
+    spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
+    config = EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed)
+    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config)
+    if args.out:
+        result.to_csv(args.out)
+    if args.format == "json":
+        print(json.dumps(result.summary, indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(pd.DataFrame([result.summary]).to_csv(index=False))
+    else:
+        print(f"policy {args.policy} on trace {args.trace}, {spec.racks} racks x {spec.machines_per_rack} "
+              f"machines x {spec.gpus_per_machine} GPUs ({spec.num_gpus} GPUs), lease {args.lease_s:g} s")
+        print(_summary_table(result.summary).to_string(index=False))
+    return 0
+
+
+def _cmd_latency(args: argparse.Namespace) -> int:
+    from .latency import get_latency_model, table_i_frame
+
+    _print_frame(table_i_frame(get_latency_model(args.latency)), args.format)
+    return 0
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from . import trace as tr
+
+    if args.trace_command == "list":
+        rows = []
+        for name in tr.shipped_traces():
+            frame = tr.load_trace(name)
+            duration = frame["total_iterations"] * frame["iter_time_s"]
+            rows.append({
+                "trace": name,
+                "jobs": len(frame),
+                "gpus_max": int(frame["num_gpus"].max()),
+                "span_h": round(float(frame["arrival_s"].max() - frame["arrival_s"].min()) / 3600, 1),
+                "duration_p50_s": round(float(duration.median())),
+                "gpu_hours": round(float((frame["num_gpus"] * duration).sum()) / 3600),
+            })
+        _print_frame(pd.DataFrame(rows), "table")
+    elif args.trace_command == "generate":
+        frame = tr.generate_trace(args.name, seed=args.seed)
+        tr.write_trace(frame, args.out)
+        print(f"wrote {len(frame)} jobs to {args.out}")
+    else:
+        frame = tr.import_trace(args.format, args.path, seed=args.seed)
+        tr.write_trace(frame, args.out)
+        report = frame.attrs.get("import_report")
+        print(f"wrote {len(frame)} jobs to {args.out}" + (f" ({report})" if report else ""))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .trace import TraceError
+
+    args = build_parser().parse_args(argv)
+    handlers = {"simulate": _cmd_simulate, "latency": _cmd_latency, "trace": _cmd_trace}
+    try:
+        return handlers[args.command](args)
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: not an error of ours. Silence the final flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (TraceError, UnknownModelError, ClusterError, EngineError, ValueError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"dallygym: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

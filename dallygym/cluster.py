@@ -1,0 +1,364 @@
+"""Cluster topology, free-GPU bookkeeping and placement search (SPEC §1).
+
+A cluster is ``racks x machines_per_rack x gpus_per_machine`` homogeneous GPUs. GPU ids run
+rack-major: ``gpu = (rack * machines_per_rack + machine) * gpus_per_machine + slot``, and
+machine ids likewise (``machine_id = rack * machines_per_rack + machine``).
+
+The **tier** of a placement is ``MACHINE`` when all its GPUs are on one machine, ``RACK`` when
+they are on one rack (over more than one machine) and ``NETWORK`` otherwise. The **shape** of a
+placement -- per rack, the per-machine GPU counts, each sorted in decreasing order, racks sorted
+likewise -- is all a latency model may depend on.
+
+:class:`ClusterState` keeps the free GPUs as numpy counters per machine and per rack, so that
+"can a demand of g GPUs fit on one machine / one rack / anywhere" costs a ``max`` over a small
+array, and finds deterministic best-fit placements at each tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cached_property
+
+import numpy as np
+
+#: Shape of a placement: per rack (sorted, largest first), the per-machine GPU counts (sorted,
+#: largest first). Example: 8 GPUs as 4 + 4 on two machines of one rack is ``((4, 4),)``.
+Shape = tuple[tuple[int, ...], ...]
+
+
+class Tier(IntEnum):
+    """Network tier of a placement; lower is more consolidated."""
+
+    MACHINE = 0
+    RACK = 1
+    NETWORK = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class ClusterError(ValueError):
+    """An impossible cluster specification, or a placement request it cannot serve."""
+
+
+def _check_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ClusterError(f"{name} must be a whole number, got {value!r}")
+    if value < 1:
+        raise ClusterError(f"{name} must be at least 1, got {value}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Size of a homogeneous hierarchical GPU cluster.
+
+    The paper's clusters have ``racks`` in {2, 4, 8, 16}, 8 machines per rack and 8 GPUs per
+    machine (SPEC §1).
+    """
+
+    racks: int
+    machines_per_rack: int = 8
+    gpus_per_machine: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("racks", "machines_per_rack", "gpus_per_machine"):
+            object.__setattr__(self, name, _check_count(name, getattr(self, name)))
+
+    @property
+    def num_machines(self) -> int:
+        return self.racks * self.machines_per_rack
+
+    @property
+    def gpus_per_rack(self) -> int:
+        return self.machines_per_rack * self.gpus_per_machine
+
+    @property
+    def num_gpus(self) -> int:
+        return self.racks * self.gpus_per_rack
+
+    def best_possible_tier(self, num_gpus: int) -> Tier:
+        """The most consolidated tier a job of ``num_gpus`` GPUs can ever have here."""
+        if num_gpus > self.num_gpus:
+            raise ClusterError(
+                f"a job of {num_gpus} GPUs is larger than the cluster ({self.num_gpus} GPUs)"
+            )
+        if num_gpus <= self.gpus_per_machine:
+            return Tier.MACHINE
+        if num_gpus <= self.gpus_per_rack:
+            return Tier.RACK
+        return Tier.NETWORK
+
+    def gpu_location(self, gpu: int) -> tuple[int, int, int]:
+        """``(rack, machine within rack, slot)`` of a GPU id."""
+        if not 0 <= gpu < self.num_gpus:
+            raise ClusterError(f"GPU id {gpu} out of range 0..{self.num_gpus - 1}")
+        machine, slot = divmod(int(gpu), self.gpus_per_machine)
+        rack, local = divmod(machine, self.machines_per_rack)
+        return rack, local, slot
+
+    @cached_property
+    def machine_of_gpu(self) -> np.ndarray:
+        """Machine id of every GPU id (int64 array of length ``num_gpus``)."""
+        return np.arange(self.num_gpus, dtype=np.int64) // self.gpus_per_machine
+
+    @cached_property
+    def rack_of_machine(self) -> np.ndarray:
+        """Rack id of every machine id."""
+        return np.arange(self.num_machines, dtype=np.int64) // self.machines_per_rack
+
+    def shape_of(self, gpus: np.ndarray) -> Shape:
+        """Canonical shape of a placement given as an array of GPU ids."""
+        machines = np.asarray(gpus, dtype=np.int64) // self.gpus_per_machine
+        ids, counts = np.unique(machines, return_counts=True)
+        racks = ids // self.machines_per_rack
+        per_rack: dict[int, list[int]] = {}
+        for rack, count in zip(racks.tolist(), counts.tolist()):
+            per_rack.setdefault(rack, []).append(count)
+        return canonical_shape(per_rack.values())
+
+
+def canonical_shape(per_rack_counts) -> Shape:
+    """Sort per-machine counts within each rack and the racks themselves, largest first."""
+    racks = [tuple(sorted((int(c) for c in counts if c > 0), reverse=True)) for counts in per_rack_counts]
+    return tuple(sorted((r for r in racks if r), reverse=True))
+
+
+def tier_of_shape(shape: Shape) -> Tier:
+    """Tier of a placement shape: one machine, one rack, or the network."""
+    if len(shape) > 1:
+        return Tier.NETWORK
+    if len(shape) == 1 and len(shape[0]) > 1:
+        return Tier.RACK
+    return Tier.MACHINE
+
+
+def shape_gpus(shape: Shape) -> int:
+    """Number of GPUs in a shape."""
+    return sum(sum(rack) for rack in shape)
+
+
+_IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
+
+
+class ClusterState:
+    """Which GPU is held by which job, with free counters per machine and per rack.
+
+    ``owner[gpu]`` is the job index holding the GPU, or -1. ``free_per_machine`` and
+    ``free_per_rack`` count free GPUs; ``free_total`` is their sum.
+
+    At a round boundary the engine frees the GPUs of every job whose lease expired but
+    *marks* them with the job's visiting rank (:meth:`mark_reclaimable`). A placement then
+    prefers unmarked (idle) GPUs, and among marked ones those of the job visited last (the
+    lowest priority), so a higher-priority job displaces as few and as low-priority jobs as it
+    can. ``idle_per_machine`` counts the free, unmarked GPUs.
+    """
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.owner = np.full(spec.num_gpus, -1, dtype=np.int64)
+        self.mark = np.full(spec.num_gpus, _IDLE, dtype=np.int64)
+        self.free_per_machine = np.full(spec.num_machines, spec.gpus_per_machine, dtype=np.int64)
+        self.idle_per_machine = self.free_per_machine.copy()
+        self.free_per_rack = np.full(spec.racks, spec.gpus_per_rack, dtype=np.int64)
+        self.free_total = spec.num_gpus
+
+    # --- bookkeeping -------------------------------------------------------------------
+
+    @property
+    def used_total(self) -> int:
+        return self.spec.num_gpus - self.free_total
+
+    def allocate(self, job: int, gpus: np.ndarray) -> None:
+        """Give free GPUs to a job."""
+        if np.any(self.owner[gpus] != -1):
+            taken = gpus[self.owner[gpus] != -1]
+            raise ClusterError(f"GPUs {taken.tolist()} are already held")
+        self.owner[gpus] = job
+        machines = self.spec.machine_of_gpu[gpus]
+        np.subtract.at(self.free_per_machine, machines, 1)
+        idle = self.mark[gpus] == _IDLE
+        np.subtract.at(self.idle_per_machine, machines[idle], 1)
+        self.mark[gpus] = _IDLE
+        np.subtract.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+        self.free_total -= len(gpus)
+
+    def release(self, gpus: np.ndarray) -> None:
+        """Free a job's GPUs (unmarked)."""
+        self.owner[gpus] = -1
+        machines = self.spec.machine_of_gpu[gpus]
+        np.add.at(self.free_per_machine, machines, 1)
+        np.add.at(self.idle_per_machine, machines, 1)
+        np.add.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+        self.free_total += len(gpus)
+
+    def mark_reclaimable(self, gpus: np.ndarray, ranks: np.ndarray | int) -> None:
+        """Free GPUs whose holder's lease expired; ``ranks`` is each holder's visiting order
+        in the current pass (higher = visited later = lower priority)."""
+        self.release(gpus)
+        self.mark[gpus] = ranks
+        np.subtract.at(self.idle_per_machine, self.spec.machine_of_gpu[gpus], 1)
+
+    def clear_marks(self) -> None:
+        """End of a round-boundary pass: every free GPU counts as idle again."""
+        self.mark[:] = _IDLE
+        self.idle_per_machine[:] = self.free_per_machine
+
+    def all_free(self, gpus: np.ndarray) -> bool:
+        return bool(np.all(self.owner[gpus] == -1))
+
+    # --- offers ----------------------------------------------------------------------
+
+    def best_available_tier(self, num_gpus: int) -> Tier | None:
+        """The most consolidated tier at which ``num_gpus`` GPUs are free now, or None."""
+        if num_gpus > self.free_total:
+            return None
+        if num_gpus <= self.spec.gpus_per_machine and self.free_per_machine.max() >= num_gpus:
+            return Tier.MACHINE
+        if num_gpus <= self.spec.gpus_per_rack and self.free_per_rack.max() >= num_gpus:
+            return Tier.RACK
+        return Tier.NETWORK
+
+    # --- placement search --------------------------------------------------------------
+
+    def place(self, num_gpus: int, tier: Tier) -> np.ndarray:
+        """Deterministic placement of ``num_gpus`` free GPUs at exactly ``tier``.
+
+        MACHINE: best fit -- the machine with the fewest free GPUs that still fits (after
+        preferring machines that need no reclaimed GPUs), ties by lowest id.
+        RACK: the best-fit rack likewise; inside it, the fewest machines: the fullest-free
+        machines whole, then the remainder on the machine with the fewest free GPUs that fits.
+        NETWORK: the same rule one level up (fewest racks, remainder on the best-fit rack),
+        each rack's share placed by the RACK rule.
+
+        A RACK placement always spans at least two machines and a NETWORK placement at least
+        two racks, so the tier of the result is the tier asked for.
+        """
+        spec = self.spec
+        if tier == Tier.MACHINE:
+            machine = self._pick_machine(num_gpus)
+            if machine < 0:
+                raise ClusterError(f"no machine has {num_gpus} free GPUs")
+            return self._gpus_on_machine(machine, num_gpus)
+        if tier == Tier.RACK:
+            if num_gpus < 2:
+                raise ClusterError("a rack placement needs at least 2 GPUs")
+            idle_per_rack = np.bincount(
+                spec.rack_of_machine, weights=self.idle_per_machine, minlength=spec.racks
+            ).astype(np.int64)
+            # A rack placement spans at least two machines, so only racks with free GPUs on
+            # two machines qualify (even when one machine could hold the whole job).
+            spread = (self.free_per_machine.reshape(spec.racks, spec.machines_per_rack) > 0).sum(axis=1) >= 2
+            rack = self._pick_unit(self.free_per_rack, idle_per_rack, num_gpus, np.arange(spec.racks), spread)
+            if rack < 0:
+                raise ClusterError(f"no rack has {num_gpus} free GPUs")
+            return self._spread_in_rack(rack, num_gpus, min_machines=2)
+        if tier == Tier.NETWORK:
+            if num_gpus > self.free_total:
+                raise ClusterError(f"only {self.free_total} GPUs are free, {num_gpus} asked")
+            if num_gpus < 2 or self.spec.racks < 2:
+                raise ClusterError("a network placement needs 2 GPUs on 2 racks")
+            shares = _fewest_units(self.free_per_rack, num_gpus, min_units=2)
+            if shares is None:
+                raise ClusterError(f"{num_gpus} free GPUs cannot be spread over 2 racks")
+            parts = [self._spread_in_rack(rack, share, min_machines=1) for rack, share in shares]
+            return np.concatenate(parts)
+        raise ClusterError(f"unknown tier {tier!r}")
+
+    def _pick_machine(self, need: int) -> int:
+        """Best-fit machine for ``need`` GPUs, displacing the lowest-priority jobs possible.
+
+        Key: the priority of the highest-priority lease-expired job whose GPUs we would take
+        (none is best; otherwise the later it is visited the better), then the number of
+        such GPUs, then the fewest free GPUs (best fit), then the lowest id.
+        """
+        free = self.free_per_machine
+        fits = np.flatnonzero(free >= need)
+        if fits.size == 0:
+            return -1
+        reclaim = np.maximum(0, need - self.idle_per_machine[fits])
+        if not reclaim.any():
+            return int(fits[np.lexsort((fits, free[fits]))[0]])
+        g = self.spec.gpus_per_machine
+        marks = self.mark.reshape(-1, g)[fits]
+        # Marked GPUs are taken highest rank (lowest priority) first; the victim with the
+        # highest priority among those taken is the reclaim-th largest mark of the machine.
+        desc = -np.sort(-marks, axis=1)
+        col = np.clip(reclaim - 1, 0, g - 1)
+        top_victim = np.where(reclaim > 0, desc[np.arange(fits.size), col], np.iinfo(np.int64).max)
+        order = np.lexsort((fits, free[fits], reclaim, -top_victim))
+        return int(fits[order[0]])
+
+    @staticmethod
+    def _pick_unit(free: np.ndarray, idle: np.ndarray, need: int, ids: np.ndarray, eligible: np.ndarray) -> int:
+        """Best-fit eligible unit: fewest reclaimed GPUs needed, then fewest free, then lowest id."""
+        fits = (free >= need) & eligible
+        if not fits.any():
+            return -1
+        cand = ids[fits]
+        reclaim = np.maximum(0, need - idle[fits])
+        order = np.lexsort((cand, free[fits], reclaim))
+        return int(cand[order[0]])
+
+    def _gpus_on_machine(self, machine: int, count: int) -> np.ndarray:
+        """``count`` free GPUs of one machine: idle ones first, then the lowest-priority marks."""
+        g = self.spec.gpus_per_machine
+        gpus = np.arange(machine * g, (machine + 1) * g, dtype=np.int64)
+        gpus = gpus[self.owner[gpus] == -1]
+        marks = self.mark[gpus]
+        # idle (-1) first; among marked, the highest rank (visited last) first; then by id.
+        key = np.where(marks == _IDLE, np.iinfo(np.int64).min, -marks)
+        order = np.lexsort((gpus, key))
+        return gpus[order[:count]]
+
+    def _spread_in_rack(self, rack: int, count: int, min_machines: int) -> np.ndarray:
+        m = self.spec.machines_per_rack
+        first = rack * m
+        free = self.free_per_machine[first : first + m]
+        shares = _fewest_units(free, count, min_units=min_machines)
+        if shares is None:
+            raise ClusterError(f"rack {rack} cannot hold {count} GPUs over {min_machines} machines")
+        return np.concatenate([self._gpus_on_machine(first + i, c) for i, c in shares])
+
+
+def _fewest_units(free: np.ndarray, need: int, min_units: int) -> list[tuple[int, int]] | None:
+    """Split ``need`` over the fewest units (machines or racks) with free capacity ``free``.
+
+    The units with the most free capacity are used whole, largest first (ties by id); the
+    remainder goes to the unit with the fewest free GPUs that can hold it (best fit, ties by
+    id). When ``min_units`` is 2 and one unit could hold everything, the job is split as
+    (largest share that leaves the rest on a second unit) -- the most consolidated shape that
+    still spans two units. Returns ``[(unit index, count), ...]`` or None if impossible.
+    """
+    if free.sum() < need:
+        return None
+    order = np.lexsort((np.arange(len(free)), -free))  # most free first, ties by id
+    shares: list[tuple[int, int]] = []
+    left = need
+    for pos, unit in enumerate(order):
+        cap = int(free[unit])
+        if cap == 0:
+            break
+        rest = order[pos + 1 :]
+        need_more_units = min_units - len(shares) - 1
+        if need_more_units > 0:
+            # Leave at least one GPU for each further unit we must still span.
+            if len(rest) < need_more_units or free[rest].astype(bool).sum() < need_more_units:
+                return None
+            take = min(cap, left - need_more_units)
+        elif cap >= left:
+            take = left
+        else:
+            take = cap
+        if take >= left and need_more_units <= 0:
+            # Remainder fits on one unit: choose the best-fit unit among this one and the rest.
+            cand = order[pos:]
+            fits = cand[free[cand] >= left]
+            best = fits[np.lexsort((fits, free[fits]))[0]]
+            shares.append((int(best), left))
+            return shares
+        shares.append((int(unit), take))
+        left -= take
+    return None

@@ -1,0 +1,526 @@
+"""The discrete-event engine (SPEC §4).
+
+One engine serves every use: a native run with a heuristic policy and the Gymnasium
+environment with an agent. :meth:`Engine.decisions` is a generator that yields an
+:class:`Offer` whenever a waiting job is offered GPUs and receives the answer (a :class:`Tier`
+to accept at, or ``None`` to wait); :func:`run_policy` drives it with a policy's ``decide``.
+
+Time is continuous. A running job progresses at ``speed / iter_time_s`` iterations per second,
+where ``speed`` is the latency model's speed factor of its placement; completion times are
+computed analytically, and the engine only wakes on events:
+
+* **arrival** of a job (it joins the waiting jobs, its starvation clock starts);
+* **completion** of a job (its GPUs are freed);
+* **round boundary** every ``lease_s`` from the first arrival: every running job's lease
+  expires. The jobs -- waiting and lease-expired alike -- are visited in the policy's priority
+  order. A lease-expired job whose GPUs were not claimed by a higher-priority job keeps them and
+  continues at no cost (no decision is asked: it never lost them). A lease-expired job that lost
+  any GPU is preempted: its progress is kept, it becomes a waiting job with starvation clock
+  reset to now, and it is offered the remaining GPUs like any waiting job. If it later restarts
+  on a different GPU set it pays ``restart_overhead_s`` before progressing again.
+
+A scheduling pass runs at every event time (after all events of that instant). Waiting jobs are
+visited in priority order; a job that does not fit anywhere is skipped and lower-priority jobs
+are still offered (no head-of-line blocking). Only waiting jobs receive offers.
+
+Per-job state lives in numpy arrays indexed by job index (the row of the trace, sorted by
+arrival then id); policies read them through the engine object.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
+from .policies.base import Policy
+
+if TYPE_CHECKING:
+    from .latency import LatencyModel
+
+PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
+STATE_NAMES = ("pending", "waiting", "running", "done")
+
+
+class EngineError(RuntimeError):
+    """A policy or agent answered the engine with something it cannot carry out."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Run parameters shared by ``dallygym simulate``, ``compare`` and the environment.
+
+    Attributes:
+        lease_s: length of a scheduling round (global lease) in seconds. The paper's delay
+            timers are in hours and its reference simulator scales them by the lease, so the
+            default is one hour.
+        restart_overhead_s: time a preempted job spends restoring its checkpoint when it
+            restarts on a different GPU set (the paper calls it negligible: default 0).
+        seed: seed of the run's ``numpy.random.Generator`` (the only source of randomness).
+        max_idle_rounds: a run stops with :class:`EngineError` if jobs keep waiting on a
+            completely idle cluster, with nothing left to arrive, for this many rounds (a
+            policy that never accepts would otherwise loop forever).
+    """
+
+    lease_s: float = 3600.0
+    restart_overhead_s: float = 0.0
+    seed: int = 0
+    max_idle_rounds: int = 1000
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.lease_s, (int, float)) and math.isfinite(self.lease_s) and self.lease_s > 0):
+            raise ValueError(f"lease_s must be a positive number of seconds, got {self.lease_s!r}")
+        if not (
+            isinstance(self.restart_overhead_s, (int, float))
+            and math.isfinite(self.restart_overhead_s)
+            and self.restart_overhead_s >= 0
+        ):
+            raise ValueError(
+                f"restart_overhead_s must be a non-negative number of seconds, got {self.restart_overhead_s!r}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if isinstance(self.max_idle_rounds, bool) or not isinstance(self.max_idle_rounds, int) or self.max_idle_rounds < 1:
+            raise ValueError(f"max_idle_rounds must be a positive integer, got {self.max_idle_rounds!r}")
+
+
+class Offer:
+    """The free GPUs, summarised per tier, offered to one waiting job (SPEC §4).
+
+    Attributes:
+        job: job index in the engine's arrays.
+        job_id: the job's id in the trace.
+        num_gpus: its gang size.
+        now_s: simulation time of the offer.
+        starvation_s: now − (arrival, or the time it last lost its GPUs).
+        tiers: the tiers at which a placement is free now, most consolidated first.
+        best_tier: ``tiers[0]``, the most consolidated tier available now.
+        best_possible_tier: the most consolidated tier this job could ever have on this
+            cluster (MACHINE if it fits a machine, RACK if it fits a rack, else NETWORK).
+    """
+
+    __slots__ = ("job", "job_id", "num_gpus", "now_s", "starvation_s", "tiers", "best_tier", "best_possible_tier")
+
+    def __init__(self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier):
+        self.job = job
+        self.job_id = job_id
+        self.num_gpus = num_gpus
+        self.now_s = now_s
+        self.starvation_s = starvation_s
+        self.tiers = tiers
+        self.best_tier = tiers[0]
+        self.best_possible_tier = best_possible_tier
+
+    @property
+    def is_choice(self) -> bool:
+        """True when waiting is a real choice: the job's best possible tier is not free now."""
+        return self.best_tier != self.best_possible_tier
+
+    def __repr__(self) -> str:
+        tiers = ",".join(t.label for t in self.tiers)
+        return (
+            f"Offer(job_id={self.job_id}, num_gpus={self.num_gpus}, now_s={self.now_s:g}, "
+            f"starvation_s={self.starvation_s:g}, tiers=[{tiers}])"
+        )
+
+
+class Engine:
+    """Discrete-event simulation of one trace on one cluster under one policy.
+
+    Args:
+        trace: a canonical trace DataFrame (see :func:`dallygym.trace.load_trace`); it is
+            bound to the cluster here, so a job larger than the cluster is an error.
+        cluster: the cluster size.
+        policy: the scheduling policy (priority order, decisions, hooks).
+        latency: the latency model giving each placement's speed factor.
+        config: lease, restart overhead, seed.
+
+    Per-job arrays (index = row of the trace sorted by arrival then id), all read-only for
+    policies: ``job_id``, ``arrival_s``, ``num_gpus``, ``model`` (names), ``model_index``,
+    ``total_iterations``, ``iter_time_s``, ``state`` (PENDING/WAITING/RUNNING/DONE),
+    ``done_iters``, ``speed`` (current speed factor, 0 when not running), ``run_s`` (time
+    holding GPUs), ``overhead_s``, ``tier_s`` (n x 3: time held at each tier), ``tier``
+    (current tier or -1), ``starve_anchor_s``, ``first_start_s``, ``end_s``, ``preemptions``,
+    ``migrations``, ``gpus`` (list: current GPU ids or None).
+    """
+
+    def __init__(
+        self,
+        trace: pd.DataFrame,
+        cluster: ClusterSpec,
+        policy: Policy,
+        latency: "LatencyModel",
+        config: EngineConfig | None = None,
+    ) -> None:
+        self.spec = cluster
+        self.policy = policy
+        self.latency = latency
+        self.config = config or EngineConfig()
+        self.rng = np.random.default_rng(self.config.seed)
+
+        frame = trace.sort_values(["arrival_s", "job_id"], kind="stable").reset_index(drop=True)
+        n = len(frame)
+        if n == 0:
+            raise ValueError("the trace has no jobs")
+        self.n = n
+        self.job_id = frame["job_id"].to_numpy(dtype=np.int64)
+        self.arrival_s = frame["arrival_s"].to_numpy(dtype=np.float64)
+        self.num_gpus = frame["num_gpus"].to_numpy(dtype=np.int64)
+        self.model = frame["model"].to_numpy(dtype=object)
+        names, self.model_index = np.unique(self.model.astype(str), return_inverse=True)
+        self.model_names: tuple[str, ...] = tuple(str(m) for m in names)
+        self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64)
+        self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64)
+        self.ideal_s = self.total_iterations * self.iter_time_s
+        too_big = np.flatnonzero(self.num_gpus > cluster.num_gpus)
+        if too_big.size:
+            j = int(too_big[0])
+            raise ClusterError(
+                f"job {self.job_id[j]} needs {self.num_gpus[j]} GPUs but the cluster has "
+                f"{cluster.num_gpus} ({cluster.racks} racks x {cluster.machines_per_rack} machines "
+                f"x {cluster.gpus_per_machine} GPUs)"
+            )
+        self.best_possible_tier = np.where(
+            self.num_gpus <= cluster.gpus_per_machine,
+            int(Tier.MACHINE),
+            np.where(self.num_gpus <= cluster.gpus_per_rack, int(Tier.RACK), int(Tier.NETWORK)),
+        ).astype(np.int64)
+
+        self.cluster = ClusterState(cluster)
+        self.state = np.full(n, PENDING, dtype=np.int8)
+        self.done_iters = np.zeros(n)
+        self.speed = np.zeros(n)
+        self.rate = np.zeros(n)  # iterations per second in the current run segment
+        self.seg_start_s = np.zeros(n)  # when progress (re)starts, after any restart overhead
+        self.seg_done0 = np.zeros(n)  # iterations done when the current segment started
+        self.hold_start_s = np.zeros(n)  # when the job got its current GPUs
+        self.finish_s = np.full(n, np.inf)
+        self.run_s = np.zeros(n)
+        self.overhead_s = np.zeros(n)
+        self.tier_s = np.zeros((n, 3))
+        self.tier = np.full(n, -1, dtype=np.int64)
+        self.starve_anchor_s = self.arrival_s.copy()
+        self.first_start_s = np.full(n, np.nan)
+        self.end_s = np.full(n, np.nan)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.migrations = np.zeros(n, dtype=np.int64)
+        self.gpus: list[np.ndarray | None] = [None] * n
+        self.last_gpus: list[np.ndarray | None] = [None] * n
+        self.placements_by_tier = np.zeros(3, dtype=np.int64)
+        #: During a round-boundary pass: running jobs whose lease expired and that the pass has
+        #: not visited yet. Their GPUs count as free (a higher-priority job may claim them).
+        self.expired_unvisited: set[int] = set()
+
+        self.now_s = float(self.arrival_s[0])
+        self.first_arrival_s = float(self.arrival_s[0])
+        self.finished = 0
+        self.rounds = 0
+        self._last_sync_s = self.now_s
+        self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
+        self.timeline: list[tuple[float, int, int, int, int]] = []
+        self._speed_cache: dict = {}
+        self._started = False
+
+    # --- views for policies and the environment ------------------------------------------
+
+    def waiting_jobs(self) -> np.ndarray:
+        return np.flatnonzero(self.state == WAITING)
+
+    def running_jobs(self) -> np.ndarray:
+        return np.flatnonzero(self.state == RUNNING)
+
+    def starvation_s(self, jobs: np.ndarray | int) -> np.ndarray | float:
+        return self.now_s - self.starve_anchor_s[jobs]
+
+    def nw_sens(self, jobs: np.ndarray) -> np.ndarray:
+        """Dally's priority (paper §IV-B1): W_compl / T_norm = ideal time of completed
+        iterations / time run. 0 for a job that has never run."""
+        run = self.run_s[jobs]
+        done_ideal = self.done_iters[jobs] * self.iter_time_s[jobs]
+        out = np.zeros(len(jobs))
+        ran = run > 0
+        out[ran] = done_ideal[ran] / run[ran]
+        return out
+
+    def attained_service_gpu_s(self, jobs: np.ndarray) -> np.ndarray:
+        """GPUs x time run (Tiresias's 2D attained service)."""
+        return self.num_gpus[jobs] * self.run_s[jobs]
+
+    # --- the run -------------------------------------------------------------------------
+
+    def decisions(self) -> Generator[Offer, Tier | None, None]:
+        """Run the simulation, yielding each offer and receiving the decision.
+
+        Send back a :class:`Tier` from ``offer.tiers`` to accept, or ``None`` to wait. The
+        generator returns when every job has finished; read the results with
+        :func:`dallygym.metrics.collect` (or use :func:`run_policy`).
+        """
+        if self._started:
+            raise EngineError("an Engine runs once; build a new one for another run")
+        self._started = True
+        self.policy.reset(self, self.rng)
+        lease = self.config.lease_s
+        round_no = 1
+        next_round = self.first_arrival_s + lease
+        idle_rounds = 0
+        arrival = self.arrival_s
+        n = self.n
+        while self.finished < n:
+            t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
+            t_fin = self.finish_s.min()
+            t = min(t_arr, t_fin, next_round)
+            self._advance(t)
+            if t_fin <= t:
+                self._complete(np.flatnonzero(self.finish_s <= t), t)
+            while self._next_arrival < n and arrival[self._next_arrival] <= t:
+                self.state[self._next_arrival] = WAITING
+                self._next_arrival += 1
+            boundary = t >= next_round
+            if boundary:
+                self.rounds += 1
+                round_no += 1
+                next_round = self.first_arrival_s + round_no * lease
+                if self.cluster.free_total == self.spec.num_gpus and self._next_arrival >= n:
+                    idle_rounds += 1
+                    if idle_rounds > self.config.max_idle_rounds and self.finished < n:
+                        raise EngineError(
+                            f"policy {self.policy.name!r} left {n - self.finished} job(s) waiting on an "
+                            f"idle cluster for {self.config.max_idle_rounds} rounds"
+                        )
+                else:
+                    idle_rounds = 0
+            yield from self._pass(t, boundary)
+            self._record(t)
+
+    def _pass(self, t: float, boundary: bool) -> Generator[Offer, Tier | None, None]:
+        state = self.state
+        cluster = self.cluster
+        if boundary:
+            cand = np.flatnonzero((state == WAITING) | (state == RUNNING))
+        else:
+            cand = np.flatnonzero(state == WAITING)
+            if cand.size == 0 or self.num_gpus[cand].min() > cluster.free_total:
+                return
+        if cand.size == 0:
+            return
+        keys = np.asarray(self.policy.priority(self, cand), dtype=np.float64)
+        if keys.shape != cand.shape:
+            raise EngineError(f"policy {self.policy.name!r} returned {keys.shape} priority keys for {cand.size} jobs")
+        order = cand[np.lexsort((cand, self.arrival_s[cand], keys))]
+        if boundary:
+            # Running jobs ahead of every waiting job keep their GPUs: nobody before them in
+            # the order could claim any. The rest of the running jobs' GPUs become claimable
+            # by higher-priority jobs until their own turn comes.
+            waiting = np.flatnonzero(state[order] == WAITING)
+            if waiting.size == 0:
+                yield from self._migrations(order, t)
+                return
+            first = int(waiting[0])
+            visit = order[first:]
+            expired = visit[state[visit] == RUNNING]
+            if expired.size:
+                rank = np.full(self.n, -1, dtype=np.int64)
+                rank[visit] = np.arange(visit.size)
+                owner = cluster.owner
+                held = owner >= 0
+                gpus = np.flatnonzero(held)
+                ranks = rank[owner[gpus]]
+                later = ranks >= 0
+                cluster.mark_reclaimable(gpus[later], ranks[later])
+                self.expired_unvisited.update(expired.tolist())
+            order = visit
+        expired_set = self.expired_unvisited
+        num_gpus = self.num_gpus
+        try:
+            for j in order.tolist():
+                if j in expired_set:
+                    expired_set.discard(j)
+                    held = self.gpus[j]
+                    if cluster.all_free(held):
+                        cluster.allocate(j, held)  # lease renewed on the same GPUs
+                        continue
+                    self._preempt(j, t)
+                g = int(num_gpus[j])
+                if g > cluster.free_total:
+                    continue
+                tiers = self._offer_tiers(g)
+                if not tiers:
+                    continue
+                offer = Offer(j, int(self.job_id[j]), g, t, t - self.starve_anchor_s[j], tiers,
+                              Tier(int(self.best_possible_tier[j])))
+                answer = yield offer
+                if answer is None:
+                    continue
+                if answer not in tiers:
+                    raise EngineError(
+                        f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
+                        f"tiers or None"
+                    )
+                self._start(j, Tier(answer), t)
+        finally:
+            if boundary:
+                expired_set.clear()
+                cluster.clear_marks()
+        if boundary:
+            yield from self._migrations(cand, t)
+
+    def _migrations(self, jobs: np.ndarray, t: float):
+        """After a boundary pass: running jobs (in priority order) may move to a better tier
+        using free GPUs, if the policy asks (Gandiva). A generator only for ``yield from``."""
+        if type(self.policy).migrate is Policy.migrate:
+            return
+        keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
+        for j in jobs[np.lexsort((jobs, self.arrival_s[jobs], keys))].tolist():
+            if self.state[j] == RUNNING and self.hold_start_s[j] < t:
+                self._maybe_migrate(j, t)
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    def _offer_tiers(self, g: int) -> tuple[Tier, ...]:
+        """Tiers at which ``g`` GPUs can be placed now, most consolidated first."""
+        c = self.cluster
+        spec = self.spec
+        tiers = []
+        if g <= spec.gpus_per_machine and c.free_per_machine.max() >= g:
+            tiers.append(Tier.MACHINE)
+        if 2 <= g <= spec.gpus_per_rack:
+            per_machine = c.free_per_machine.reshape(spec.racks, spec.machines_per_rack)
+            usable = (c.free_per_rack >= g) & ((per_machine > 0).sum(axis=1) >= 2)
+            if usable.any():
+                tiers.append(Tier.RACK)
+        if g >= 2 and g <= c.free_total and (c.free_per_rack > 0).sum() >= 2:
+            tiers.append(Tier.NETWORK)
+        return tuple(tiers)
+
+    # --- state changes -------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        """Bring running jobs' progress and time accounting forward to ``t``."""
+        dt = t - self._last_sync_s
+        if dt > 0:
+            run = np.flatnonzero(self.state == RUNNING)
+            if run.size:
+                self.run_s[run] += dt
+                self.tier_s[run, self.tier[run]] += dt
+                self.done_iters[run] = self.seg_done0[run] + self.rate[run] * np.maximum(0.0, t - self.seg_start_s[run])
+        self._last_sync_s = t
+        self.now_s = t
+
+    def _close_segment(self, j: int, t: float) -> None:
+        self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
+        self.speed[j] = 0.0
+        self.rate[j] = 0.0
+        self.finish_s[j] = np.inf
+        self.tier[j] = -1
+        self.last_gpus[j] = self.gpus[j]
+        self.gpus[j] = None
+
+    def _complete(self, jobs: np.ndarray, t: float) -> None:
+        for j in jobs.tolist():
+            self.cluster.release(self.gpus[j])
+            self._close_segment(j, t)
+            self.done_iters[j] = self.total_iterations[j]
+            self.end_s[j] = t
+            self.state[j] = DONE
+            self.finished += 1
+
+    def _preempt(self, j: int, t: float) -> None:
+        """A lease-expired job lost GPUs to a higher-priority job (its GPUs are already free)."""
+        self._close_segment(j, t)
+        self.state[j] = WAITING
+        self.starve_anchor_s[j] = t
+        self.preemptions[j] += 1
+
+    def _maybe_migrate(self, j: int, t: float) -> None:
+        target = self.policy.migrate(self, j, t)
+        if target is None:
+            return
+        target = Tier(target)
+        if target >= self.tier[j]:
+            raise EngineError(f"{self.policy.name!r} asked to migrate job {self.job_id[j]} to {target.label}, "
+                              f"which is not better than its {Tier(int(self.tier[j])).label} placement")
+        held = self.gpus[j]
+        self.cluster.release(held)
+        if target not in self._offer_tiers(int(self.num_gpus[j])):
+            self.cluster.allocate(j, held)  # nothing better is free: stay
+            return
+        self._close_segment(j, t)
+        self.migrations[j] += 1
+        self.starve_anchor_s[j] = t  # it gives up its GPUs and gets new ones at once
+        self._start(j, target, t, restarted=True)
+
+    def _speed_factor(self, j: int, shape) -> float:
+        key = (self.model_index[j], shape)
+        s = self._speed_cache.get(key)
+        if s is None:
+            s = float(self.latency.speed_factor(self.model[j], shape))
+            if not 0.0 < s <= 1.0:
+                raise EngineError(f"latency model {self.latency!r} gave speed factor {s} for {self.model[j]} {shape}")
+            self._speed_cache[key] = s
+        return s
+
+    def _start(self, j: int, tier: Tier, t: float, restarted: bool = False) -> None:
+        g = int(self.num_gpus[j])
+        prev = self.last_gpus[j]
+        gpus = None
+        if prev is not None and self.cluster.all_free(prev) and tier_of_shape(self.spec.shape_of(prev)) == tier:
+            gpus = prev  # its old GPUs are free again: take them back, no restart cost
+        if gpus is None:
+            gpus = self.policy.place(self, j, tier)
+            if gpus is None:
+                gpus = self.cluster.place(g, tier)
+            else:
+                gpus = np.asarray(gpus, dtype=np.int64)
+                self._check_placement(j, gpus, tier)
+        shape = self.spec.shape_of(gpus)
+        speed = self._speed_factor(j, shape)
+        same = prev is not None and np.array_equal(np.sort(prev), np.sort(gpus))
+        overhead = self.config.restart_overhead_s if (prev is not None and not same) or restarted else 0.0
+        self.cluster.allocate(j, gpus)
+        self.gpus[j] = gpus
+        self.state[j] = RUNNING
+        self.tier[j] = int(tier)
+        self.speed[j] = speed
+        self.rate[j] = speed / self.iter_time_s[j]
+        self.hold_start_s[j] = t
+        self.seg_start_s[j] = t + overhead
+        self.seg_done0[j] = self.done_iters[j]
+        self.finish_s[j] = t + overhead + (self.total_iterations[j] - self.done_iters[j]) / self.rate[j]
+        if math.isnan(self.first_start_s[j]):
+            self.first_start_s[j] = t
+        self.placements_by_tier[int(tier)] += 1
+        self.policy.on_start(self, j, tier, float(t - self.starve_anchor_s[j]), t)
+
+    def _check_placement(self, j: int, gpus: np.ndarray, tier: Tier) -> None:
+        g = int(self.num_gpus[j])
+        name = self.policy.name
+        if gpus.ndim != 1 or len(gpus) != g or len(np.unique(gpus)) != g:
+            raise EngineError(f"{name!r} placed job {self.job_id[j]} on {gpus.tolist()}, not {g} distinct GPUs")
+        if gpus.min() < 0 or gpus.max() >= self.spec.num_gpus or not self.cluster.all_free(gpus):
+            raise EngineError(f"{name!r} placed job {self.job_id[j]} on GPUs that are not free: {gpus.tolist()}")
+        got = tier_of_shape(self.spec.shape_of(gpus))
+        if got != tier:
+            raise EngineError(f"{name!r} placed job {self.job_id[j]} at {got.label}, but it accepted {tier.label}")
+
+    def _record(self, t: float) -> None:
+        running = int((self.state == RUNNING).sum())
+        waiting = int((self.state == WAITING).sum())
+        self.timeline.append((t, self.cluster.used_total, running, waiting, self.n - self.finished))
+
+
+def run_policy(engine: Engine) -> Engine:
+    """Drive an engine to the end, answering every offer with its policy's ``decide``."""
+    decide = engine.policy.decide
+    gen = engine.decisions()
+    try:
+        offer = next(gen)
+        while True:
+            offer = gen.send(decide(offer, engine))
+    except StopIteration:
+        pass
+    return engine

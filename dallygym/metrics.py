@@ -1,0 +1,155 @@
+"""Per-job and per-run metrics of a finished run (SPEC §6) -- the one metrics path.
+
+Definitions (seconds throughout):
+
+* JCT = end − arrival.
+* queueing delay = JCT − run time: all time spent waiting, including after preemptions.
+* run time = time holding GPUs (including any restart overhead).
+* communication latency = run time − restart overhead − ideal compute time, where ideal compute
+  time = total_iterations × iter_time_s: the time lost to exposed communication.
+* makespan = last end − first arrival.
+* utilization = time-average of allocated GPUs / total GPUs over the makespan.
+* Percentiles use numpy's default (linear interpolation between order statistics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .cluster import Tier
+from .engine import DONE, Engine
+
+#: Summary keys, in the order tables print them.
+SUMMARY_KEYS: tuple[str, ...] = (
+    "makespan_s",
+    "jct_mean_s",
+    "jct_median_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "queue_mean_s",
+    "queue_p95_s",
+    "queue_p99_s",
+    "comm_mean_s",
+    "utilization",
+    "jobs",
+    "placements_machine",
+    "placements_rack",
+    "placements_network",
+    "preemptions",
+    "migrations",
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one run.
+
+    Attributes:
+        jobs: one row per job (see :func:`job_frame` for the columns).
+        timeline: one row per event time: ``time_s, gpus_used, utilization, running,
+            waiting, remaining`` (state just after that instant's scheduling pass).
+        summary: the flat per-run summary, keys :data:`SUMMARY_KEYS`.
+    """
+
+    jobs: pd.DataFrame
+    timeline: pd.DataFrame
+    summary: dict
+
+    def to_csv(self, directory: str | Path) -> None:
+        self._write(directory, "csv")
+
+    def to_parquet(self, directory: str | Path) -> None:
+        """Needs a parquet engine (pyarrow or fastparquet) installed."""
+        self._write(directory, "parquet")
+
+    def _write(self, directory: str | Path, fmt: str) -> None:
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        summary = pd.DataFrame([self.summary])
+        for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
+            path = out / f"{name}.{fmt}"
+            if fmt == "csv":
+                frame.to_csv(path, index=False)
+            else:
+                frame.to_parquet(path, index=False)
+
+
+def job_frame(engine: Engine) -> pd.DataFrame:
+    """Per-job metrics of a finished engine run."""
+    if not np.all(engine.state == DONE):
+        raise ValueError("metrics need a finished run: some jobs have not completed")
+    jct = engine.end_s - engine.arrival_s
+    comm = engine.run_s - engine.overhead_s - engine.ideal_s
+    return pd.DataFrame(
+        {
+            "job_id": engine.job_id,
+            "model": engine.model.astype(str),
+            "num_gpus": engine.num_gpus,
+            "arrival_s": engine.arrival_s,
+            "first_start_s": engine.first_start_s,
+            "end_s": engine.end_s,
+            "jct_s": jct,
+            "queue_s": jct - engine.run_s,
+            "run_s": engine.run_s,
+            "ideal_s": engine.ideal_s,
+            # Float round-off of (run − ideal) can leave a job at speed 1 with −1e-9 s.
+            "comm_s": np.where(np.abs(comm) < 1e-6 * np.maximum(1.0, engine.ideal_s), 0.0, comm),
+            "overhead_s": engine.overhead_s,
+            "preemptions": engine.preemptions,
+            "migrations": engine.migrations,
+            "machine_s": engine.tier_s[:, Tier.MACHINE],
+            "rack_s": engine.tier_s[:, Tier.RACK],
+            "network_s": engine.tier_s[:, Tier.NETWORK],
+        }
+    )
+
+
+def timeline_frame(engine: Engine) -> pd.DataFrame:
+    frame = pd.DataFrame(engine.timeline, columns=["time_s", "gpus_used", "running", "waiting", "remaining"])
+    frame.insert(2, "utilization", frame["gpus_used"] / engine.spec.num_gpus)
+    return frame
+
+
+def summarize(jobs: pd.DataFrame, timeline: pd.DataFrame, num_gpus: int, placements_by_tier) -> dict:
+    """The flat per-run summary from the per-job and timeline frames."""
+    jct = jobs["jct_s"].to_numpy()
+    queue = jobs["queue_s"].to_numpy()
+    first = float(jobs["arrival_s"].min())
+    last = float(jobs["end_s"].max())
+    makespan = last - first
+    t = timeline["time_s"].to_numpy()
+    used = timeline["gpus_used"].to_numpy(dtype=np.float64)
+    if makespan > 0:
+        spans = np.diff(np.append(t, last))
+        utilization = float(np.dot(used, spans) / (num_gpus * makespan))
+    else:
+        utilization = 0.0
+    return {
+        "makespan_s": float(makespan),
+        "jct_mean_s": float(jct.mean()),
+        "jct_median_s": float(np.median(jct)),
+        "jct_p95_s": float(np.percentile(jct, 95)),
+        "jct_p99_s": float(np.percentile(jct, 99)),
+        "queue_mean_s": float(queue.mean()),
+        "queue_p95_s": float(np.percentile(queue, 95)),
+        "queue_p99_s": float(np.percentile(queue, 99)),
+        "comm_mean_s": float(jobs["comm_s"].mean()),
+        "utilization": utilization,
+        "jobs": int(len(jobs)),
+        "placements_machine": int(placements_by_tier[Tier.MACHINE]),
+        "placements_rack": int(placements_by_tier[Tier.RACK]),
+        "placements_network": int(placements_by_tier[Tier.NETWORK]),
+        "preemptions": int(jobs["preemptions"].sum()),
+        "migrations": int(jobs["migrations"].sum()),
+    }
+
+
+def collect(engine: Engine) -> RunResult:
+    """Metrics of a finished engine run."""
+    jobs = job_frame(engine)
+    timeline = timeline_frame(engine)
+    return RunResult(jobs=jobs, timeline=timeline, summary=summarize(jobs, timeline, engine.spec.num_gpus, engine.placements_by_tier))

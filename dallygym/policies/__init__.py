@@ -1,0 +1,31 @@
+"""Scheduling policies: the protocol (:class:`Policy`) and the shipped schedulers.
+
+``make_policy(name)`` builds a shipped policy by its CLI name; ``POLICIES`` maps names to
+classes. To add one, subclass :class:`Policy` (see ``base.py``) and pass an instance wherever a
+policy name is accepted.
+"""
+
+from __future__ import annotations
+
+from .base import Policy
+from .fifo import FifoPolicy
+
+POLICIES: dict[str, type[Policy]] = {
+    FifoPolicy.name: FifoPolicy,
+}
+
+
+def make_policy(policy: str | Policy, **kwargs) -> Policy:
+    """A policy instance from a shipped name, or ``policy`` itself if already one."""
+    if isinstance(policy, Policy):
+        if kwargs:
+            raise TypeError("options are for policy names, not for a policy instance")
+        return policy
+    try:
+        cls = POLICIES[policy]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown policy {policy!r}; known policies: {', '.join(POLICIES)}") from None
+    return cls(**kwargs)
+
+
+__all__ = ["POLICIES", "FifoPolicy", "Policy", "make_policy"]

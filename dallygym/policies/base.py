@@ -1,0 +1,65 @@
+"""The scheduling-policy protocol (SPEC §5.5).
+
+A scheduler is a priority order (who is offered GPUs first, and so who keeps them when leases
+expire), an offer decision (accept at which tier, or wait) and optional hooks. The engine asks
+the policy; the policy never changes engine state itself.
+
+A new policy is one short file: subclass :class:`Policy`, set ``name``, override what differs.
+Every method gets the running :class:`~dallygym.engine.Engine` as ``view``: read its per-job
+numpy arrays (``num_gpus``, ``arrival_s``, ``done_iters``, ``run_s``, ``total_iterations``,
+``iter_time_s``, ``starve_anchor_s``, ...) but never write them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from ..cluster import Tier
+
+if TYPE_CHECKING:  # imported for annotations only: the engine imports this module
+    from ..engine import Engine, Offer
+
+
+class Policy:
+    """Base class of scheduling policies; by itself it is FIFO with greedy acceptance.
+
+    Override:
+      * :meth:`priority` -- sort keys of the given jobs, lower is offered first (ties: earlier
+        arrival, then lower job index);
+      * :meth:`decide` -- accept an offer at one of ``offer.tiers`` or wait (``None``);
+      * optionally :meth:`place` (choose the GPUs), :meth:`migrate` (move a running job at a
+        round boundary), :meth:`on_start` (bookkeeping when any job starts), :meth:`reset`.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def reset(self, view: "Engine", rng: np.random.Generator) -> None:
+        """Called once when a run starts; ``rng`` is the run's seeded generator."""
+
+    def priority(self, view: "Engine", jobs: np.ndarray) -> np.ndarray:
+        """Sort keys for ``jobs`` (job indices); lower keys are offered first."""
+        return view.arrival_s[jobs]
+
+    def decide(self, offer: "Offer", view: "Engine") -> Tier | None:
+        """Accept the offer at a tier from ``offer.tiers``, or return None to keep waiting."""
+        return offer.best_tier
+
+    def place(self, view: "Engine", job: int, tier: Tier) -> np.ndarray | None:
+        """GPU ids for ``job`` at ``tier``, or None for the engine's best-fit placement."""
+        return None
+
+    def migrate(self, view: "Engine", job: int, now_s: float) -> Tier | None:
+        """At a round boundary, a running job whose GPUs are still its own may move.
+
+        Return a tier better than its current one to move there (the engine checks that
+        such a placement is free, counting the job's own GPUs as free), or None to stay.
+        """
+        return None
+
+    def on_start(self, view: "Engine", job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
+        """Called whenever a job is given a new placement (not when a lease is renewed)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,84 @@
+"""Traces: the canonical job table, its one validating loader, generators and importers.
+
+* :mod:`dallygym.trace.schema` -- :data:`TRACE_COLUMNS`, :func:`load_trace` (the one way in:
+  a shipped name, a CSV path or a DataFrame), :func:`validate_trace`, :func:`write_trace`,
+  the shipped files (:func:`shipped_traces`).
+* :mod:`dallygym.trace.generators` -- seeded workloads matching the paper's traces
+  (:data:`GENERATORS`, :func:`generate_trace`, :func:`regenerate_shipped`).
+* :mod:`dallygym.trace.importers` -- Tiresias, Philly and Helios formats (:func:`import_trace`).
+
+The format, the generators' statistics and each importer's rules are documented in
+``docs/traces.md``.
+"""
+
+from dallygym.trace.generators import (
+    GENERATOR_VERSION,
+    GENERATORS,
+    ITER_TIME_JITTER_SIGMA,
+    ITER_TIME_S,
+    PAPER_MODEL_COUNTS,
+    SHIPPED_SEEDS,
+    DurationModel,
+    WorkloadSpec,
+    generate_trace,
+    largest_remainder,
+    paper_model_mix,
+    regenerate_shipped,
+    workload_targets,
+)
+from dallygym.trace.importers import (
+    IMPORTERS,
+    MODEL_ALIASES,
+    import_helios,
+    import_philly,
+    import_tiresias,
+    import_trace,
+)
+from dallygym.trace.schema import (
+    TRACE_COLUMNS,
+    TRACE_DTYPES,
+    TraceError,
+    check_trace_fits,
+    load_trace,
+    sha256_of,
+    shipped_trace_dir,
+    shipped_trace_path,
+    shipped_traces,
+    trace_stats,
+    validate_trace,
+    write_trace,
+)
+
+__all__ = [
+    "GENERATORS",
+    "GENERATOR_VERSION",
+    "IMPORTERS",
+    "ITER_TIME_JITTER_SIGMA",
+    "ITER_TIME_S",
+    "MODEL_ALIASES",
+    "PAPER_MODEL_COUNTS",
+    "SHIPPED_SEEDS",
+    "TRACE_COLUMNS",
+    "TRACE_DTYPES",
+    "DurationModel",
+    "TraceError",
+    "WorkloadSpec",
+    "check_trace_fits",
+    "generate_trace",
+    "import_helios",
+    "import_philly",
+    "import_tiresias",
+    "import_trace",
+    "largest_remainder",
+    "load_trace",
+    "paper_model_mix",
+    "regenerate_shipped",
+    "sha256_of",
+    "shipped_trace_dir",
+    "shipped_trace_path",
+    "shipped_traces",
+    "trace_stats",
+    "validate_trace",
+    "workload_targets",
+    "write_trace",
+]

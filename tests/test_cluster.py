@@ -1,0 +1,111 @@
+"""Cluster topology, shapes and deterministic placement search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dallygym.cluster import ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape, tier_of_shape
+from dallygym.engine import Engine
+
+
+def occupy(state: ClusterState, used_per_machine) -> None:
+    """Hold the first ``used`` GPUs of each machine (by a dummy job 999)."""
+    g = state.spec.gpus_per_machine
+    for m, used in enumerate(used_per_machine):
+        if used:
+            state.allocate(999, np.arange(m * g, m * g + used))
+
+
+def test_gpu_ids_run_rack_major():
+    spec = ClusterSpec(racks=2, machines_per_rack=3, gpus_per_machine=4)
+    assert spec.num_gpus == 24
+    assert spec.gpu_location(0) == (0, 0, 0)
+    assert spec.gpu_location(13) == (1, 0, 1)  # machine 3 is the first of rack 1
+    assert spec.gpu_location(23) == (1, 2, 3)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"racks": 0}, "racks"), ({"racks": 2, "machines_per_rack": -1}, "machines_per_rack"),
+                                          ({"racks": 2.5}, "racks"), ({"racks": 1, "gpus_per_machine": True}, "gpus_per_machine")])
+def test_impossible_cluster_names_the_parameter(kwargs, name):
+    with pytest.raises(ClusterError, match=name):
+        ClusterSpec(**kwargs)
+
+
+def test_shape_is_canonical_and_gives_the_tier():
+    spec = ClusterSpec(2, 2, 4)
+    assert spec.shape_of(np.array([0, 1, 2, 3, 4, 5, 6, 7])) == ((4, 4),)
+    assert spec.shape_of(np.array([9, 0, 10, 1, 2])) == ((3,), (2,))
+    assert canonical_shape([[1, 3], [2, 0, 2]]) == ((3, 1), (2, 2))
+    assert tier_of_shape(((8,),)) == Tier.MACHINE
+    assert tier_of_shape(((4, 4),)) == Tier.RACK
+    assert tier_of_shape(((4,), (4,))) == Tier.NETWORK
+
+
+def test_best_possible_tier_by_size():
+    spec = ClusterSpec(2, 2, 4)
+    assert [spec.best_possible_tier(g) for g in (1, 4, 5, 8, 9, 16)] == [
+        Tier.MACHINE, Tier.MACHINE, Tier.RACK, Tier.RACK, Tier.NETWORK, Tier.NETWORK]
+    with pytest.raises(ClusterError, match="larger than the cluster"):
+        spec.best_possible_tier(17)
+
+
+def test_machine_placement_is_best_fit_with_ties_to_lowest_id():
+    state = ClusterState(ClusterSpec(1, 4, 4))
+    occupy(state, [0, 2, 1, 2])  # free: 4, 2, 3, 2
+    gpus = state.place(2, Tier.MACHINE)
+    assert gpus.tolist() == [6, 7]  # machine 1: fewest free (2) that fits, lower id than 3
+    assert state.place(3, Tier.MACHINE).tolist() == [9, 10, 11]  # machine 2 (3 free)
+
+
+def test_rack_placement_spans_fewest_machines_remainder_best_fit():
+    state = ClusterState(ClusterSpec(2, 3, 4))
+    occupy(state, [0, 3, 2, 0, 0, 0])  # rack 0 free: 4, 1, 2 (7); rack 1 free 12
+    gpus = state.place(6, Tier.RACK)
+    # rack 0 is the best-fit rack (7 free >= 6); machine 0 whole (4), the remaining 2 on the
+    # machine with the fewest free GPUs that holds 2: machine 2.
+    assert sorted(state.spec.machine_of_gpu[gpus].tolist()) == [0, 0, 0, 0, 2, 2]
+
+
+def test_rack_placement_always_spans_two_machines():
+    state = ClusterState(ClusterSpec(1, 2, 4))
+    gpus = state.place(4, Tier.RACK)
+    assert tier_of_shape(state.spec.shape_of(gpus)) == Tier.RACK
+
+
+def test_network_placement_uses_fewest_racks():
+    state = ClusterState(ClusterSpec(3, 2, 4))
+    occupy(state, [4, 2, 0, 0, 4, 3])  # rack free: 2, 8, 1
+    gpus = state.place(9, Tier.NETWORK)
+    racks = state.spec.rack_of_machine[state.spec.machine_of_gpu[gpus]]
+    assert sorted(racks.tolist()) == [1] * 8 + [2]  # rack 1 whole, the 1 left on rack 2 (best fit)
+
+
+def test_allocating_a_held_gpu_is_refused():
+    state = ClusterState(ClusterSpec(1, 1, 4))
+    state.allocate(0, np.array([0, 1]))
+    with pytest.raises(ClusterError, match="already held"):
+        state.allocate(1, np.array([1, 2]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_every_offered_tier_has_a_placement_of_exactly_that_tier(data):
+    racks = data.draw(st.integers(1, 3))
+    mpr = data.draw(st.integers(1, 3))
+    gpm = data.draw(st.integers(1, 4))
+    spec = ClusterSpec(racks, mpr, gpm)
+    state = ClusterState(spec)
+    occupy(state, data.draw(st.lists(st.integers(0, gpm), min_size=spec.num_machines, max_size=spec.num_machines)))
+    g = data.draw(st.integers(1, spec.num_gpus))
+    engine = Engine.__new__(Engine)  # only _offer_tiers is used: it needs spec and cluster
+    engine.spec, engine.cluster = spec, state
+    for tier in engine._offer_tiers(g):
+        free_before = state.free_total
+        gpus = state.place(g, tier)
+        assert len(np.unique(gpus)) == g
+        assert state.all_free(gpus)
+        assert tier_of_shape(spec.shape_of(gpus)) == tier
+        assert state.free_total == free_before

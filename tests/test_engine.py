@@ -1,0 +1,201 @@
+"""The event engine on hand-built clusters and traces whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dallygym.cluster import ClusterError, ClusterSpec, Tier
+from dallygym.engine import DONE, Engine, EngineConfig, EngineError, run_policy
+from dallygym.metrics import collect
+from dallygym.policies import FifoPolicy, Policy
+
+from conftest import TablePriority, TierLatency, make_trace, run_engine
+
+NO_ROUNDS = 1e9  # a lease longer than any test run
+
+
+def test_completion_time_is_ideal_time_over_speed_factor():
+    # One rack of 2 machines x 4 GPUs. An 8-GPU job must span both machines: rack tier,
+    # speed 0.5, so 100 iterations of 1 s take 200 s; a 4-GPU job fits a machine: 100 s.
+    spec = ClusterSpec(1, 2, 4)
+    trace = make_trace([(0, 0, 8, 100, 1.0), (1, 500, 4, 100, 1.0)])
+    engine = run_engine(trace, spec, lease_s=NO_ROUNDS)
+    assert engine.end_s.tolist() == [200.0, 600.0]
+    jobs = collect(engine).jobs
+    assert jobs["comm_s"].tolist() == [100.0, 0.0]
+    assert jobs["rack_s"].tolist() == [200.0, 0.0]
+    assert jobs["machine_s"].tolist() == [0.0, 100.0]
+
+
+def test_waiting_job_that_does_not_fit_does_not_block_smaller_ones():
+    # 8 GPUs (1 rack x 2 machines x 4). J0 holds 4 GPUs until 100. J1 (8 GPUs) arrives at 1
+    # and cannot fit; J2 (2 GPUs) arriving at 2 is still offered and runs 2..12.
+    # J1 starts when J0 ends, at rack tier (speed 0.5): 10 s of compute take 20 s.
+    spec = ClusterSpec(1, 2, 4)
+    trace = make_trace([(0, 0, 4, 100, 1.0), (1, 1, 8, 10, 1.0), (2, 2, 2, 10, 1.0)])
+    engine = run_engine(trace, spec, FifoPolicy(), lease_s=NO_ROUNDS)
+    assert engine.first_start_s.tolist() == [0.0, 100.0, 2.0]
+    assert engine.end_s.tolist() == [100.0, 120.0, 12.0]
+
+
+def test_lease_renewal_on_same_gpus_costs_nothing():
+    spec = ClusterSpec(1, 1, 4)
+    trace = make_trace([(0, 0, 4, 100, 1.0)])
+    engine = run_engine(trace, spec, lease_s=10.0, restart_overhead_s=50.0)
+    assert engine.end_s[0] == 100.0
+    assert engine.preemptions[0] == 0
+    assert engine.placements_by_tier.tolist() == [1, 0, 0]
+    assert engine.rounds == 10  # boundaries at 10, 20, ..., 100 (the last one at its completion)
+
+
+def test_higher_priority_job_preempts_at_round_boundary_not_before():
+    # One machine of 4 GPUs, lease 50 s. J0 (4 GPUs, 1000 s) starts at 0. J1 (4 GPUs, 100 s,
+    # higher priority) arrives at 10 but must wait for the boundary at 50, where J0's lease
+    # expires and J1 takes the GPUs. J0 (50 iterations done) resumes on its own GPUs when J1
+    # ends at 150, so it pays no restart overhead: it ends at 150 + 950 = 1100.
+    spec = ClusterSpec(1, 1, 4)
+    trace = make_trace([(0, 0, 4, 1000, 1.0), (1, 10, 4, 100, 1.0)])
+    engine = run_engine(trace, spec, TablePriority({0: 1, 1: 0}), lease_s=50.0, restart_overhead_s=7.0)
+    assert engine.first_start_s.tolist() == [0.0, 50.0]
+    assert engine.end_s.tolist() == [1100.0, 150.0]
+    assert engine.preemptions.tolist() == [1, 0]
+    jobs = collect(engine).jobs.set_index("job_id")
+    assert jobs.loc[0, "queue_s"] == 100.0  # waited 50..150
+    assert jobs.loc[0, "run_s"] == 50.0 + 950.0  # 0..50 and 150..1100
+    assert jobs.loc[1, "queue_s"] == 40.0
+    assert jobs.loc[0, "overhead_s"] == 0.0
+
+
+def test_restart_on_other_gpus_pays_overhead_and_victim_is_lowest_priority():
+    # 1 rack x 2 machines x 2 GPUs, lease 50, restart overhead 7.
+    # t=0: J1 (priority 1) takes machine 0 (best fit, lowest id), J0 (priority 2) machine 1.
+    # t=10: J2 (priority 0) arrives; nothing is free until the boundary.
+    # t=50: J2 is offered first and displaces the lowest-priority job, J0, from machine 1;
+    #       J1 keeps machine 0. J0 is preempted with 50 of 1000 iterations done.
+    # t=75: J1 ends; J0 restarts on machine 0 (not its old GPUs): 7 s overhead, progress from
+    #       82, so it ends at 82 + 950 = 1032. J2 runs 50..150.
+    spec = ClusterSpec(1, 2, 2)
+    trace = make_trace([(0, 0, 2, 1000, 1.0), (1, 0, 2, 75, 1.0), (2, 10, 2, 100, 1.0)])
+    engine = run_engine(trace, spec, TablePriority({0: 2, 1: 1, 2: 0}), lease_s=50.0, restart_overhead_s=7.0)
+    assert engine.end_s.tolist() == [1032.0, 75.0, 150.0]
+    assert engine.preemptions.tolist() == [1, 0, 0]
+    jobs = collect(engine).jobs.set_index("job_id")
+    assert jobs.loc[0, "overhead_s"] == 7.0
+    assert jobs.loc[0, "run_s"] == 50.0 + (1032.0 - 75.0)
+    assert jobs.loc[0, "comm_s"] == 0.0
+    assert jobs.loc[0, "queue_s"] == 25.0
+
+
+def test_preempted_job_without_room_waits_with_starvation_clock_reset():
+    spec = ClusterSpec(1, 1, 4)
+    trace = make_trace([(0, 0, 4, 1000, 1.0), (1, 10, 4, 100, 1.0)])
+    seen = []
+
+    class Recorder(TablePriority):
+        def decide(self, offer, view):
+            seen.append((offer.job_id, offer.now_s, offer.starvation_s))
+            return offer.best_tier
+
+    run_engine(trace, spec, Recorder({0: 1, 1: 0}), lease_s=50.0)
+    # J1 offered at the boundary after 40 s of starvation; J0 re-offered when J1 ends at 150,
+    # starving since it lost its GPUs at 50.
+    assert seen == [(0, 0.0, 0.0), (1, 50.0, 40.0), (0, 150.0, 100.0)]
+
+
+def test_offers_list_every_free_tier_and_mark_real_choices():
+    # 2 racks x 2 machines x 4 GPUs; four 3-GPU jobs leave one GPU free on every machine. A
+    # 2-GPU job then fits no machine but fits a rack (1 + 1) and the network, so waiting for a
+    # machine is a real choice.
+    spec = ClusterSpec(2, 2, 4)
+    trace = make_trace([(0, 0, 3, 100, 1.0), (1, 0, 3, 100, 1.0), (2, 0, 3, 100, 1.0),
+                        (3, 0, 3, 100, 1.0), (4, 1, 2, 10, 1.0)])
+    engine = Engine(trace, spec, FifoPolicy(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+    gen = engine.decisions()
+    offers = []
+    offer = next(gen)
+    try:
+        while True:
+            offers.append(offer)
+            offer = gen.send(offer.best_tier)
+    except StopIteration:
+        pass
+    last = [o for o in offers if o.job_id == 4][0]
+    assert last.tiers == (Tier.RACK, Tier.NETWORK)
+    assert last.best_possible_tier == Tier.MACHINE
+    assert last.is_choice
+
+
+def test_accepting_a_tier_not_offered_is_an_error():
+    class Bad(Policy):
+        name = "bad"
+
+        def decide(self, offer, view):
+            return Tier.NETWORK
+
+    spec = ClusterSpec(2, 1, 4)
+    with pytest.raises(EngineError, match="not|accept one of the offered"):
+        run_engine(make_trace([(0, 0, 1, 10, 1.0)]), spec, Bad())
+
+
+def test_policy_that_never_accepts_stops_with_error_instead_of_looping():
+    class Never(Policy):
+        name = "never"
+
+        def decide(self, offer, view):
+            return None
+
+    with pytest.raises(EngineError, match="idle cluster"):
+        run_engine(make_trace([(0, 0, 1, 10, 1.0)]), ClusterSpec(1, 1, 1), Never(), lease_s=1.0, max_idle_rounds=5)
+
+
+def test_job_larger_than_cluster_is_rejected_naming_the_job():
+    with pytest.raises(ClusterError, match="job 7 needs 9 GPUs but the cluster has 8"):
+        Engine(make_trace([(7, 0, 9, 10, 1.0)]), ClusterSpec(1, 2, 4), FifoPolicy(), TierLatency())
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"lease_s": 0}, "lease_s"), ({"lease_s": float("nan")}, "lease_s"),
+     ({"restart_overhead_s": -1}, "restart_overhead_s"), ({"seed": -3}, "seed")],
+)
+def test_bad_engine_config_names_the_parameter(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        EngineConfig(**kwargs)
+
+
+def test_engine_runs_once():
+    engine = run_engine(make_trace([(0, 0, 1, 10, 1.0)]), ClusterSpec(1, 1, 1))
+    with pytest.raises(EngineError, match="runs once"):
+        next(engine.decisions())
+
+
+def test_migration_hook_moves_job_to_better_tier_with_overhead():
+    # 1 rack x 2 machines x 4 GPUs, lease 50, restart overhead 5. At t=0 J0 (3 GPUs, ends at
+    # 20) takes machine 0 and J1 (3 GPUs, long) machine 1, so J2 (2 GPUs) only fits the rack:
+    # one GPU on each machine, speed 0.5. At the boundary at 50 machine 0 has 3 free GPUs
+    # besides J2's own, and the policy moves J2 there: 25 iterations were done by then, the
+    # other 75 run at speed 1 after 5 s of overhead, so J2 ends at 50 + 5 + 75 = 130.
+    class Migrate(Policy):
+        name = "migrate"
+
+        def migrate(self, view, job, now_s):
+            return Tier.MACHINE if view.tier[job] > Tier.MACHINE else None
+
+    spec = ClusterSpec(1, 2, 4)
+    trace = make_trace([(0, 0, 3, 20, 1.0), (1, 0, 3, 1000, 1.0), (2, 0, 2, 100, 1.0)])
+    engine = run_engine(trace, spec, Migrate(), lease_s=50.0, restart_overhead_s=5.0)
+    assert engine.migrations.tolist() == [0, 0, 1]
+    assert engine.end_s[2] == 130.0
+    assert engine.placements_by_tier.tolist() == [3, 1, 0]
+    assert collect(engine).jobs["overhead_s"].tolist() == [0.0, 0.0, 5.0]
+
+
+def test_all_jobs_finish_with_exact_iterations():
+    spec = ClusterSpec(2, 2, 4)
+    rng = np.random.default_rng(1)
+    rows = [(i, float(rng.integers(0, 5000)), int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(1, 500)),
+             float(rng.uniform(0.5, 5))) for i in range(40)]
+    engine = run_engine(make_trace(rows), spec, lease_s=600.0)
+    assert (engine.state == DONE).all()
+    assert np.array_equal(engine.done_iters, engine.total_iterations)
