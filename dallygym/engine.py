@@ -270,9 +270,24 @@ class Engine:
         idle_rounds = 0
         arrival = self.arrival_s
         n = self.n
+        may_migrate = type(self.policy).migrate is not Policy.migrate
+        first = self.first_arrival_s
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
             t_fin = self.finish_s.min()
+            if not may_migrate and next_round < min(t_arr, t_fin) and not (self.state == WAITING).any():
+                # With no job waiting, a round boundary changes nothing: every lease is renewed
+                # on the same GPUs. Jump to the last boundary not after the next event.
+                t_next = min(t_arr, t_fin)
+                k = max(round_no, math.floor((t_next - first) / lease))
+                while first + k * lease > t_next:
+                    k -= 1
+                while first + (k + 1) * lease <= t_next:
+                    k += 1
+                if k > round_no:
+                    self.rounds += k - round_no
+                    round_no = k
+                    next_round = first + round_no * lease
             t = min(t_arr, t_fin, next_round)
             self._advance(t)
             if t_fin <= t:

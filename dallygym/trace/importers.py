@@ -265,6 +265,27 @@ def import_tiresias(
     return _finish(frame, where, cluster, known, report)
 
 
+def _frame_from_durations(arrival, gpus, duration, seed, mix):
+    """Canonical frame of a format that records durations but no model or iterations.
+
+    Models are drawn (seeded) from ``mix``; iterations come from the per-model iteration-time
+    table so that the ideal run time equals the recorded duration. Rows are put in arrival
+    order and numbered from 0; returns the frame and the order (positions in the input).
+    """
+    model = _draw_models(np.random.default_rng(seed), len(duration), mix)
+    iterations, iter_time = _iterations_from_table(duration, model)
+    order = _arrival_order(arrival)
+    frame = pd.DataFrame({
+        "job_id": np.arange(len(duration), dtype=np.int64),
+        "arrival_s": arrival[order],
+        "num_gpus": gpus[order],
+        "model": model[order],
+        "total_iterations": iterations[order],
+        "iter_time_s": iter_time[order],
+    })
+    return frame, order
+
+
 def import_philly(
     path: str | Path,
     seed: int = 0,
@@ -291,19 +312,7 @@ def import_philly(
     duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0,
                              strict=True)
     gpus = parse_numbers(raw["num_gpus"], "num_gpus", where, integer=True, minimum=1)
-    rng = np.random.default_rng(seed)
-    model = _draw_models(rng, len(raw), mix)
-    iterations, iter_time = _iterations_from_table(duration, model)
-
-    order = _arrival_order(arrival)
-    frame = pd.DataFrame({
-        "job_id": np.arange(len(raw), dtype=np.int64),
-        "arrival_s": arrival[order],
-        "num_gpus": gpus[order],
-        "model": model[order],
-        "total_iterations": iterations[order],
-        "iter_time_s": iter_time[order],
-    })
+    frame, order = _frame_from_durations(arrival, gpus, duration, seed, mix)
     report = {
         "format": "philly",
         "source": where.source,
@@ -374,19 +383,7 @@ def import_helios(
     arrival = _parse_times(kept_raw["submit_time"], "submit_time", kept_where)
     duration = duration_c[positive]
     gpus = gpus_all[keep]
-    rng = np.random.default_rng(seed)
-    model = _draw_models(rng, len(keep), mix)
-    iterations, iter_time = _iterations_from_table(duration, model)
-
-    order = _arrival_order(arrival)
-    frame = pd.DataFrame({
-        "job_id": np.arange(len(keep), dtype=np.int64),
-        "arrival_s": arrival[order],
-        "num_gpus": gpus[order],
-        "model": model[order],
-        "total_iterations": iterations[order],
-        "iter_time_s": iter_time[order],
-    })
+    frame, order = _frame_from_durations(arrival, gpus, duration, seed, mix)
     report = {
         "format": "helios",
         "source": where.source,
