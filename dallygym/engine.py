@@ -19,6 +19,11 @@ computed analytically, and the engine only wakes on events:
   reset to now, and it is offered the remaining GPUs like any waiting job. If it later restarts
   on a different GPU set it pays ``restart_overhead_s`` before progressing again.
 
+After a boundary's pass, a policy with a ``migrate`` hook may move running jobs that kept their
+GPUs to a more consolidated tier, using free GPUs (Gandiva's migration). A boundary at which no
+job waits changes nothing, so the engine steps over such boundaries (the round count stays
+exact) unless the policy migrates.
+
 A scheduling pass runs at every event time (after all events of that instant). Waiting jobs are
 visited in priority order; a job that does not fit anywhere is skipped and lower-priority jobs
 are still offered (no head-of-line blocking). Only waiting jobs receive offers.
@@ -333,7 +338,7 @@ class Engine:
             # by higher-priority jobs until their own turn comes.
             waiting = np.flatnonzero(state[order] == WAITING)
             if waiting.size == 0:
-                yield from self._migrations(order, t)
+                self._migrations(order, t)
                 return
             first = int(waiting[0])
             visit = order[first:]
@@ -382,19 +387,17 @@ class Engine:
                 expired_set.clear()
                 cluster.clear_marks()
         if boundary:
-            yield from self._migrations(cand, t)
+            self._migrations(cand, t)
 
-    def _migrations(self, jobs: np.ndarray, t: float):
-        """After a boundary pass: running jobs (in priority order) may move to a better tier
-        using free GPUs, if the policy asks (Gandiva). A generator only for ``yield from``."""
+    def _migrations(self, jobs: np.ndarray, t: float) -> None:
+        """After a boundary pass: running jobs that kept their GPUs may move to a better tier
+        using free GPUs, in priority order, if the policy asks (e.g. Gandiva)."""
         if type(self.policy).migrate is Policy.migrate:
             return
         keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
         for j in jobs[np.lexsort((jobs, self.arrival_s[jobs], keys))].tolist():
             if self.state[j] == RUNNING and self.hold_start_s[j] < t:
                 self._maybe_migrate(j, t)
-        return
-        yield  # pragma: no cover - makes this a generator
 
     def _offer_tiers(self, g: int) -> tuple[Tier, ...]:
         """Tiers at which ``g`` GPUs can be placed now, most consolidated first."""

@@ -30,6 +30,20 @@ class RandomPolicy(Policy):
         return None if choice == len(offer.tiers) else offer.tiers[choice]
 
 
+class RandomMigratePolicy(RandomPolicy):
+    """Also asks, at random, to move running jobs to a better tier at round boundaries."""
+
+    name = "random-migrate-test"
+
+    def migrate(self, view, job, now_s):
+        if view.tier[job] > 0 and self.rng.random() < 0.5:
+            return int(self.rng.integers(0, view.tier[job]))
+        return None
+
+
+POLICIES = {"fifo": FifoPolicy, "random": RandomPolicy, "random-migrate": RandomMigratePolicy}
+
+
 @st.composite
 def small_runs(draw):
     spec = ClusterSpec(draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 4])))
@@ -76,11 +90,11 @@ def drive(engine: Engine, check=True):
     return engine
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_runs(), st.sampled_from(["fifo", "random"]))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_runs(), st.sampled_from(sorted(POLICIES)))
 def test_invariants_hold_on_random_small_traces(run, policy_name):
     spec, trace, config = run
-    policy = FifoPolicy() if policy_name == "fifo" else RandomPolicy()
+    policy = POLICIES[policy_name]()
     engine = drive(Engine(trace, spec, policy, TierLatency(), config))
     check_holdings(engine)
     assert (engine.state == DONE).all()
