@@ -1,6 +1,7 @@
 """The ``dallygym`` command line.
 
     dallygym simulate --policy fifo --racks 8 --trace batch-500 [--format table|json|csv]
+    dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH
 
@@ -59,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(sim)
     sim.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
+
+    cmp_ = sub.add_parser("compare", help="run several policies on one trace and cluster, one row each")
+    cmp_.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
+                      help="policies to run (default: every shipped policy)")
+    cmp_.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
+    _cluster_args(cmp_)
+    _engine_args(cmp_)
+    cmp_.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -120,6 +130,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, stderr_progress
+    from .policies import POLICIES
+
+    spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
+    config = EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed)
+    policies = args.policies or list(POLICIES)
+    frame = compare(args.trace, spec, policies, latency=args.latency, config=config,
+                    progress=None if args.quiet else stderr_progress)
+    frame = frame.drop(columns="wall_s")  # wall time varies run to run; benchmarks keep it
+    if args.format == "table":
+        shown = frame.copy()
+        for col in shown.columns:
+            if col.endswith("_s"):
+                shown[col] = (shown[col] / 3600).map(lambda h: f"{h:,.1f}")
+        shown = shown.rename(columns={c: c[:-2] + "_h" for c in shown.columns if c.endswith("_s")})
+        shown["utilization"] = shown["utilization"].map(lambda u: f"{u:.3f}")
+        _print_frame(shown, "table")
+    else:
+        _print_frame(frame, args.format)
+    return 0
+
+
 def _cmd_latency(args: argparse.Namespace) -> int:
     from .latency import get_latency_model, table_i_frame
 
@@ -160,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trace import TraceError
 
     args = build_parser().parse_args(argv)
-    handlers = {"simulate": _cmd_simulate, "latency": _cmd_latency, "trace": _cmd_trace}
+    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:

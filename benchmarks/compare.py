@@ -1,0 +1,176 @@
+"""The paper's evaluation grid: every policy x racks {2, 4, 8, 16} x {batch-500, poisson-411}.
+
+    python benchmarks/compare.py [--racks 2 4 8 16] [--traces batch-500 poisson-411]
+                                 [--policies ...] [--workers 2] [--out benchmarks/results]
+
+Writes ``compare.csv`` (one row per run, with its wall time) and ``compare.md``: makespan
+normalised to Dally (the paper's Fig. 7), tail queueing delay and mean communication latency
+(Fig. 8), the JCT tables at 8 racks (Tables II and III), and the paper's headline claims beside
+the same ratios computed from our runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+import dallygym
+from dallygym.compare import compare
+from dallygym.policies import POLICIES
+
+# The paper's Tables II and III (JCT statistics in seconds, 8 racks), facts from §VI.
+PAPER_JCT = {
+    "batch-500": {
+        "gandiva": (5828719, 183717, 17485823, 39214710),
+        "tiresias": (4461998, 2547080, 17841606, 25696135),
+        "dally-manual": (3128566, 2552189, 7097646, 8868401),
+        "dally": (2828955, 2401390, 5983042, 8395214),
+    },
+    "poisson-411": {
+        "gandiva": (17371514, 22722917, 71362014, 208939883),
+        "tiresias": (4329941, 4212795, 15059080, 15390860),
+        "dally-manual": (4960727, 2787855, 39298828, 39817762),
+        "dally": (2831880, 2595529, 16469069, 16681241),
+    },
+}
+
+# The paper's headline claims (abstract and §VI): improvement of Dally over a baseline,
+# 1 − dally / baseline, as (low %, high %) over the cluster sizes; None where it gives only "up to".
+PAPER_CLAIMS = [
+    ("makespan_s", "tiresias", "batch-500", "makespan vs Tiresias (batch)", (None, 69)),
+    ("makespan_s", "gandiva", "batch-500", "makespan vs Gandiva (batch)", (None, 92)),
+    ("jct_mean_s", "tiresias", "batch-500", "average JCT vs Tiresias (batch)", (19, 36)),
+    ("jct_mean_s", "gandiva", "batch-500", "average JCT vs Gandiva (batch)", (23, 51)),
+    ("jct_mean_s", "tiresias", "poisson-411", "average JCT vs Tiresias (Poisson)", (16, 34)),
+    ("comm_mean_s", "tiresias", "batch-500", "communication latency vs Tiresias (batch)", (53, 83)),
+    ("queue_p95_s", "tiresias", "batch-500", "P95 queueing delay vs Tiresias (batch)", (58, 71)),
+    ("queue_p99_s", "tiresias", "batch-500", "P99 queueing delay vs Tiresias (batch)", (67, 78)),
+]
+
+
+def _cell(args: tuple[str, int, tuple[str, ...]]) -> pd.DataFrame:
+    trace, racks, policies = args
+    frame = compare(trace, racks, list(policies))
+    frame.insert(0, "racks", racks)
+    frame.insert(0, "trace", trace)
+    return frame
+
+
+def run_grid(traces, racks, policies, workers: int) -> pd.DataFrame:
+    cells = [(t, r, tuple(policies)) for t in traces for r in racks]
+    start = time.perf_counter()
+    frames = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for i, frame in enumerate(pool.map(_cell, cells), 1):
+            frames.append(frame)
+            t, r, _ = cells[i - 1]
+            print(f"[{i}/{len(cells)}] {t} {r} racks: {frame['wall_s'].sum():.1f} s "
+                  f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _md(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for row in frame.itertuples(index=False):
+        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pivot(grid: pd.DataFrame, trace: str, value: str, scale: float = 1.0) -> pd.DataFrame:
+    sub = grid[grid["trace"] == trace]
+    table = sub.pivot(index="policy", columns="racks", values=value) / scale
+    table = table.reindex([p for p in grid["policy"].unique() if p in table.index])
+    table.columns = [f"{c} racks" for c in table.columns]
+    return table.reset_index()
+
+
+def improvement(grid: pd.DataFrame, metric: str, baseline: str, trace: str) -> pd.Series:
+    """1 − dally / baseline, in %, per cluster size."""
+    sub = grid[grid["trace"] == trace].set_index(["policy", "racks"])[metric]
+    return 100 * (1 - sub.loc["dally"] / sub.loc[baseline])
+
+
+def report(grid: pd.DataFrame, total_wall_s: float, command: str) -> str:
+    out = [
+        "# Scheduler comparison: the paper's grid",
+        "",
+        f"Produced by `{command}` (dallygym {dallygym.__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()}); {len(grid)} runs in {total_wall_s:.0f} s of wall time on 2 worker processes "
+        f"(sum of per-run times {grid['wall_s'].sum():.0f} s; every run's time is in `compare.csv`).",
+        "Defaults everywhere: lease 3600 s, restart overhead 0, seed 0, latency preset `dally-paper`.",
+        "",
+    ]
+    if "dally" in set(grid["policy"]):
+        out += ["## Makespan normalised to Dally (paper Fig. 7; lower is better)", ""]
+        for trace in grid["trace"].unique():
+            sub = grid[grid["trace"] == trace]
+            dally = sub[sub["policy"] == "dally"].set_index("racks")["makespan_s"]
+            norm = sub.assign(norm=sub["makespan_s"] / sub["racks"].map(dally))
+            out += [f"### {trace}", "", _md(_pivot(norm, trace, "norm")), ""]
+    for trace in grid["trace"].unique():
+        out += [f"## {trace}: tail queueing delay and communication latency (paper Fig. 8), hours", ""]
+        for metric, label in (("queue_p95_s", "P95 queueing delay"), ("queue_p99_s", "P99 queueing delay"),
+                              ("comm_mean_s", "mean communication latency"), ("jct_mean_s", "mean JCT")):
+            out += [f"**{label}**", "", _md(_pivot(grid, trace, metric, 3600), ".1f"), ""]
+    for trace, table_name in (("batch-500", "Table II"), ("poisson-411", "Table III")):
+        sub = grid[(grid["trace"] == trace) & (grid["racks"] == 8)]
+        if sub.empty:
+            continue
+        rows = []
+        for p in sub["policy"]:
+            r = sub[sub["policy"] == p].iloc[0]
+            paper = PAPER_JCT[trace].get(p)
+            rows.append({
+                "policy": p,
+                "average": f"{r.jct_mean_s:,.0f}", "median": f"{r.jct_median_s:,.0f}",
+                "P95": f"{r.jct_p95_s:,.0f}", "P99": f"{r.jct_p99_s:,.0f}",
+                "paper (avg / median / P95 / P99)": " / ".join(f"{v:,}" for v in paper) if paper else "—",
+            })
+        out += [f"## JCT at 8 racks, {trace}, seconds (paper {table_name})", "", _md(pd.DataFrame(rows)), ""]
+    if {"dally", "tiresias", "gandiva"} <= set(grid["policy"]):
+        out += ["## The paper's claims beside ours", "",
+                "Improvement = 1 − Dally / baseline, per cluster size (2, 4, 8, 16 racks).", ""]
+        rows = []
+        for metric, baseline, trace, label, (lo, hi) in PAPER_CLAIMS:
+            if trace not in set(grid["trace"]):
+                continue
+            imp = improvement(grid, metric, baseline, trace)
+            ours = ", ".join(f"{v:+.0f} %" for v in imp.to_numpy())
+            paper = f"up to {hi} %" if lo is None else f"{lo}–{hi} %"
+            rows.append({"claim": label, "paper": paper, "ours (2/4/8/16 racks)": ours})
+        out += [_md(pd.DataFrame(rows)), ""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    grid = run_grid(args.traces, args.racks, args.policies, args.workers)
+    total = time.perf_counter() - start
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    grid.to_csv(out / "compare.csv", index=False)
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python benchmarks/compare.py", *given])
+    (out / "compare.md").write_text(report(grid, total, command) + "\n")
+    print(f"wrote {out / 'compare.csv'} and {out / 'compare.md'} ({len(grid)} runs, {total:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
