@@ -9,7 +9,9 @@ figure):
   policy x trace x racks in {2, 4, 8, 16}: the median of ``--repeats`` runs;
 * the end-to-end CLI time of ``dallygym simulate --policy fifo --racks 8 --trace batch-500``
   (a fresh Python process, imports included): the median of 3;
-* CartPole-v1's raw step time through ``gym.make`` with random actions.
+* CartPole-v1's raw step time through ``gym.make`` with random actions;
+* ``Dally-v0`` and ``DallySmall-v0`` steps per second with the Dally heuristic agent and with
+  random masked actions, and their ratio to CartPole's.
 
 Writes ``speed.csv`` and ``speed.md`` to ``--out``. Speed is a benchmark, never a test.
 """
@@ -60,6 +62,31 @@ def time_simulate(trace: str, racks: int, policy: str, repeats: int) -> tuple[fl
     return statistics.median(times), summary
 
 
+def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int = 0) -> tuple[float, int]:
+    """Steps per second of ``env_id`` through ``gym.make``, over whole episodes until at least
+    ``min_steps`` steps; ``agent`` is ``"dally"`` (the heuristic agent) or ``"random"``
+    (uniform over the masked actions). Resets are included in the time."""
+    env = gym.make(env_id)
+    rng = np.random.default_rng(seed)
+    heuristic = dallygym.heuristic_agent("dally", env) if agent == "dally" else None
+    steps = 0
+    episode = 0
+    start = time.perf_counter()
+    while steps < min_steps:
+        obs, info = env.reset(seed=seed + episode)
+        episode += 1
+        done = env.unwrapped._done
+        while not done:
+            if heuristic is not None:
+                action, _ = heuristic.predict(obs)
+            else:
+                action = rng.choice(np.flatnonzero(info["action_mask"]))
+            obs, _, terminated, truncated, info = env.step(int(action))
+            steps += 1
+            done = terminated or truncated
+    return steps / (time.perf_counter() - start), steps
+
+
 def time_cli(args: list[str], repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
@@ -72,7 +99,7 @@ def time_cli(args: list[str], repeats: int = 3) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--policies", nargs="+", default=["fifo"])
+    parser.add_argument("--policies", nargs="+", default=["fifo", "dally"])
     parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args(argv)
@@ -92,10 +119,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{policy:8s} {trace:12s} {racks:3d} racks  {wall:7.3f} s", flush=True)
     cli_s = time_cli(["simulate", "--policy", "fifo", "--racks", "8", "--trace", "batch-500"])
     frame = pd.DataFrame(rows)
+    env_rows = []
+    for env_id in ("Dally-v0", "DallySmall-v0"):
+        for agent in ("dally", "random"):
+            rate, steps = env_steps_per_s(env_id, agent)
+            env_rows.append({"env": env_id, "agent": agent, "steps": steps, "steps_per_s": round(rate),
+                             "cartpole_ratio": round(rate * step_s, 3)})
+            print(f"{env_id:14s} {agent:7s} {rate:9,.0f} steps/s", flush=True)
+    env_frame = pd.DataFrame(env_rows)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "speed.csv", index=False)
+    env_frame.to_csv(out / "env_speed.csv", index=False)
     lines = [
         "# Speed benchmark",
         "",
@@ -110,20 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         "In-process `simulate()` (trace load + run + metrics), median of the repeats; "
         "`cartpole_steps_equivalent` = wall time / CartPole step time.",
         "",
-        frame.to_markdown(index=False) if _has_tabulate() else "```\n" + frame.to_string(index=False) + "\n```",
+        "```\n" + frame.to_string(index=False) + "\n```",
+        "",
+        "Environment steps per second through `gym.make` (whole episodes, resets included, at least "
+        "20,000 steps each); `cartpole_ratio` = env steps/s / CartPole steps/s (1.0 = as fast as CartPole):",
+        "",
+        "```\n" + env_frame.to_string(index=False) + "\n```",
         "",
     ]
     (out / "speed.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

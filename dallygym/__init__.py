@@ -6,6 +6,8 @@ Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -
 
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
 from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
+from .env import DallyEnv
+from .heuristics import evaluate, heuristic_agent
 from .latency import LatencyModel, get_latency_model
 from .metrics import SUMMARY_KEYS, RunResult, collect
 from .models import MODEL_NAMES, ModelProfile, UnknownModelError
@@ -14,6 +16,23 @@ from .simulate import build_engine, simulate
 from .trace import TraceError, load_trace
 
 __version__ = "0.1.0"
+
+
+def _register_envs() -> None:
+    """Register the environments with Gymnasium (the package's only import-time action)."""
+    import gymnasium as gym
+
+    if "Dally-v0" not in gym.registry:
+        gym.register(id="Dally-v0", entry_point="dallygym.env:DallyEnv")
+    if "DallySmall-v0" not in gym.registry:
+        gym.register(
+            id="DallySmall-v0",
+            entry_point="dallygym.env:DallyEnv",
+            kwargs={"racks": 2, "machines_per_rack": 2, "gpus_per_machine": 8, "trace": "small"},
+        )
+
+
+_register_envs()
 
 __all__ = [
     "MODEL_NAMES",
@@ -25,6 +44,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "DallyEnv",
     "LatencyModel",
     "ModelProfile",
     "Offer",
@@ -35,6 +55,8 @@ __all__ = [
     "UnknownModelError",
     "build_engine",
     "collect",
+    "evaluate",
+    "heuristic_agent",
     "get_latency_model",
     "load_trace",
     "make_policy",

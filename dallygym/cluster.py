@@ -164,6 +164,8 @@ class ClusterState:
         self.idle_per_machine = self.free_per_machine.copy()
         self.free_per_rack = np.full(spec.racks, spec.gpus_per_rack, dtype=np.int64)
         self.free_total = spec.num_gpus
+        #: Bumped on every change of the free GPUs, so derived answers can be cached.
+        self.version = 0
 
     # --- bookkeeping -------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class ClusterState:
         self.mark[gpus] = _IDLE
         np.subtract.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
         self.free_total -= len(gpus)
+        self.version += 1
 
     def release(self, gpus: np.ndarray) -> None:
         """Free a job's GPUs (unmarked)."""
@@ -193,6 +196,7 @@ class ClusterState:
         np.add.at(self.idle_per_machine, machines, 1)
         np.add.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
         self.free_total += len(gpus)
+        self.version += 1
 
     def mark_reclaimable(self, gpus: np.ndarray, ranks: np.ndarray | int) -> None:
         """Free GPUs whose holder's lease expired; ``ranks`` is each holder's visiting order
@@ -241,7 +245,7 @@ class ClusterState:
             machine = self._pick_machine(num_gpus)
             if machine < 0:
                 raise ClusterError(f"no machine has {num_gpus} free GPUs")
-            return self._gpus_on_machine(machine, num_gpus)
+            return self.gpus_on_machine(machine, num_gpus)
         if tier == Tier.RACK:
             if num_gpus < 2:
                 raise ClusterError("a rack placement needs at least 2 GPUs")
@@ -302,8 +306,9 @@ class ClusterState:
         order = np.lexsort((cand, free[fits], reclaim))
         return int(cand[order[0]])
 
-    def _gpus_on_machine(self, machine: int, count: int) -> np.ndarray:
-        """``count`` free GPUs of one machine: idle ones first, then the lowest-priority marks."""
+    def gpus_on_machine(self, machine: int, count: int) -> np.ndarray:
+        """``count`` free GPUs of one machine: idle ones first, then the lowest-priority marks
+        (for policies choosing their own placements, too)."""
         g = self.spec.gpus_per_machine
         gpus = np.arange(machine * g, (machine + 1) * g, dtype=np.int64)
         gpus = gpus[self.owner[gpus] == -1]
@@ -320,7 +325,7 @@ class ClusterState:
         shares = _fewest_units(free, count, min_units=min_machines)
         if shares is None:
             raise ClusterError(f"rack {rack} cannot hold {count} GPUs over {min_machines} machines")
-        return np.concatenate([self._gpus_on_machine(first + i, c) for i, c in shares])
+        return np.concatenate([self.gpus_on_machine(first + i, c) for i, c in shares])
 
 
 def _fewest_units(free: np.ndarray, need: int, min_units: int) -> list[tuple[int, int]] | None:

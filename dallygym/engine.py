@@ -151,7 +151,8 @@ class Engine:
     ``done_iters``, ``speed`` (current speed factor, 0 when not running), ``run_s`` (time
     holding GPUs), ``overhead_s``, ``tier_s`` (n x 3: time held at each tier), ``tier``
     (current tier or -1), ``starve_anchor_s``, ``first_start_s``, ``end_s``, ``preemptions``,
-    ``migrations``, ``gpus`` (list: current GPU ids or None).
+    ``migrations``, ``speed_seen`` (n x 3: speed factor of its last placement at each tier),
+    ``gpus`` (list: current GPU ids or None).
     """
 
     def __init__(
@@ -214,6 +215,8 @@ class Engine:
         self.end_s = np.full(n, np.nan)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        #: Speed factor of the last placement each job had at each tier (0 if never there).
+        self.speed_seen = np.zeros((n, 3))
         self.gpus: list[np.ndarray | None] = [None] * n
         self.last_gpus: list[np.ndarray | None] = [None] * n
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
@@ -228,7 +231,15 @@ class Engine:
         self._last_sync_s = self.now_s
         self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
         self.timeline: list[tuple[float, int, int, int, int]] = []
+        #: Integral over time of the number of jobs in the system (arrived, not finished), in
+        #: job-seconds: at the end it equals the sum of all JCTs.
+        self.in_system_area_s = 0.0
+        #: Integral over time of sum over running jobs of (1 - speed factor), in seconds: the
+        #: exposed communication accrued so far (restart-overhead periods count as running).
+        self.comm_area_s = 0.0
         self._speed_cache: dict = {}
+        self._tiers_cache: dict[int, tuple[Tier, ...]] = {}
+        self._tiers_version = -1
         self._started = False
 
     # --- views for policies and the environment ------------------------------------------
@@ -275,14 +286,16 @@ class Engine:
         idle_rounds = 0
         arrival = self.arrival_s
         n = self.n
-        may_migrate = type(self.policy).migrate is not Policy.migrate
+        may_migrate = self.policy.may_migrate
         first = self.first_arrival_s
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
             t_fin = self.finish_s.min()
-            if not may_migrate and next_round < min(t_arr, t_fin) and not (self.state == WAITING).any():
-                # With no job waiting, a round boundary changes nothing: every lease is renewed
-                # on the same GPUs. Jump to the last boundary not after the next event.
+            if (next_round < min(t_arr, t_fin) and not (self.state == WAITING).any()
+                    and not may_migrate(self)):
+                # With no job waiting and no possible migration, a round boundary changes
+                # nothing: every lease is renewed on the same GPUs. Nothing changes either until
+                # the next event, so jump to the last boundary not after it.
                 t_next = min(t_arr, t_fin)
                 k = max(round_no, math.floor((t_next - first) / lease))
                 while first + k * lease > t_next:
@@ -392,7 +405,7 @@ class Engine:
     def _migrations(self, jobs: np.ndarray, t: float) -> None:
         """After a boundary pass: running jobs that kept their GPUs may move to a better tier
         using free GPUs, in priority order, if the policy asks (e.g. Gandiva)."""
-        if type(self.policy).migrate is Policy.migrate:
+        if not self.policy.may_migrate(self):
             return
         keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
         for j in jobs[np.lexsort((jobs, self.arrival_s[jobs], keys))].tolist():
@@ -400,7 +413,18 @@ class Engine:
                 self._maybe_migrate(j, t)
 
     def _offer_tiers(self, g: int) -> tuple[Tier, ...]:
-        """Tiers at which ``g`` GPUs can be placed now, most consolidated first."""
+        """Tiers at which ``g`` GPUs can be placed now, most consolidated first (cached per
+        demand until the free GPUs change: a pass offers many jobs of the same size)."""
+        c = self.cluster
+        if self._tiers_version != c.version:
+            self._tiers_cache.clear()
+            self._tiers_version = c.version
+        tiers = self._tiers_cache.get(g)
+        if tiers is None:
+            tiers = self._tiers_cache[g] = self._compute_offer_tiers(g)
+        return tiers
+
+    def _compute_offer_tiers(self, g: int) -> tuple[Tier, ...]:
         c = self.cluster
         spec = self.spec
         tiers = []
@@ -421,11 +445,14 @@ class Engine:
         """Bring running jobs' progress and time accounting forward to ``t``."""
         dt = t - self._last_sync_s
         if dt > 0:
+            # Jobs in the system (arrived, unfinished) do not change between events.
+            self.in_system_area_s += dt * (self._next_arrival - self.finished)
             run = np.flatnonzero(self.state == RUNNING)
             if run.size:
                 self.run_s[run] += dt
                 self.tier_s[run, self.tier[run]] += dt
                 self.done_iters[run] = self.seg_done0[run] + self.rate[run] * np.maximum(0.0, t - self.seg_start_s[run])
+                self.comm_area_s += dt * float(run.size - self.speed[run].sum())
         self._last_sync_s = t
         self.now_s = t
 
@@ -504,6 +531,7 @@ class Engine:
         self.state[j] = RUNNING
         self.tier[j] = int(tier)
         self.speed[j] = speed
+        self.speed_seen[j, int(tier)] = speed
         self.rate[j] = speed / self.iter_time_s[j]
         self.hold_start_s[j] = t
         self.seg_start_s[j] = t + overhead

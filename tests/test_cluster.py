@@ -100,9 +100,9 @@ def test_every_offered_tier_has_a_placement_of_exactly_that_tier(data):
     state = ClusterState(spec)
     occupy(state, data.draw(st.lists(st.integers(0, gpm), min_size=spec.num_machines, max_size=spec.num_machines)))
     g = data.draw(st.integers(1, spec.num_gpus))
-    engine = Engine.__new__(Engine)  # only _offer_tiers is used: it needs spec and cluster
+    engine = Engine.__new__(Engine)  # only _compute_offer_tiers is used: it needs spec and cluster
     engine.spec, engine.cluster = spec, state
-    for tier in engine._offer_tiers(g):
+    for tier in engine._compute_offer_tiers(g):
         free_before = state.free_total
         gpus = state.place(g, tier)
         assert len(np.unique(gpus)) == g

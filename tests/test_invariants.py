@@ -116,3 +116,14 @@ def test_same_seed_same_results_bit_for_bit(run):
     assert a.summary == b.summary
     assert a.jobs.equals(b.jobs)
     assert a.timeline.equals(b.timeline)
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_runs())
+def test_in_system_area_is_the_sum_of_jcts(run):
+    spec, trace, config = run
+    engine = drive(Engine(trace, spec, RandomPolicy(), TierLatency(), config), check=False)
+    jobs = collect(engine).jobs
+    assert np.isclose(engine.in_system_area_s, jobs["jct_s"].sum(), rtol=1e-9)
+    if config.restart_overhead_s == 0:
+        assert np.isclose(engine.comm_area_s, jobs["comm_s"].sum(), rtol=1e-9, atol=1e-6)

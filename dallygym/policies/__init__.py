@@ -8,10 +8,25 @@ policy name is accepted.
 from __future__ import annotations
 
 from .base import Policy
+from .dally import DallyConsolidatedPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyPolicy
 from .fifo import FifoPolicy
+from .gandiva import GandivaPolicy
+from .random_policy import RandomPolicy
+from .tiresias import TiresiasPolicy
 
+#: Shipped policies by CLI name, in the order ``dallygym compare`` runs them.
 POLICIES: dict[str, type[Policy]] = {
-    FifoPolicy.name: FifoPolicy,
+    cls.name: cls
+    for cls in (
+        DallyPolicy,
+        DallyManualPolicy,
+        DallyNoWaitPolicy,
+        DallyConsolidatedPolicy,
+        TiresiasPolicy,
+        GandivaPolicy,
+        FifoPolicy,
+        RandomPolicy,
+    )
 }
 
 
@@ -28,4 +43,16 @@ def make_policy(policy: str | Policy, **kwargs) -> Policy:
     return cls(**kwargs)
 
 
-__all__ = ["POLICIES", "FifoPolicy", "Policy", "make_policy"]
+__all__ = [
+    "POLICIES",
+    "DallyConsolidatedPolicy",
+    "DallyManualPolicy",
+    "DallyNoWaitPolicy",
+    "DallyPolicy",
+    "FifoPolicy",
+    "GandivaPolicy",
+    "Policy",
+    "RandomPolicy",
+    "TiresiasPolicy",
+    "make_policy",
+]

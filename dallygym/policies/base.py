@@ -58,6 +58,12 @@ class Policy:
         """
         return None
 
+    def may_migrate(self, view: "Engine") -> bool:
+        """Could :meth:`migrate` move any running job now? The engine steps over round
+        boundaries at which nothing can change; a policy that migrates should return False when
+        no job could move (the default is True exactly when :meth:`migrate` is overridden)."""
+        return type(self).migrate is not Policy.migrate
+
     def on_start(self, view: "Engine", job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
         """Called whenever a job is given a new placement (not when a lease is renewed)."""
 

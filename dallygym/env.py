@@ -1,0 +1,419 @@
+"""``Dally-v0``: delay scheduling as a Gymnasium environment, one resource offer per step.
+
+A thin adapter over the engine's decision points (:meth:`dallygym.engine.Engine.decisions`):
+there is no second simulator here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+
+from .cluster import ClusterSpec, Tier
+from .engine import RUNNING, Engine, EngineConfig, Offer
+from .latency import LatencyModel, get_latency_model
+from .metrics import collect
+from .policies import Policy, make_policy
+from .trace import generate_trace, load_trace
+
+#: Action ids: 0 waits (always valid); 1, 2, 3 accept at the machine, rack, network tier.
+WAIT = 0
+ACTION_TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)
+REWARDS = ("jct", "makespan", "comm")
+SENSITIVITY_MODES = ("hidden", "observed", "oracle")
+
+#: Names of the observation features, in order (see the DallyEnv docstring for each).
+OBS_FEATURES: tuple[str, ...] = (
+    "job_gpus", "job_best_machine", "job_best_rack", "job_best_network",
+    "job_starvation", "job_nw_sens", "job_work_done", "job_attained_service",
+    "job_preemptions", "job_remaining_ideal",
+    "offer_machine", "offer_rack", "offer_network",
+    "speed_machine", "speed_rack", "speed_network",
+    "timer_machine", "timer_rack", "past_timer_machine", "past_timer_rack",
+    "free_gpus", "machines_that_fit", "racks_that_fit", "max_free_machine", "max_free_rack",
+    "queue_jobs", "queue_gpu_demand", "running_jobs", "jobs_remaining",
+    "time_elapsed", "time_in_round",
+)
+OBS_DIM = len(OBS_FEATURES)
+
+#: Times are shown as log1p(t / lease) / log1p(LONG_LEASES): 0 at 0, 1 at 10,000 leases.
+LONG_LEASES = 10_000.0
+_LOG_LONG = math.log1p(LONG_LEASES)
+
+TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
+
+
+class DallyEnv(gym.Env):
+    """Delay scheduling of distributed deep-learning jobs on a hierarchical GPU cluster.
+
+    ## Description
+
+    A trace of training jobs (each a gang of GPUs, a model, iterations) is replayed on a
+    cluster of racks x machines x GPUs by the dallygym engine. Waiting jobs are offered free
+    GPUs in the priority order of Dally's Nw_sens rule (paper §IV-B1); an offer says at which
+    network tiers the job's gang fits right now. Offers at the best tier the job could ever
+    get are accepted automatically, exactly as the paper's Algorithm 1 does; every other offer
+    -- where waiting for a better tier is a real choice -- is one step of this environment. The
+    agent decides: accept at an offered tier, or wait. This is the decision Dally's delay
+    timers make (Algorithm 1, lines 10 and 18).
+
+    ## Action Space
+
+    ``Discrete(4)``: 0 = wait (reject the offer; always valid), 1 = accept on one machine,
+    2 = accept on one rack, 3 = accept anywhere on the network. :meth:`action_masks` (and
+    ``info["action_mask"]``) gives the valid ones; an invalid action is treated as wait and
+    flagged in ``info["invalid_action"]`` (``strict=True`` raises instead).
+
+    ## Observation Space
+
+    ``Box(0, 1, (31,), float32)`` (values stay in [0, 1]). Times ``t`` are shown as
+    ``log1p(t / lease_s) / log1p(10000)``. In order:
+
+    | # | feature | meaning |
+    |---|---|---|
+    | 0 | job_gpus | log2(1 + GPUs) / log2(1 + cluster GPUs) |
+    | 1–3 | job_best_machine, job_best_rack, job_best_network | one-hot: the best tier this job can ever have |
+    | 4 | job_starvation | time since arrival or since it last lost its GPUs |
+    | 5 | job_nw_sens | Nw_sens = ideal time of completed work / time run (0 if never ran) |
+    | 6 | job_work_done | completed iterations / total iterations |
+    | 7 | job_attained_service | GPUs x time run (GPU-seconds, shown as a time / cluster GPUs) |
+    | 8 | job_preemptions | min(preemptions, 20) / 20 |
+    | 9 | job_remaining_ideal | remaining ideal run time (iterations left x iter_time_s) |
+    | 10–12 | offer_machine, offer_rack, offer_network | 1 if the gang fits at that tier now |
+    | 13–15 | speed_machine, speed_rack, speed_network | speed factor at that tier; see ``sensitivity`` |
+    | 16–17 | timer_machine, timer_rack | the priority policy's delay timers T_Mc, T_Rk for this GPU demand (Dally's auto-tuned ones by default; 0 if the policy has none; an infinite timer shows as 1) |
+    | 18–19 | past_timer_machine, past_timer_rack | 1 if starvation >= T_Mc (resp. T_Rk) |
+    | 20 | free_gpus | free GPUs / cluster GPUs |
+    | 21 | machines_that_fit | machines with room for the gang / machines |
+    | 22 | racks_that_fit | racks with room for the gang / racks |
+    | 23 | max_free_machine | most free GPUs on one machine / GPUs per machine |
+    | 24 | max_free_rack | most free GPUs in one rack / GPUs per rack |
+    | 25 | queue_jobs | log1p(waiting jobs) / log1p(1000) |
+    | 26 | queue_gpu_demand | min(waiting GPU demand / cluster GPUs, 10) / 10 |
+    | 27 | running_jobs | log1p(running jobs) / log1p(1000) |
+    | 28 | jobs_remaining | unfinished jobs / jobs in the trace |
+    | 29 | time_elapsed | time since the first arrival |
+    | 30 | time_in_round | position in the current lease, in [0, 1) |
+
+    Network sensitivity (``sensitivity``) decides features 13–15. ``"hidden"`` (default; the
+    paper's constraint that the scheduler does not know the model): all 0. ``"observed"``: the
+    speed factor this job experienced the last time it ran at that tier (0 if it never did).
+    ``"oracle"``: the latency model's speed factor of the placement the engine would make at
+    each offered tier (0 where not offered).
+
+    ## Rewards
+
+    ``"jct"`` (default): minus the job-seconds spent in the system (arrived, unfinished) since
+    the previous decision, divided by ``reward_scale_s``; the episode return is −(sum of all
+    JCTs) / ``reward_scale_s`` (Decima's reward). ``"makespan"``: minus the time elapsed since
+    the previous decision / ``reward_scale_s``; the return is −makespan / ``reward_scale_s``.
+    ``"comm"``: minus the exposed communication time (sum over running jobs of (1 − speed
+    factor) x time) since the previous decision / ``reward_scale_s``. The default scale is
+    ``lease_s`` x (jobs in the trace), so the ``"jct"`` return is −(mean JCT in leases).
+
+    ## Starting State
+
+    :meth:`reset` picks a trace (the fixed one, a fresh draw from a generator, or the next of a
+    list), starts the engine and runs it to the first offer that is a real choice. If no offer
+    of the whole episode is a real choice, the episode ends inside ``reset``: the observation
+    is all zeros, only "wait" is valid, and the first ``step`` returns ``terminated=True`` with
+    the episode's reward.
+
+    ## Episode End
+
+    ``terminated`` when every job has finished; the final ``info["summary"]`` holds the run's
+    summary metrics (the keys of ``dallygym simulate --format json``). ``truncated`` only
+    through ``max_episode_steps`` (a ``TimeLimit`` wrapper from ``gym.make``).
+
+    ## Arguments
+
+    ``gym.make("Dally-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
+    trace="batch-500", priority="dally", latency="dally-paper", lease_s=3600.0,
+    restart_overhead_s=0.0, reward="jct", reward_scale_s=None, sensitivity="hidden",
+    strict=False, render_mode=None)``
+
+    * ``trace``: a shipped trace name or CSV path; a DataFrame; a generator name prefixed with
+      ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
+      fresh seeded trace at each reset (training); or a list of those, cycled in order at each
+      reset (held-out evaluation).
+    * ``priority``: the policy whose priority order (and hooks) the engine uses; default
+      ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed).
+    * The rest as in ``dallygym simulate``.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        racks: int = 8,
+        machines_per_rack: int = 8,
+        gpus_per_machine: int = 8,
+        trace: TraceSource = "batch-500",
+        priority: str | Policy = "dally",
+        latency: str | LatencyModel = "dally-paper",
+        lease_s: float = 3600.0,
+        restart_overhead_s: float = 0.0,
+        reward: str = "jct",
+        reward_scale_s: float | None = None,
+        sensitivity: str = "hidden",
+        strict: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)}")
+        if sensitivity not in SENSITIVITY_MODES:
+            raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"unknown render_mode {render_mode!r}; choose one of {self.metadata['render_modes']}")
+        if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
+            raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
+        self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
+        self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s)
+        self.latency = get_latency_model(latency) if isinstance(latency, str) else latency
+        self._priority = priority
+        if isinstance(priority, str):
+            make_policy(priority)  # fail now on an unknown name, not at reset
+        self.reward_kind = reward
+        self.reward_scale_s = reward_scale_s
+        self.sensitivity = sensitivity
+        self.strict = strict
+        self.render_mode = render_mode
+        self._traces = self._trace_source(trace)
+        self._cycle = 0
+
+        self.action_space = spaces.Discrete(4)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32)
+
+        self.engine: Engine | None = None
+        self.policy: Policy | None = None
+        self.offer: Offer | None = None
+        self._gen = None
+        self._done = False
+        self._terminal_pending = False
+        self._obs = np.zeros(OBS_DIM, dtype=np.float32)
+        self._reported = 0.0
+        self.steps = 0
+
+    # --- traces --------------------------------------------------------------------------
+
+    def _trace_source(self, trace: TraceSource) -> list:
+        """Normalise the trace argument to a list of sources (validated now where possible)."""
+        if isinstance(trace, (list, tuple)):
+            if not trace:
+                raise ValueError("the list of traces is empty")
+            return [self._one_source(t) for t in trace]
+        return [self._one_source(trace)]
+
+    def _one_source(self, trace):
+        if isinstance(trace, str) and trace.startswith("gen:"):
+            name = trace[4:]
+            generate_trace(name, seed=0)  # fail now on an unknown generator
+
+            def draw(rng: np.random.Generator, name=name) -> pd.DataFrame:
+                return generate_trace(name, seed=int(rng.integers(2**31 - 1)))
+
+            return draw
+        if callable(trace):
+            return trace
+        return load_trace(trace, cluster=self.spec_cluster)
+
+    def _next_trace(self) -> pd.DataFrame:
+        source = self._traces[self._cycle % len(self._traces)]
+        self._cycle += 1
+        if callable(source):
+            return load_trace(source(self.np_random), cluster=self.spec_cluster)
+        return source
+
+    # --- Gymnasium API ---------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        trace = self._next_trace()
+        self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
+        config = EngineConfig(
+            lease_s=self.config.lease_s,
+            restart_overhead_s=self.config.restart_overhead_s,
+            seed=int(self.np_random.integers(2**31 - 1)),
+        )
+        self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config)
+        n = self.engine.n
+        self._scale = self.reward_scale_s or self.config.lease_s * n
+        self._gen = self.engine.decisions()
+        self._done = False
+        self._reported = 0.0
+        self.steps = 0
+        self._advance(None, first=True)
+        self._reported = 0.0  # the first step's reward covers the time before the first decision too
+        self._terminal_pending = self._done
+        return self._obs.copy(), self._info(invalid=False)
+
+    def step(self, action):
+        if self.engine is None:
+            raise RuntimeError("call reset() before step()")
+        if self._done:
+            if not self._terminal_pending:
+                raise RuntimeError("the episode has ended; call reset()")
+            # Every offer of this episode was at its best tier: it ended inside reset(). The
+            # first step reports the end (and the episode's reward); the action is moot.
+            self._terminal_pending = False
+            self.steps += 1
+            info = self._info(invalid=False)
+            info["summary"] = collect(self.engine).summary
+            return self._obs.copy(), float(self._reward()), True, False, info
+        action = int(action)
+        invalid = False
+        if not 0 <= action < 4:
+            if self.strict:
+                raise ValueError(f"action {action} is outside Discrete(4)")
+            invalid = True
+            answer = None
+        elif action == WAIT:
+            answer = None
+        else:
+            tier = ACTION_TIERS[action - 1]
+            if tier in self.offer.tiers:
+                answer = tier
+            else:
+                if self.strict:
+                    raise ValueError(f"action {action} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
+                invalid = True
+                answer = None
+        self.steps += 1
+        reward = self._advance(answer)
+        info = self._info(invalid=invalid)
+        if self._done:
+            info["summary"] = collect(self.engine).summary
+        return self._obs.copy(), float(reward), bool(self._done), False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now: wait always; accept at each tier the current offer has."""
+        if self._done or self.offer is None:
+            return np.array([True, False, False, False])
+        tiers = self.offer.tiers
+        return np.array([True, Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers])
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode")
+            return None
+        from .render import render_ansi, render_rgb
+
+        if self.engine is None:
+            raise RuntimeError("call reset() before render()")
+        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine)
+
+    # --- the adapter -----------------------------------------------------------------------
+
+    def _advance(self, answer, first: bool = False) -> float:
+        """Send the answer (unless first) and run to the next real choice; return the reward."""
+        gen = self._gen
+        try:
+            offer = next(gen) if first else gen.send(answer)
+            while not offer.is_choice:
+                offer = gen.send(offer.best_tier)  # the best tier it can ever have: accept (Alg. 1)
+        except StopIteration:
+            self._done = True
+            self.offer = None
+            self._obs[:] = 0.0
+        else:
+            self.offer = offer
+            self._observe(offer)
+        return self._reward()
+
+    def _reward(self) -> float:
+        engine = self.engine
+        if self.reward_kind == "jct":
+            total = engine.in_system_area_s
+        elif self.reward_kind == "makespan":
+            total = engine.now_s - engine.first_arrival_s
+        else:
+            total = engine.comm_area_s
+        delta = total - self._reported
+        self._reported = total
+        return -delta / self._scale
+
+    def _info(self, invalid: bool) -> dict:
+        offer = self.offer
+        info = {
+            "action_mask": self.action_masks(),
+            "invalid_action": invalid,
+            "time_s": float(self.engine.now_s),
+        }
+        if offer is not None:
+            info["job_id"] = offer.job_id
+            info["num_gpus"] = offer.num_gpus
+        return info
+
+    def _observe(self, offer: Offer) -> None:
+        e = self.engine
+        spec = self.spec_cluster
+        lease = self.config.lease_s
+        c = e.cluster
+        j = offer.job
+        g = offer.num_gpus
+
+        def t_(x: float) -> float:
+            return math.log1p(max(x, 0.0) / lease) / _LOG_LONG if x < math.inf else 1.0
+
+        tiers = offer.tiers
+        best = int(e.best_possible_tier[j])
+        run_s = e.run_s[j]
+        done = e.done_iters[j]
+        total = e.total_iterations[j]
+        nw = (done * e.iter_time_s[j] / run_s) if run_s > 0 else 0.0
+        speeds = self._speeds(offer)
+        timers = getattr(self.policy, "timers", None)
+        if timers is not None:
+            t_mc, t_rk = timers(g, offer.now_s)
+        else:
+            t_mc = t_rk = 0.0
+        starv = offer.starvation_s
+        waiting = e.waiting_jobs()
+        free_m = c.free_per_machine
+        free_r = c.free_per_rack
+        self._obs[:] = (
+            math.log2(1 + g) / math.log2(1 + spec.num_gpus),
+            best == 0, best == 1, best == 2,
+            t_(starv), min(nw, 1.0), done / total,
+            t_(e.num_gpus[j] * run_s / spec.num_gpus), min(e.preemptions[j], 20) / 20.0,
+            t_((total - done) * e.iter_time_s[j]),
+            Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers,
+            speeds[0], speeds[1], speeds[2],
+            t_(t_mc), t_(t_rk), starv >= t_mc, starv >= t_rk,
+            c.free_total / spec.num_gpus,
+            np.count_nonzero(free_m >= g) / spec.num_machines,
+            np.count_nonzero(free_r >= g) / spec.racks,
+            free_m.max() / spec.gpus_per_machine,
+            free_r.max() / spec.gpus_per_rack,
+            math.log1p(waiting.size) / math.log1p(1000),
+            min(e.num_gpus[waiting].sum() / spec.num_gpus, 10.0) / 10.0,
+            math.log1p(np.count_nonzero(e.state == RUNNING)) / math.log1p(1000),
+            (e.n - e.finished) / e.n,
+            t_(offer.now_s - e.first_arrival_s),
+            ((offer.now_s - e.first_arrival_s) % lease) / lease,
+        )
+        np.clip(self._obs, 0.0, 1.0, out=self._obs)
+
+    def _speeds(self, offer: Offer) -> tuple[float, float, float]:
+        if self.sensitivity == "hidden":
+            return (0.0, 0.0, 0.0)
+        e = self.engine
+        j = offer.job
+        if self.sensitivity == "observed":
+            seen = e.speed_seen[j]
+            return (float(seen[0]), float(seen[1]), float(seen[2]))
+        out = [0.0, 0.0, 0.0]
+        for tier in offer.tiers:
+            gpus = e.cluster.place(offer.num_gpus, tier)
+            out[int(tier)] = e._speed_factor(j, e.spec.shape_of(gpus))
+        return tuple(out)

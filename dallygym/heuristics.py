@@ -1,0 +1,77 @@
+"""Reference policies as agents of the environment, and one-episode evaluation.
+
+``heuristic_agent(name, env)`` wraps a shipped policy's offer decision in the
+stable-baselines3 ``predict`` signature, so scripts can evaluate heuristics and learned agents
+the same way. ``evaluate(env, agent)`` runs one episode and returns the run's summary (the
+keys of ``dallygym simulate --format json``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cluster import Tier
+from .env import ACTION_TIERS, WAIT, DallyEnv
+from .policies import make_policy
+
+
+class HeuristicAgent:
+    """A policy's ``decide`` acting through :class:`DallyEnv` offers.
+
+    The agent reads the environment's current offer (the observation is not enough for a
+    heuristic: it needs the engine's view). If the environment's own priority policy is of the
+    same kind (e.g. both ``dally``), the agent decides with that very object, so a stateful
+    policy (Dally's auto-tuner) sees every placement exactly as in a native run.
+    """
+
+    def __init__(self, name: str, env) -> None:
+        self.name = name
+        self.env = env
+        make_policy(name)  # unknown names fail here
+        self._policy = None
+        self._engine = None
+
+    def _decider(self, base: DallyEnv):
+        if self._engine is not base.engine:  # a new episode
+            self._engine = base.engine
+            if type(base.policy).name == self.name:
+                self._policy = base.policy
+            else:
+                self._policy = make_policy(self.name)
+                self._policy.reset(base.engine, np.random.default_rng(base.engine.config.seed))
+        return self._policy
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+        base: DallyEnv = self.env.unwrapped
+        if base.offer is None:
+            return np.int64(WAIT), state
+        tier = self._decider(base).decide(base.offer, base.engine)
+        action = WAIT if tier is None else 1 + ACTION_TIERS.index(Tier(tier))
+        return np.int64(action), state
+
+
+def heuristic_agent(name: str, env) -> HeuristicAgent:
+    """An agent that answers ``env``'s offers with the shipped policy ``name``."""
+    return HeuristicAgent(name, env)
+
+
+def evaluate(env, agent, seed: int = 0) -> dict:
+    """Run one episode of ``env`` with ``agent`` (anything with the SB3 ``predict`` signature;
+    action masks are passed when it accepts them) and return the run's summary metrics."""
+    obs, info = env.reset(seed=seed)
+    terminated = truncated = False
+    base: DallyEnv = env.unwrapped
+    if base._done:  # no decision at all in this episode
+        return _summary(base)
+    while not (terminated or truncated):
+        action, _ = agent.predict(obs, deterministic=True, action_masks=info["action_mask"])
+        obs, _, terminated, truncated, info = env.step(int(action))
+    if truncated:
+        raise RuntimeError("the episode was truncated before every job finished; raise max_episode_steps")
+    return info["summary"]
+
+
+def _summary(base: DallyEnv) -> dict:
+    from .metrics import collect
+
+    return collect(base.engine).summary

@@ -1,0 +1,364 @@
+"""Dally: network-sensitive priority + delay scheduling with auto-tuned timers (SPEC §5.1).
+
+The Dally paper (§IV-B) schedules with three pieces, all here:
+
+* **priority** (§IV-B1): offers go to jobs in increasing order of
+  ``Nw_sens = W_compl / T_norm`` (the ideal time of the iterations done over the time run),
+  so the jobs most slowed by the network are offered first; a job that has never run has
+  ``Nw_sens = 0``. The engine computes it (:meth:`Engine.nw_sens`).
+* **delay scheduling** (Algorithm 1 "On Resource Offer"): accept a machine placement at
+  once; otherwise wait until the job has starved ``T_Mc``, then accept a rack placement;
+  otherwise wait until it has starved ``T_Rk``, then accept any placement.
+* **auto-tuner** (Algorithm 2 "Get Tuned Timers", :class:`AutoTuner`): the timers for a GPU
+  demand are mean + 2 sample standard deviations of the starvation times with which recent
+  jobs of that demand accepted machine (for ``T_Mc``) or rack (for ``T_Rk``) placements.
+
+The paper's variants (§V-C) share the priority and differ only in the timers:
+``dally`` (auto-tuned), ``dally-manual`` (12 h / 24 h), ``dally-nowait`` (0 / 0) and
+``dally-consolidated`` (wait forever for the best tier the job can fit in).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from ..cluster import ClusterSpec, Tier
+from .base import Policy
+
+if TYPE_CHECKING:
+    from ..engine import Engine, Offer
+
+HOUR_S = 3600.0
+
+#: Manual delay timers (paper §IV-B2, fact): 12 h for machine-level consolidation and another
+#: 12 h (24 h of starvation in all) for rack-level consolidation.
+MANUAL_T_MACHINE_S = 12 * HOUR_S
+MANUAL_T_RACK_S = 24 * HOUR_S
+
+#: Default history window: this many hours on a cluster of :data:`HISTORY_REFERENCE_GPUS`
+#: GPUs, scaled inversely with the cluster's GPU count (see :func:`default_history_s`).
+HISTORY_REFERENCE_HOURS = 24.0
+HISTORY_REFERENCE_GPUS = 512  # the paper's 8-rack cluster (8 racks x 8 machines x 8 GPUs)
+
+#: Optional reference-simulator knobs (off by default: the paper has neither).
+FLOOR_MACHINE_LEASES = 6
+FLOOR_RACK_LEASES = 12
+CAP_MACHINE_FRACTION = 0.8
+CAP_RACK_FRACTION = 1.0
+
+
+def default_history_s(spec: ClusterSpec) -> float:
+    """The default auto-tuner history window for a cluster, in seconds.
+
+    ``24 h x 512 / num_gpus``: 24 h on the paper's 8-rack cluster (512 GPUs), 96 h on 2 racks,
+    48 h on 4, 12 h on 16. The paper asks for a smaller window on a larger cluster "because
+    more jobs get placed over time in a larger cluster" and leaves the value open. Placements
+    per hour grow roughly in proportion to the GPU count, so an inversely proportional window
+    keeps about the same number of recent acceptances in each list whatever the cluster size;
+    24 h on 8 racks is the manual rack timer, so the window covers one full manual waiting
+    period there.
+    """
+    return HISTORY_REFERENCE_HOURS * HOUR_S * HISTORY_REFERENCE_GPUS / spec.num_gpus
+
+
+class AutoTuner:
+    """Dally's delay-timer auto-tuner (paper §IV-B3, Algorithm 2).
+
+    Every acceptance at MACHINE or RACK tier is recorded (Algorithm 1, lines 7 and 15) in a
+    global list keyed by (tier, GPU demand): the job's starvation time, stamped with the time
+    it was recorded. For demand ``g``::
+
+        T_Mc = mean + 2 x std(machine list of g)      T_Rk = mean + 2 x std(rack list of g)
+
+    with the *sample* standard deviation (ddof = 1), over the entries inside the history
+    window only. The paper's ``HISTORY_TIME_LIMIT`` is a "sliding window" over the wait-time
+    lists (§IV-B3): here it is a window over *recording time* -- an entry counts while its
+    recording time is ``>= now_s - history_s`` -- which is what SPEC §5.1 calls the history
+    window. (Algorithm 2's literal test ``time > HISTORY_TIME_LIMIT`` could also be read as
+    dropping long starvation *values*; the text's "sliding window" and "moving averages" say
+    otherwise.) A list with fewer than two entries in the window has no sample standard
+    deviation: that timer falls back to its manual value (12 h / 24 h by default).
+
+    Optional knobs of the paper's reference simulator, off by default (the paper has neither):
+    ``floors`` keeps a tuned ``T_Mc >= 6`` leases and ``T_Rk >= 12`` leases; ``caps`` keeps a
+    tuned ``T_Mc <= 0.8 H`` and ``T_Rk <= H`` (``H = history_s``). They apply to tuned values,
+    not to the manual fallback; a cap wins over a floor if they cross.
+
+    Entries must be recorded in non-decreasing ``now_s`` (the engine's clock). Queries are
+    cheap: a binary search for the window start per list, and the statistics are recomputed
+    only when a list's window changed (a new entry, or an old one expired).
+
+    Args:
+        history_s: the history window in seconds (``math.inf``: keep everything).
+        t_machine_s, t_rack_s: manual fallback timers in seconds.
+        lease_s: the lease, the unit of the floors.
+        floors, caps: the reference simulator's knobs (see above).
+    """
+
+    def __init__(
+        self,
+        history_s: float,
+        t_machine_s: float = MANUAL_T_MACHINE_S,
+        t_rack_s: float = MANUAL_T_RACK_S,
+        *,
+        lease_s: float = HOUR_S,
+        floors: bool = False,
+        caps: bool = False,
+    ) -> None:
+        if not (history_s > 0):  # also rejects NaN
+            raise ValueError(f"history_s must be a positive number of seconds, got {history_s!r}")
+        for name, value in (("t_machine_s", t_machine_s), ("t_rack_s", t_rack_s), ("lease_s", lease_s)):
+            if not (value >= 0):
+                raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}")
+        self.history_s = float(history_s)
+        self.t_machine_s = float(t_machine_s)
+        self.t_rack_s = float(t_rack_s)
+        self.lease_s = float(lease_s)
+        self.floors = bool(floors)
+        self.caps = bool(caps)
+        # (tier, g) -> recording times (sorted) and starvation times, appended in step.
+        self._times: dict[tuple[int, int], list[float]] = {}
+        self._values: dict[tuple[int, int], list[float]] = {}
+        # (tier, g) -> (window start, window end, tuned timer) of the last computation.
+        self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
+        self._last_s = -math.inf
+        if floors:
+            self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
+                           int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
+        if caps:
+            self._cap = {int(Tier.MACHINE): CAP_MACHINE_FRACTION * self.history_s,
+                         int(Tier.RACK): CAP_RACK_FRACTION * self.history_s}
+
+    def record(self, tier: Tier, num_gpus: int, starvation_s: float, now_s: float) -> None:
+        """Append an acceptance (Algorithm 1, lines 7 and 15); NETWORK ones are not kept."""
+        if tier == Tier.NETWORK:
+            return
+        if not (starvation_s >= 0):
+            raise ValueError(f"starvation_s must be >= 0, got {starvation_s!r}")
+        if now_s < self._last_s:
+            raise ValueError(f"entries must be recorded in time order: {now_s} after {self._last_s}")
+        self._last_s = now_s
+        key = (int(tier), int(num_gpus))
+        times = self._times.get(key)
+        if times is None:
+            times = self._times[key] = []
+            self._values[key] = []
+        times.append(float(now_s))
+        self._values[key].append(float(starvation_s))
+
+    def timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        """``(T_Mc, T_Rk)`` in seconds for a job of ``num_gpus`` GPUs at ``now_s`` (Algorithm 2).
+
+        These are the tuned lists' values only; the size rules of Algorithm 1 (a job bigger
+        than a machine has ``T_Mc = 0``, ...) are the policy's (:meth:`DallyPolicy.timers`).
+        """
+        g = int(num_gpus)
+        return (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
+                self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
+
+    def _timer(self, tier: int, g: int, now_s: float, fallback: float) -> float:
+        key = (tier, g)
+        times = self._times.get(key)
+        if times is None:
+            return fallback
+        hi = len(times)
+        # Algorithm 2, lines 2-5 / 8-11: entries recorded before the window are left out.
+        lo = bisect_left(times, now_s - self.history_s)
+        if hi - lo < 2:
+            return fallback
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == lo and cached[1] == hi:
+            return cached[2]
+        # Algorithm 2, lines 13-14: mean + 2 sample standard deviations.
+        values = np.asarray(self._values[key][lo:hi])
+        timer = float(values.mean() + 2.0 * values.std(ddof=1))
+        if self.floors:
+            timer = max(timer, self._floor[tier])
+        if self.caps:
+            timer = min(timer, self._cap[tier])
+        self._cache[key] = (lo, hi, timer)
+        return timer
+
+    def entries(self, tier: Tier, num_gpus: int, now_s: float | None = None) -> np.ndarray:
+        """The starvation times (s) recorded for (tier, demand), oldest first, as a read-only
+        array: all of them, or only those inside the history window at ``now_s``."""
+        key = (int(tier), int(num_gpus))
+        times = self._times.get(key, [])
+        lo = 0 if now_s is None else bisect_left(times, now_s - self.history_s)
+        out = np.array(self._values.get(key, [])[lo:], dtype=np.float64)
+        out.flags.writeable = False
+        return out
+
+    def __repr__(self) -> str:
+        return (f"AutoTuner(history_s={self.history_s:g}, t_machine_s={self.t_machine_s:g}, "
+                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps})")
+
+
+class DallyPolicy(Policy):
+    """Dally with auto-tuned delay timers (paper §IV-B; SPEC §5.1).
+
+    * Priority: ``Nw_sens`` (lower is offered first; never-run jobs have 0 and come first;
+      ties by earlier arrival, then job index -- the engine's rule).
+    * Offer decision: Algorithm 1 (see :meth:`decide`) with the timers of :meth:`timers`.
+    * Bookkeeping: every new placement at MACHINE or RACK tier is recorded in the
+      :class:`AutoTuner` (Algorithm 1, lines 7 and 15). The engine calls :meth:`on_start` for
+      every placement, whoever decided it, so the timers stay right when an agent decides.
+
+    Args:
+        history_s: the auto-tuner's history window in seconds; None (default) picks
+            :func:`default_history_s` for the cluster at :meth:`reset` (24 h on 512 GPUs,
+            inversely proportional to the GPU count, following the paper's "smaller window for
+            larger clusters").
+        t_machine_s, t_rack_s: the manual timers, used while a list has fewer than two
+            entries in the window (default 12 h and 24 h, the paper's values).
+        floors, caps: the reference simulator's clamps of tuned timers (default off).
+
+    Deviations of the paper's reference simulator not followed here (SPEC §5): it clamped
+    tuned timers to floors of 6 / 12 leases and caps of 0.8 H / H; the paper has no such
+    clamps, so they are off unless asked for.
+    """
+
+    name: ClassVar[str] = "dally"
+    #: Whether acceptances feed an :class:`AutoTuner` whose timers the policy uses.
+    auto_tuned: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        history_s: float | None = None,
+        t_machine_s: float = MANUAL_T_MACHINE_S,
+        t_rack_s: float = MANUAL_T_RACK_S,
+        floors: bool = False,
+        caps: bool = False,
+    ) -> None:
+        if history_s is not None and not (history_s > 0):
+            raise ValueError(f"history_s must be a positive number of seconds, got {history_s!r}")
+        for name, value in (("t_machine_s", t_machine_s), ("t_rack_s", t_rack_s)):
+            if not (value >= 0):
+                raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}")
+        self.history_s = history_s
+        self.t_machine_s = float(t_machine_s)
+        self.t_rack_s = float(t_rack_s)
+        self.floors = floors
+        self.caps = caps
+        self.tuner: AutoTuner | None = None
+        self._gpus_per_machine: int | None = None
+        self._gpus_per_rack = 0
+
+    def reset(self, view: "Engine", rng: np.random.Generator) -> None:
+        spec = view.spec
+        self._gpus_per_machine = spec.gpus_per_machine
+        self._gpus_per_rack = spec.gpus_per_rack
+        if self.auto_tuned:
+            history = default_history_s(spec) if self.history_s is None else self.history_s
+            self.tuner = AutoTuner(history, self.t_machine_s, self.t_rack_s, lease_s=view.config.lease_s,
+                                   floors=self.floors, caps=self.caps)
+
+    def priority(self, view: "Engine", jobs: np.ndarray) -> np.ndarray:
+        # §IV-B1: offers in increasing order of Nw_sens (0 for never-run jobs).
+        return view.nw_sens(jobs)
+
+    def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        """``(T_Mc, T_Rk)`` before the size rules: the auto-tuner's (variants override)."""
+        return self.tuner.timers(num_gpus, now_s)
+
+    def timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        """The effective ``(T_Mc, T_Rk)`` in seconds for a job of ``num_gpus`` GPUs at ``now_s``.
+
+        A job bigger than a machine has ``T_Mc = 0``; bigger than a rack, ``T_Mc = T_Rk = 0``
+        (§IV-B2). Available once a run has started (after :meth:`reset`).
+        """
+        if self._gpus_per_machine is None:
+            raise RuntimeError(f"{self.name}: timers() needs the cluster; call reset(view, rng) first")
+        if num_gpus > self._gpus_per_rack:
+            return 0.0, 0.0
+        t_machine, t_rack = self.base_timers(num_gpus, now_s)
+        if num_gpus > self._gpus_per_machine:
+            return 0.0, t_rack
+        return t_machine, t_rack
+
+    def decide(self, offer: "Offer", view: "Engine") -> Tier | None:
+        """Algorithm 1 "On Resource Offer"."""
+        tiers = offer.tiers
+        # Lines 5-8: the job fits on one machine of the offer -> accept at once.
+        if Tier.MACHINE in tiers:
+            return Tier.MACHINE
+        # Lines 1-4: starvation time and the timers for this GPU demand.
+        starvation = offer.starvation_s
+        t_machine, t_rack = self.timers(offer.num_gpus, offer.now_s)
+        # Lines 10-12: still within the machine-level delay -> reject.
+        if starvation < t_machine:
+            return None
+        # Lines 13-16: fits on one rack -> accept.
+        if Tier.RACK in tiers:
+            return Tier.RACK
+        # Lines 18-20: still within the rack-level delay -> reject.
+        if starvation < t_rack:
+            return None
+        # Lines 21-22: accept anywhere on the network.
+        return Tier.NETWORK if Tier.NETWORK in tiers else None
+
+    def on_start(self, view: "Engine", job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
+        # Algorithm 1, lines 7 and 15 (update_demand_delay); the tuner ignores NETWORK.
+        if self.tuner is not None:
+            self.tuner.record(tier, int(view.num_gpus[job]), starvation_s, now_s)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(history_s={self.history_s!r}, t_machine_s={self.t_machine_s:g}, "
+                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps})")
+
+
+class DallyManualPolicy(DallyPolicy):
+    """Dally with fixed, hand-set timers (paper §V-C "Dally-manual"): by default
+    ``T_Mc = 12 h`` and ``T_Rk = 24 h`` of starvation (§IV-B2), subject to the size rules."""
+
+    name: ClassVar[str] = "dally-manual"
+    auto_tuned: ClassVar[bool] = False
+
+    def __init__(self, t_machine_s: float = MANUAL_T_MACHINE_S, t_rack_s: float = MANUAL_T_RACK_S) -> None:
+        super().__init__(t_machine_s=t_machine_s, t_rack_s=t_rack_s)
+
+    def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        return self.t_machine_s, self.t_rack_s
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(t_machine_s={self.t_machine_s:g}, t_rack_s={self.t_rack_s:g})"
+
+
+class DallyNoWaitPolicy(DallyPolicy):
+    """Dally's priority without delay scheduling (paper §V-C "Dally-noWait"): both timers are
+    0, so every offer is accepted at its most consolidated free tier."""
+
+    name: ClassVar[str] = "dally-nowait"
+    auto_tuned: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__(t_machine_s=0.0, t_rack_s=0.0)
+
+    def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class DallyConsolidatedPolicy(DallyPolicy):
+    """Dally's priority, waiting as long as needed for the most consolidated tier the job can
+    fit in (paper §V-C "Dally-fullyConsolidated"): both timers are infinite, so by the size
+    rules a job that fits a machine only ever accepts a machine, one that fits a rack only a
+    rack, and a bigger one the network."""
+
+    name: ClassVar[str] = "dally-consolidated"
+    auto_tuned: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__(t_machine_s=math.inf, t_rack_s=math.inf)
+
+    def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
+        return math.inf, math.inf
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,127 @@
+"""Gandiva (Xiao et al., OSDI'18) as the Dally paper characterises it (§III, §V-C; SPEC §5.3).
+
+Network-agnostic: jobs are admitted FIFO (priority = arrival time) and take whatever GPUs are
+free, never waiting for a better tier. The placement of a job of ``g`` GPUs:
+
+1. ``g`` fits a machine: a machine already running a job of the same demand ``g`` with ``g``
+   free GPUs (Gandiva's affinity: same-size jobs packed together); else any machine with ``g``
+   free GPUs; else any free GPUs. Among several such machines the choice is random.
+2. ``g`` larger than a machine: any free GPUs.
+
+"Any free GPUs" is a random choice among the free GPUs. The reference simulator drew it from an
+unseeded shuffle; here every draw comes from the run's seeded generator (``reset``), so a run is
+reproducible and different seeds give different placements. "Random" is uniform over machines
+at steps 1 and over GPUs at the last step. Affinity is judged on the GPUs currently held.
+
+During a round-boundary pass, GPUs of lease-expired jobs not yet visited count as free (the
+engine's lease mechanism: an earlier-arrived waiting job may claim them). Gandiva does not
+preempt to place a job when it can avoid it, so every step above is tried first on idle GPUs
+only (held by nobody) and only then on all free GPUs; and "any free GPUs" takes idle GPUs first,
+then those of the latest-arrived lease-expired jobs.
+
+Because the engine asks for a tier before the GPUs, :meth:`decide` computes the intended
+placement, answers its tier, and :meth:`place` hands back the same GPUs (cached by job and time).
+If the engine gives the job back its own previous GPUs instead (it does when they are free at
+the accepted tier), that placement stands.
+
+Migration (Gandiva's introspective migration, Dally paper §V-C: "migrating jobs to more
+favorable GPU consolidation whenever resources become available"): at every round boundary,
+after the pass, a running job spread over several machines moves to the most consolidated tier
+free for it (counting its own GPUs as free) when that is better than its current one; the
+engine places it there by its deterministic best fit, counts a migration and charges
+``restart_overhead_s``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cluster import Tier, tier_of_shape
+from .base import Policy
+
+_IDLE = -1  # ClusterState.mark of a free GPU nobody held at the last round boundary
+
+
+class GandivaPolicy(Policy):
+    """FIFO, greedy, network-agnostic placement with affinity and migration (SPEC §5.3)."""
+
+    name = "gandiva"
+
+    def __init__(self) -> None:
+        self._plan: tuple[int, float, Tier, np.ndarray] | None = None
+        self.rng: np.random.Generator | None = None
+
+    def reset(self, view, rng) -> None:
+        self.rng = rng
+        self._plan = None
+
+    # priority: the base class's arrival order (FIFO admission).
+
+    def decide(self, offer, view):
+        gpus = self.placement(view, offer.job)
+        tier = tier_of_shape(view.spec.shape_of(gpus))
+        if tier not in offer.tiers:  # cannot happen: the GPUs are free now
+            self._plan = None
+            return offer.best_tier
+        self._plan = (offer.job, offer.now_s, tier, gpus)
+        return tier
+
+    def place(self, view, job, tier):
+        plan, self._plan = self._plan, None
+        if plan is not None and plan[0] == job and plan[1] == view.now_s and plan[2] == tier:
+            return plan[3]
+        return None  # a migration: the engine's best fit at the better tier
+
+    def may_migrate(self, view) -> bool:
+        """Only a job spread over machines, with some GPU free, could move."""
+        return view.cluster.free_total > 0 and bool((view.tier > Tier.MACHINE).any())
+
+    def migrate(self, view, job, now_s):
+        current = int(view.tier[job])
+        if current == Tier.MACHINE or view.cluster.free_total == 0:
+            return None
+        spec = view.spec
+        g = int(view.num_gpus[job])
+        free = view.cluster.free_per_machine.copy()
+        np.add.at(free, spec.machine_of_gpu[view.gpus[job]], 1)  # its own GPUs count as free
+        if g <= spec.gpus_per_machine and free.max() >= g:
+            best = Tier.MACHINE
+        elif current == Tier.NETWORK and g <= spec.gpus_per_rack:
+            per_rack = free.reshape(spec.racks, spec.machines_per_rack)
+            ok = (per_rack.sum(axis=1) >= g) & ((per_rack > 0).sum(axis=1) >= 2)
+            best = Tier.RACK if ok.any() else Tier.NETWORK
+        else:
+            return None
+        return best if best < current else None
+
+    # --- placement -------------------------------------------------------------------
+
+    def placement(self, view, job: int) -> np.ndarray:
+        """The GPUs Gandiva gives ``job`` now (module docstring); draws from the run's rng."""
+        c = view.cluster
+        spec = view.spec
+        g = int(view.num_gpus[job])
+        if g <= spec.gpus_per_machine:
+            for counts in (c.idle_per_machine, c.free_per_machine):
+                room = counts >= g
+                if room.any():
+                    pool = room & self._affinity(view, g)
+                    machines = np.flatnonzero(pool if pool.any() else room)
+                    return c.gpus_on_machine(int(self.rng.choice(machines)), g)
+                if counts is c.idle_per_machine and int(counts.sum()) >= g:
+                    break  # scattered idle GPUs suffice: take them rather than displace a job
+        return self._any_free(c, g)
+
+    def _affinity(self, view, g: int) -> np.ndarray:
+        """Per machine: does it hold a GPU of a running job of demand ``g``?"""
+        owner = view.cluster.owner
+        held = np.flatnonzero(owner >= 0)
+        same = held[view.num_gpus[owner[held]] == g]
+        return np.bincount(view.spec.machine_of_gpu[same], minlength=view.spec.num_machines) > 0
+
+    def _any_free(self, c, g: int) -> np.ndarray:
+        """``g`` free GPUs at random: idle ones first, then the lowest-priority reclaimable."""
+        free = self.rng.permutation(np.flatnonzero(c.owner == -1))
+        marks = c.mark[free]
+        key = np.where(marks == _IDLE, np.iinfo(np.int64).max, marks)
+        return free[np.argsort(-key, kind="stable")[:g]]

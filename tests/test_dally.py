@@ -1,0 +1,377 @@
+"""Dally (paper §IV-B): Algorithm 1, the Algorithm 2 auto-tuner, Nw_sens priority, variants.
+
+Decision tests use hand-made offers; engine tests use tiny hand-built clusters whose timings
+are worked out in the comments.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
+from dallygym.engine import EngineConfig, Offer
+from dallygym.latency import LatencyModel
+from dallygym.metrics import collect
+from dallygym.policies.dally import (
+    AutoTuner,
+    DallyConsolidatedPolicy,
+    DallyManualPolicy,
+    DallyNoWaitPolicy,
+    DallyPolicy,
+    default_history_s,
+)
+
+from conftest import make_trace, run_engine
+
+H = 3600.0
+M, R, N = Tier.MACHINE, Tier.RACK, Tier.NETWORK
+
+
+class ModelTierLatency(LatencyModel):
+    """Speed factor by (model, tier); single-GPU jobs run at 1. vgg11 is slowed even inside
+    a machine, so a vgg11 job on a machine has Nw_sens 0.9 and outranks a resnet50 job that
+    ran at full speed (Nw_sens 1)."""
+
+    name = "model-tier-stub"
+    FACTORS = {"resnet50": (1.0, 0.5, 0.25), "vgg11": (0.9, 0.45, 0.2)}
+
+    def speed_factor(self, model, shape) -> float:
+        if sum(map(sum, shape)) == 1:
+            return 1.0
+        return self.FACTORS[model][int(tier_of_shape(shape))]
+
+
+def started(policy, spec=ClusterSpec(2, 2, 4), lease_s=H):
+    """The policy after reset() on a fake view of a cluster (2 racks x 2 machines x 4 GPUs)."""
+    policy.reset(SimpleNamespace(spec=spec, config=EngineConfig(lease_s=lease_s)), np.random.default_rng(0))
+    return policy
+
+
+def offer(num_gpus, starvation_s, tiers, now_s=100 * H, spec=ClusterSpec(2, 2, 4)):
+    return Offer(0, 0, num_gpus, now_s, starvation_s, tuple(tiers), spec.best_possible_tier(num_gpus))
+
+
+# --- Algorithm 1 at the decision level (dally-manual: T_Mc = 12 h, T_Rk = 24 h) -------------
+
+def test_job_that_fits_a_free_machine_accepts_machine_without_waiting():
+    policy = started(DallyManualPolicy())
+    assert policy.decide(offer(2, 0.0, [M, R, N]), None) == M
+
+
+def test_job_starving_less_than_machine_timer_rejects_rack_offer():
+    policy = started(DallyManualPolicy())
+    assert policy.decide(offer(2, 12 * H - 1, [R, N]), None) is None
+
+
+def test_job_starving_machine_timer_accepts_rack():
+    policy = started(DallyManualPolicy())
+    assert policy.decide(offer(2, 12 * H, [R, N]), None) == R
+
+
+def test_job_past_machine_timer_without_rack_waits_until_rack_timer():
+    policy = started(DallyManualPolicy())
+    assert policy.decide(offer(2, 13 * H, [N]), None) is None
+    assert policy.decide(offer(2, 24 * H - 1, [N]), None) is None
+
+
+def test_job_starving_rack_timer_accepts_network():
+    policy = started(DallyManualPolicy())
+    assert policy.decide(offer(2, 24 * H, [N]), None) == N
+
+
+def test_job_bigger_than_machine_has_zero_machine_timer():
+    policy = started(DallyManualPolicy())
+    assert policy.timers(6, 0.0) == (0.0, 24 * H)
+    assert policy.decide(offer(6, 0.0, [R, N]), None) == R
+    assert policy.decide(offer(6, 0.0, [N]), None) is None  # the rack timer still applies
+
+
+def test_job_bigger_than_rack_has_both_timers_zero():
+    policy = started(DallyManualPolicy())
+    assert policy.timers(12, 0.0) == (0.0, 0.0)
+    assert policy.decide(offer(12, 0.0, [N]), None) == N
+
+
+def test_auto_tuned_decision_uses_tuned_timers():
+    # Two machine acceptances of 2-GPU jobs after 1 h and 3 h: T_Mc = 2 + 2 x sqrt(2) h.
+    policy = started(DallyPolicy(history_s=1000 * H))
+    policy.tuner.record(M, 2, 1 * H, 10 * H)
+    policy.tuner.record(M, 2, 3 * H, 11 * H)
+    t_machine = (2 + 2 * math.sqrt(2)) * H
+    assert policy.timers(2, 12 * H) == pytest.approx((t_machine, 24 * H))
+    assert policy.decide(offer(2, t_machine - 1, [R], now_s=12 * H), None) is None
+    assert policy.decide(offer(2, t_machine + 1, [R], now_s=12 * H), None) == R
+
+
+# --- Algorithm 1 through the engine -------------------------------------------------------
+
+def _waiter_trace(h1_iterations=1_000_000):
+    # 1 rack x 2 machines x 4 GPUs, lease 1 h, ModelTierLatency.
+    # t=0: H0 (vgg11, 3 GPUs) takes machine 0; W (resnet50, 2 GPUs) takes machine 1.
+    # t=10: H1 (vgg11, 3 GPUs) fits no machine (1 + 2 free) and waits (never run: Nw_sens 0).
+    # t=1 h: order H1 (0), H0 (0.9), W (1.0). H1 takes machine 1, displacing W, the lowest
+    #   priority: W is preempted (starving from 1 h) and is offered only a rack (1 + 1 free).
+    # From then on H0 and H1 (Nw_sens 0.9) outrank W (1.0), so W gets only rack offers.
+    # W did 3600 of its 4500 iterations before it lost its machine.
+    return make_trace([(0, 0, 3, 1_000_000, 1.0, "vgg11"), (1, 0, 2, 4500, 1.0, "resnet50"),
+                       (2, 10, 3, h1_iterations, 1.0, "vgg11")])
+
+
+def _run_waiter(policy_cls, job_id=1, **kw):
+    """Run the waiter scenario; also return the offers to ``job_id`` (W by default) as
+    (job_id, now, starvation, tiers, answer)."""
+    offers = []
+
+    class Recording(policy_cls):
+        def decide(self, offer, view):
+            answer = super().decide(offer, view)
+            offers.append((offer.job_id, offer.now_s, offer.starvation_s, offer.tiers, answer))
+            return answer
+
+    engine = run_engine(_waiter_trace(**kw), ClusterSpec(1, 2, 4), Recording(), ModelTierLatency(), lease_s=H)
+    return engine, [o for o in offers if o[0] == job_id]
+
+
+def test_manual_job_waits_exactly_machine_timer_then_accepts_rack_at_round_boundary():
+    # W starves from 1 h; at each boundary 2 h .. 12 h it rejects the rack; at 13 h it has
+    # starved exactly 12 h = T_Mc and accepts the rack (speed 0.5): its last 900 iterations
+    # take 1800 s, so it ends at 13 h + 1800 s.
+    engine, w_offers = _run_waiter(DallyManualPolicy)
+    after_loss = [o for o in w_offers if o[1] >= H]
+    assert [o[1] for o in after_loss] == [k * H for k in range(1, 14)]
+    assert all(o[4] is None for o in after_loss[:-1])
+    assert after_loss[-1][2:] == (12 * H, (R,), R)
+    assert engine.end_s[1] == 13 * H + 1800.0
+    assert engine.preemptions[1] == 1
+
+
+def test_nowait_accepts_rack_at_once_where_manual_waits():
+    # In the same scenario, at t=10 H1 is offered only a rack. dally-manual rejects it (and
+    # takes W's machine at the 1 h boundary); dally-nowait accepts it at once (speed 0.45), so
+    # W keeps its machine and ends at 4500 s.
+    manual, manual_offers = _run_waiter(DallyManualPolicy, job_id=2)
+    assert manual_offers[0][1:] == (10.0, 0.0, (R,), None)
+    assert manual.tier_s[2].tolist()[:2] == [manual.end_s[2] - H, 0.0]
+    engine, offers = _run_waiter(DallyNoWaitPolicy, job_id=2)
+    assert offers == [(2, 10.0, 0.0, (R,), R)]
+    assert engine.end_s[1] == 4500.0
+    assert engine.preemptions.tolist() == [0, 0, 0]
+
+
+def test_consolidated_rejects_rack_however_long_and_accepts_freed_machine():
+    # H1 (90000 iterations at speed 0.9) ends at 1 h + 100000 s, 27.8 h after W lost its
+    # machine (past both manual timers). W, rejecting every rack offer until then, takes the
+    # freed machine at once and runs its last 900 iterations at speed 1.
+    free_at = H + 100_000.0
+    engine, w_offers = _run_waiter(DallyConsolidatedPolicy, h1_iterations=90_000)
+    rack_offers = [o for o in w_offers if o[3] == (R,)]
+    assert len(rack_offers) == 28  # boundaries at 1 h .. 28 h
+    assert all(o[4] is None for o in rack_offers)
+    assert rack_offers[-1][2] > 24 * H
+    assert w_offers[-1][1:] == (free_at, free_at - H, (M, R), M)
+    assert engine.end_s[1] == free_at + 900.0
+
+
+def test_auto_tuner_learns_from_every_placement_in_a_run():
+    # The same run under auto-tuned Dally: W's lists hold fewer than two entries, so it falls
+    # back to the manual 12 h and behaves as dally-manual. The machine lists recorded H0 and W
+    # at t=0 (starvation 0) and H1 at 1 h (starvation 3590 s); W's rack acceptance at 13 h.
+    engine, _ = _run_waiter(DallyPolicy)
+    assert engine.end_s[1] == 13 * H + 1800.0
+    tuner = engine.policy.tuner
+    assert tuner.entries(M, 3).tolist() == [0.0, 3590.0]
+    assert tuner.entries(M, 2).tolist() == [0.0]
+    assert tuner.entries(R, 2).tolist() == [12 * H]
+
+
+def test_job_bigger_than_machine_accepts_rack_at_once_in_a_run():
+    # 1 rack x 2 machines x 4 GPUs: a 6-GPU job can only ever have a rack: T_Mc = 0, it starts
+    # at 0 at speed 0.5 and its 100 iterations take 200 s.
+    engine = run_engine(make_trace([(0, 0, 6, 100, 1.0)]), ClusterSpec(1, 2, 4), DallyManualPolicy())
+    assert engine.first_start_s[0] == 0.0
+    assert engine.end_s[0] == 200.0
+    assert engine.placements_by_tier.tolist() == [0, 1, 0]
+
+
+def test_job_bigger_than_rack_accepts_network_at_once_in_a_run():
+    # 2 racks x 1 machine x 4 GPUs: a 6-GPU job spans both racks, speed 0.25: 400 s.
+    engine = run_engine(make_trace([(0, 0, 6, 100, 1.0)]), ClusterSpec(2, 1, 4), DallyManualPolicy())
+    assert engine.end_s[0] == 400.0
+    assert engine.placements_by_tier.tolist() == [0, 0, 1]
+
+
+# --- Algorithm 2: the auto-tuner ------------------------------------------------------------
+
+def test_tuned_timer_is_mean_plus_two_sample_standard_deviations():
+    # Starvations 2, 4, 6 h: mean 4 h, sample std 2 h -> 8 h.
+    tuner = AutoTuner(history_s=1000 * H)
+    for i, starved in enumerate((2, 4, 6)):
+        tuner.record(M, 4, starved * H, i * H)
+    assert tuner.timers(4, 3 * H) == pytest.approx((8 * H, 24 * H))
+
+
+def test_old_entries_leave_the_history_window():
+    # Window 25 h. Entries recorded at 0, 10, 20, 30 h with starvations 2, 4, 6, 8 h.
+    tuner = AutoTuner(history_s=25 * H)
+    for t, starved in ((0, 2), (10, 4), (20, 6)):
+        tuner.record(R, 8, starved * H, t * H)
+    assert tuner.timers(8, 20 * H)[1] == pytest.approx(8 * H)  # 2, 4, 6: mean 4, std 2
+    tuner.record(R, 8, 8 * H, 30 * H)
+    # At 30 h the window starts at 5 h: 4, 6, 8 -> mean 6, std 2 -> 10 h; an entry recorded
+    # exactly at now - window is still inside (35 h), one second later it is out.
+    assert tuner.timers(8, 30 * H)[1] == pytest.approx(10 * H)
+    assert tuner.timers(8, 35 * H)[1] == pytest.approx(10 * H)
+    assert tuner.timers(8, 35 * H + 1)[1] == pytest.approx((7 + 2 * math.sqrt(2)) * H)  # 6, 8
+    assert tuner.entries(R, 8, now_s=35 * H + 1).tolist() == [6 * H, 8 * H]
+    # At 50 h only the 8 h entry is left: too few for a standard deviation -> manual 24 h.
+    assert tuner.timers(8, 50 * H)[1] == 24 * H
+
+
+def test_timer_with_fewer_than_two_entries_falls_back_to_manual():
+    tuner = AutoTuner(history_s=1000 * H, t_machine_s=5.0, t_rack_s=7.0)
+    assert tuner.timers(2, 0.0) == (5.0, 7.0)
+    tuner.record(M, 2, 3 * H, 0.0)
+    assert tuner.timers(2, 0.0) == (5.0, 7.0)
+    tuner.record(M, 2, 3 * H, 0.0)
+    assert tuner.timers(2, 0.0) == (3 * H, 7.0)  # two equal entries: std 0
+
+
+def test_machine_and_rack_lists_are_separate_and_keyed_by_demand():
+    tuner = AutoTuner(history_s=1000 * H)
+    for starved in (1, 3):
+        tuner.record(M, 2, starved * H, 0.0)
+    for starved in (10, 10):
+        tuner.record(R, 2, starved * H, 0.0)
+    for starved in (5, 5):
+        tuner.record(M, 4, starved * H, 0.0)
+    tuner.record(N, 2, 99 * H, 0.0)  # network acceptances are not recorded
+    assert tuner.timers(2, 0.0) == pytest.approx(((2 + 2 * math.sqrt(2)) * H, 10 * H))
+    assert tuner.timers(4, 0.0) == (5 * H, 24 * H)
+    assert tuner.timers(8, 0.0) == (12 * H, 24 * H)
+    assert tuner.entries(N, 2).size == 0
+
+
+def test_entries_are_read_only():
+    tuner = AutoTuner(history_s=H)
+    tuner.record(M, 1, 5.0, 0.0)
+    with pytest.raises(ValueError):
+        tuner.entries(M, 1)[0] = 0.0
+
+
+def test_reference_floors_and_caps_clamp_tuned_timers_only_when_asked():
+    lease = 100.0
+    tuner = AutoTuner(history_s=10 * H, lease_s=lease, floors=True, caps=True)
+    plain = AutoTuner(history_s=10 * H, lease_s=lease)
+    for t in (tuner, plain):
+        t.record(M, 2, 0.0, 0.0)
+        t.record(M, 2, 0.0, 0.0)
+        t.record(R, 2, 20 * H, 0.0)
+        t.record(R, 2, 20 * H, 0.0)
+    assert plain.timers(2, 0.0) == (0.0, 20 * H)
+    assert tuner.timers(2, 0.0) == (6 * lease, 10 * H)  # floor 6 leases; cap H
+    tuner.record(M, 2, 30 * H, 0.0)
+    assert tuner.timers(2, 0.0)[0] == 0.8 * 10 * H  # cap 0.8 H
+
+
+def test_entries_must_be_recorded_in_time_order():
+    tuner = AutoTuner(history_s=H)
+    tuner.record(M, 1, 0.0, 10.0)
+    with pytest.raises(ValueError, match="time order"):
+        tuner.record(M, 1, 0.0, 5.0)
+
+
+def test_default_history_window_shrinks_with_cluster_size():
+    assert default_history_s(ClusterSpec(8)) == 24 * H
+    assert default_history_s(ClusterSpec(2)) == 96 * H
+    assert default_history_s(ClusterSpec(16)) == 12 * H
+    assert started(DallyPolicy(), ClusterSpec(4)).tuner.history_s == 48 * H
+    assert started(DallyPolicy(history_s=5 * H), ClusterSpec(4)).tuner.history_s == 5 * H
+
+
+# --- Nw_sens priority -----------------------------------------------------------------------
+
+def test_slowed_job_is_offered_before_fast_one_and_never_run_jobs_first():
+    # 1 rack x 2 machines x 4 GPUs, lease 100 s, TierLatency (rack 0.5).
+    # t=0: S (2 GPUs) is forced onto a rack (speed 0.5); F (2 GPUs) takes a machine (speed 1).
+    # t=50: N (8 GPUs) arrives, does not fit. t=100 (boundary): N (Nw_sens 0) first takes the
+    #   whole rack (bigger than a machine: T_Mc = 0), preempting S and F; 5 iterations at 0.5
+    #   end at 110. t=105: M (2 GPUs) arrives, nothing free.
+    # t=110: offers in Nw_sens order: M never ran (0); S ran 100 s at speed 0.5 with 1-s
+    #   iterations: 50 iterations in 100 s -> 0.5; F: 100 iterations in 100 s -> 1.
+    seen = []
+
+    class ForcedRack(DallyPolicy):
+        def decide(self, offer, view):
+            seen.append((offer.job_id, offer.now_s, float(view.nw_sens(np.array([offer.job]))[0])))
+            if offer.job_id == 0 and offer.now_s == 0:
+                return Tier.RACK
+            return super().decide(offer, view)
+
+    trace = make_trace([(0, 0, 2, 1000, 1.0), (1, 0, 2, 1000, 1.0), (2, 50, 8, 5, 1.0), (3, 105, 2, 10, 1.0)])
+    engine = run_engine(trace, ClusterSpec(1, 2, 4), ForcedRack(), lease_s=100.0)
+    assert [s for s in seen if s[1] == 110.0] == [(3, 110.0, 0.0), (0, 110.0, 0.5), (1, 110.0, 1.0)]
+    assert engine.preemptions.tolist() == [1, 1, 0, 0]
+
+
+def test_priority_is_nw_sens_for_every_variant():
+    view = SimpleNamespace(nw_sens=lambda jobs: np.asarray(jobs, dtype=float) / 10)
+    for cls in (DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy):
+        assert cls().priority(view, np.array([3, 1])).tolist() == [0.3, 0.1]
+
+
+# --- variants -------------------------------------------------------------------------------
+
+def test_variant_names():
+    assert [c.name for c in (DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy)] == [
+        "dally", "dally-manual", "dally-nowait", "dally-consolidated"]
+
+
+def test_nowait_never_waits():
+    policy = started(DallyNoWaitPolicy())
+    for g, tiers in ((2, [R, N]), (2, [N]), (6, [N]), (1, [M])):
+        assert policy.decide(offer(g, 0.0, tiers), None) == tiers[0]
+
+
+def test_consolidated_waits_for_the_best_tier_the_job_can_fit_in():
+    policy = started(DallyConsolidatedPolicy())
+    forever = 1e12
+    assert policy.decide(offer(2, forever, [R, N]), None) is None
+    assert policy.decide(offer(2, forever, [M, R, N]), None) == M
+    assert policy.decide(offer(6, forever, [N]), None) is None
+    assert policy.decide(offer(6, 0.0, [R, N]), None) == R
+    assert policy.decide(offer(12, 0.0, [N]), None) == N
+
+
+def test_manual_timers_are_12_and_24_hours():
+    assert started(DallyManualPolicy()).timers(2, 0.0) == (12 * H, 24 * H)
+    assert started(DallyManualPolicy(t_machine_s=1.0, t_rack_s=2.0)).timers(2, 0.0) == (1.0, 2.0)
+    assert started(DallyManualPolicy()).tuner is None
+
+
+def test_timers_need_a_started_run():
+    with pytest.raises(RuntimeError, match="reset"):
+        DallyPolicy().timers(2, 0.0)
+
+
+@pytest.mark.parametrize("kwargs", [{"history_s": 0}, {"history_s": float("nan")}, {"t_machine_s": -1}])
+def test_bad_options_name_the_parameter(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        DallyPolicy(**kwargs)
+
+
+# --- determinism ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy])
+def test_same_inputs_give_identical_summaries(cls):
+    rng = np.random.default_rng(3)
+    rows = [(i, float(rng.integers(0, 20_000)), int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(100, 5000)),
+             float(rng.uniform(0.5, 5))) for i in range(60)]
+    trace = make_trace(rows)
+    runs = [collect(run_engine(trace, ClusterSpec(2, 2, 4), cls(history_s=6 * H) if cls is DallyPolicy else cls(),
+                               lease_s=600.0)) for _ in range(2)]
+    assert runs[0].summary == runs[1].summary
+    assert runs[0].jobs.equals(runs[1].jobs)

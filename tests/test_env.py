@@ -1,0 +1,255 @@
+"""The Gymnasium environment: checkers, spaces, masks, rewards, determinism, equivalence."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import dallygym
+from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
+from dallygym.env import OBS_DIM, OBS_FEATURES, DallyEnv
+
+from test_invariants import check_holdings
+
+ENV_IDS = ["Dally-v0", "DallySmall-v0"]
+DALLY_VARIANTS = ["dally", "dally-manual", "dally-nowait", "dally-consolidated"]
+
+
+def play(env, seed: int, choose) -> list:
+    """Run one episode; ``choose(rng, mask)`` picks actions. Returns (obs, reward, term, info)."""
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    out = [(obs, 0.0, False, info)]
+    done = env.unwrapped._done
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(choose(rng, info["action_mask"]))
+        out.append((obs, reward, terminated, info))
+        done = terminated or truncated
+    return out
+
+
+def random_masked(rng, mask):
+    return int(rng.choice(np.flatnonzero(mask)))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_env_checker_passes(env_id):
+    check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_stable_baselines3_env_checker_passes(env_id):
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker.check_env(gym.make(env_id), warn=True)
+
+
+def test_make_without_importing_registers_by_module_prefix():
+    env = gym.make("dallygym:DallySmall-v0")
+    assert isinstance(env.unwrapped, DallyEnv)
+
+
+def test_spaces_and_observation_features_are_fixed_and_documented():
+    env = gym.make("DallySmall-v0")
+    assert env.action_space == gym.spaces.Discrete(4)
+    assert env.observation_space.shape == (OBS_DIM,) and env.observation_space.dtype == np.float32
+    doc = DallyEnv.__doc__
+    for section in ("## Description", "## Action Space", "## Observation Space", "## Rewards",
+                    "## Starting State", "## Episode End", "## Arguments", "## Version History"):
+        assert section in doc
+    for name in OBS_FEATURES:
+        assert name in doc, name
+
+
+def test_wait_is_always_valid_and_masks_match_the_offer():
+    env = gym.make("DallySmall-v0")
+    for obs, _, terminated, info in play(env, 0, random_masked)[:-1]:
+        mask = info["action_mask"]
+        assert mask[0]
+        assert mask[1:].any(), "a step is only made when some tier is offered"
+        assert env.observation_space.contains(obs)
+
+
+def test_steps_are_only_real_choices():
+    env = gym.make("DallySmall-v0").unwrapped
+    obs, info = env.reset(seed=0)
+    while not env._done:
+        offer = env.offer
+        assert offer.best_tier != offer.best_possible_tier
+        env.step(0)
+
+
+def test_invalid_action_is_treated_as_wait_and_flagged():
+    env = gym.make("DallySmall-v0")
+    obs, info = env.reset(seed=0)
+    mask = info["action_mask"]
+    invalid = int(np.flatnonzero(~mask)[0])
+    job = info["job_id"]
+    _, _, _, _, info2 = env.step(invalid)
+    assert info2["invalid_action"] is True
+    assert env.unwrapped.engine.state[env.unwrapped.engine.job_id.tolist().index(job)] != 2  # not started
+    strict = gym.make("DallySmall-v0", strict=True)
+    _, info = strict.reset(seed=0)
+    with pytest.raises(ValueError, match="not offered"):
+        strict.step(int(np.flatnonzero(~info["action_mask"])[0]))
+
+
+def test_unmasked_random_actions_never_raise():
+    env = gym.make("DallySmall-v0")
+    steps = play(env, 3, lambda rng, mask: int(rng.integers(-2, 6)))
+    assert steps[-1][2] is True
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_masked_episodes_keep_engine_invariants(seed):
+    env = gym.make("DallySmall-v0")
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    info = {"action_mask": env.unwrapped.action_masks()}
+    done = env.unwrapped._done
+    while not done:
+        check_holdings(env.unwrapped.engine)
+        _, _, terminated, truncated, info = env.step(random_masked(rng, info["action_mask"]))
+        done = terminated or truncated
+    engine = env.unwrapped.engine
+    assert np.array_equal(engine.done_iters, engine.total_iterations)
+    jobs = dallygym.collect(engine).jobs
+    assert (jobs["jct_s"] >= jobs["ideal_s"] * (1 - 1e-12)).all()
+
+
+def test_same_seed_same_actions_identical_episode():
+    a = play(gym.make("DallySmall-v0"), 7, random_masked)
+    b = play(gym.make("DallySmall-v0"), 7, random_masked)
+    assert len(a) == len(b)
+    for (oa, ra, ta, ia), (ob, rb, tb, ib) in zip(a, b):
+        assert np.array_equal(oa, ob) and ra == rb and ta == tb
+        assert ia.keys() == ib.keys()
+        for key in ia:
+            if isinstance(ia[key], np.ndarray):
+                assert np.array_equal(ia[key], ib[key])
+            else:
+                assert ia[key] == ib[key], key
+
+
+@pytest.mark.parametrize("reward, key", [("jct", "jct_mean_s"), ("makespan", "makespan_s"), ("comm", "comm_mean_s")])
+def test_episode_return_is_the_documented_metric(reward, key):
+    env = gym.make("DallySmall-v0", reward=reward)
+    episode = play(env, 0, random_masked)
+    ret = sum(r for _, r, _, _ in episode)
+    summary = episode[-1][3]["summary"]
+    jobs = summary["jobs"]
+    expected = {"jct": -summary["jct_mean_s"] / 3600, "makespan": -summary["makespan_s"] / 3600 / jobs,
+                "comm": -summary["comm_mean_s"] / 3600}[reward]
+    assert ret == pytest.approx(expected, rel=1e-9)
+    assert all(isinstance(r, float) for _, r, _, _ in episode)
+
+
+def test_final_info_has_the_simulate_summary_keys():
+    episode = play(gym.make("DallySmall-v0"), 0, random_masked)
+    summary = episode[-1][3]["summary"]
+    assert set(dallygym.SUMMARY_KEYS) <= set(summary)
+
+
+@pytest.mark.parametrize("variant", DALLY_VARIANTS)
+def test_dally_through_env_equals_native_run_small(variant):
+    env = gym.make("DallySmall-v0", priority=variant)
+    native = simulate("small", ClusterSpec(2, 2, 8), policy=variant)
+    assert evaluate(env, heuristic_agent(variant, env)) == native.summary
+
+
+@pytest.mark.parametrize("variant", DALLY_VARIANTS)
+def test_dally_through_env_equals_native_run_batch_500_two_racks(variant):
+    env = gym.make("Dally-v0", racks=2, priority=variant)
+    native = simulate("batch-500", 2, policy=variant)
+    assert evaluate(env, heuristic_agent(variant, env)) == native.summary
+
+
+def test_dally_agent_under_default_priority_equals_native_dally():
+    env = gym.make("DallySmall-v0")  # default priority is dally
+    assert evaluate(env, heuristic_agent("dally", env)) == simulate("small", ClusterSpec(2, 2, 8), policy="dally").summary
+
+
+@pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
+def test_sensitivity_modes_fill_speed_features_as_documented(mode):
+    env = gym.make("DallySmall-v0", sensitivity=mode)
+    speeds = OBS_FEATURES.index("speed_machine")
+    episode = play(env, 0, random_masked)
+    values = np.array([obs[speeds : speeds + 3] for obs, _, _, _ in episode[:-1]])
+    if mode == "hidden":
+        assert not values.any()
+    else:
+        assert values.any() and (values <= 1).all()
+    if mode == "oracle":
+        # Every offered tier has a positive speed factor; tiers not offered show 0.
+        masks = np.array([info["action_mask"][1:] for _, _, _, info in episode[:-1]])
+        assert ((values > 0) == masks).all()
+
+
+def test_trace_per_reset_generator_and_cycled_list():
+    gen = gym.make("DallySmall-v0", trace="gen:small")
+    gen.reset(seed=0)
+    first = gen.unwrapped.engine.arrival_s.copy()
+    gen.reset()
+    assert not np.array_equal(first, gen.unwrapped.engine.arrival_s)  # a fresh draw
+    gen.reset(seed=0)
+    assert np.array_equal(first, gen.unwrapped.engine.arrival_s)  # seeded
+    cyc = gym.make("DallySmall-v0", trace=["small", "gen:small"])
+    cyc.reset(seed=0)
+    n_small = cyc.unwrapped.engine.n
+    assert n_small == 60
+    cyc.reset()
+    cyc.reset()
+    assert cyc.unwrapped.engine.n == n_small  # back to the first trace
+
+
+@pytest.mark.parametrize("kwargs, word", [({"reward": "x"}, "reward"), ({"sensitivity": "x"}, "sensitivity"),
+                                          ({"priority": "nope"}, "nope"), ({"trace": "gen:nope"}, "nope"),
+                                          ({"racks": 0}, "racks")])
+def test_bad_arguments_name_the_problem(kwargs, word):
+    with pytest.raises(Exception, match=word):
+        gym.make("DallySmall-v0", **kwargs)
+
+
+def test_render_modes():
+    env = gym.make("DallySmall-v0", render_mode="ansi")
+    env.reset(seed=0)
+    text = env.render()
+    assert "rack  0" in text and "offer: job" in text
+    env = gym.make("DallySmall-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    image = env.render()
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    used = (image == np.array([46, 160, 67], dtype=np.uint8)).all(axis=2).sum()
+    assert used > 0  # some GPU is held by a machine-tier job
+
+
+def test_async_vector_env_runs():
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("DallySmall-v0") for _ in range(2)])
+    obs, infos = envs.reset(seed=0)
+    assert obs.shape == (2, OBS_DIM)
+    for _ in range(20):
+        obs, rewards, terminated, truncated, infos = envs.step(np.zeros(2, dtype=np.int64))
+    envs.close()
+
+
+def test_maskable_ppo_learns_a_few_thousand_steps_without_error():
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    env = gym.make("DallySmall-v0", trace="gen:small")
+    model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=256, batch_size=64, seed=0, verbose=0, device="cpu")
+    model.learn(total_timesteps=2048)
+    obs, info = env.reset(seed=1)
+    action, _ = model.predict(obs, action_masks=info["action_mask"], deterministic=True)
+    assert info["action_mask"][int(action)]
+
+
+def test_episode_without_any_real_choice_ends_at_the_first_step():
+    # Seed 4 of the small generator gives a trace whose every offer is at its best tier.
+    env = gym.make("DallySmall-v0", trace="gen:small")
+    obs, info = env.reset(seed=4)
+    assert env.unwrapped._done and info["action_mask"].tolist() == [True, False, False, False]
+    obs, reward, terminated, truncated, info = env.step(0)
+    assert terminated and not truncated and "summary" in info
+    assert reward == pytest.approx(-info["summary"]["jct_mean_s"] / 3600)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(0)
