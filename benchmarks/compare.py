@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 import dallygym
+from dallygym import EngineConfig
 from dallygym.compare import compare
 from dallygym.policies import POLICIES
 
@@ -150,6 +151,113 @@ def report(grid: pd.DataFrame, total_wall_s: float, command: str) -> str:
     return "\n".join(out)
 
 
+LEASE_SWEEP_H = (1, 4, 12, 24)
+LEASE_SWEEP_POLICIES = ("dally", "tiresias", "gandiva")
+LEASE_SWEEP_RACKS = (2, 8)
+
+
+def _lease_cell(args: tuple[int, int, str]) -> dict:
+    racks, lease_h, policy = args
+    start = time.perf_counter()
+    s = dallygym.simulate("batch-500", racks, policy=policy, config=EngineConfig(lease_s=lease_h * 3600.0)).summary
+    return {"racks": racks, "lease_h": lease_h, "policy": policy, **s, "wall_s": time.perf_counter() - start}
+
+
+def lease_sweep(workers: int) -> pd.DataFrame:
+    """The lease is the knob the paper leaves open that matters most: batch-500 under Dally,
+    Tiresias and Gandiva with leases of 1, 4, 12 and 24 h at 2 and 8 racks."""
+    cells = [(r, h, p) for r in LEASE_SWEEP_RACKS for h in LEASE_SWEEP_H for p in LEASE_SWEEP_POLICIES]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return pd.DataFrame(list(pool.map(_lease_cell, cells)))
+
+
+def lease_report(sweep: pd.DataFrame) -> str:
+    shown = sweep.assign(
+        makespan_h=sweep["makespan_s"] / 3600, jct_mean_h=sweep["jct_mean_s"] / 3600,
+        jct_median_h=sweep["jct_median_s"] / 3600, queue_p95_h=sweep["queue_p95_s"] / 3600,
+        comm_mean_h=sweep["comm_mean_s"] / 3600,
+    )[["racks", "lease_h", "policy", "makespan_h", "jct_mean_h", "jct_median_h", "queue_p95_h", "comm_mean_h", "preemptions"]]
+    return "\n".join([
+        "## Lease sensitivity (batch-500; the knob the paper leaves open)",
+        "",
+        "Produced by the same command (`--lease-sweep`, on by default). Times in hours.",
+        "",
+        _md(shown, ".0f"),
+        "",
+    ])
+
+
+def _range(values) -> str:
+    values = list(values)
+    return f"{min(values):.0f}–{max(values):.0f} %"
+
+
+def analysis(grid: pd.DataFrame, sweep: pd.DataFrame | None) -> str:
+    """Where our runs agree with the paper and where they do not, with the reasons we found.
+    Numbers are computed from this run; the reasons were found by the lease sweep below and by
+    reading per-job results (``dallygym simulate --out``)."""
+    need = {"dally", "tiresias", "gandiva", "dally-consolidated"}
+    if not need <= set(grid["policy"]) or "batch-500" not in set(grid["trace"]):
+        return ""
+    imp = lambda m, b, t="batch-500": improvement(grid, m, b, t)  # noqa: E731
+    b = grid[grid["trace"] == "batch-500"].set_index(["policy", "racks"])
+    racks = sorted(grid["racks"].unique())
+    big = max(racks)
+    median_ratio = b.loc["dally"]["jct_median_s"] / b.loc["tiresias"]["jct_median_s"]
+    t8 = b.loc[("tiresias", 8)] if ("tiresias", 8) in b.index else None
+    lines = [
+        "## Where ours agrees with the paper, where it does not, and why",
+        "",
+        "**Agrees.**",
+        "",
+        f"- *Makespan.* Dally beats Tiresias by {_range(imp('makespan_s', 'tiresias'))} and Gandiva by "
+        f"{_range(imp('makespan_s', 'gandiva'))} on batch-500 (paper: up to 69 % and up to 92 %). The makespan is set "
+        "by the few large jobs of network-sensitive models: a 32-GPU MobileNetV3 job cannot fit a machine, and across "
+        "machines our latency model (calibrated to Table I) slows it 30-fold, across racks about 190-fold. Tiresias "
+        "accepts any placement for low-skew models and makes high-skew ones wait for full consolidation; Gandiva "
+        "places network-agnostically. Dally's delay timers keep such jobs on the best tier they can get.",
+        f"- *Communication latency.* Dally's mean is {_range(imp('comm_mean_s', 'tiresias'))} lower than Tiresias's "
+        f"(paper: 53–83 %); the gap is smallest at {int(imp('comm_mean_s', 'tiresias').idxmin())} racks.",
+        f"- *Against Gandiva* Dally wins on every metric at every size (mean JCT {_range(imp('jct_mean_s', 'gandiva'))} "
+        "better; paper: 23–51 %).",
+        "",
+        "**Does not agree.**",
+        "",
+        f"- *Mean JCT and tail queueing against Tiresias.* Ours has Tiresias ahead at most sizes (Dally's mean JCT "
+        f"improvement: {', '.join(f'{v:+.0f} %' for v in imp('jct_mean_s', 'tiresias'))} at {', '.join(map(str, racks))} "
+        "racks; paper: Dally 19–36 % better). Two mechanisms, both visible in the per-job results:",
+        "  1. Dally's Nw_sens priority (paper §IV-B1) offers GPUs first to jobs that have never run (Nw_sens = 0) and "
+        "then to the most slowed-down ones. With the paper's lease-based preemption, every round boundary lets the "
+        "waiting jobs displace running ones, so the whole batch time-shares the cluster and short jobs are not "
+        "let through first: Dally's median JCT is "
+        + ", ".join(f"{v:.1f}" for v in median_ratio.to_numpy())
+        + f" times Tiresias's at {', '.join(map(str, racks))} racks. The paper itself notes that Dally "
+        "does not emphasise JCT when prioritising (§VI-5).",
+        "  2. Our Tiresias uses the public Tiresias simulator's queue limits (3,250 and 7,200 GPU-seconds), which a "
+        "job passes within its first lease; it then runs in the last queue, first come first served, to completion "
+        "(except for starvation promotions). That is close to least-attained-service, which favours short jobs and "
+        "the mean JCT."
+        + (f" Our Tiresias's median JCT at 8 racks is {t8['jct_median_s']:,.0f} s, against 2,547,080 s in the "
+           "paper's Table II: the paper's Tiresias time-shared far more, with settings the paper does not give."
+           if t8 is not None else ""),
+        "- *Lease length* (left open by the paper) does not explain the gap: longer leases cut Dally's preemptions and "
+        "mean JCT a lot, but Tiresias keeps the lower mean JCT at 2 racks (lease sweep below).",
+        "- *Dally-consolidated* does at least as well as auto-tuned Dally on JCT here (the paper: worse). With this "
+        "latency model, spreading a MobileNetV3 or ResNet18 job costs 10–190-fold, while waiting costs little when the "
+        "batch time-shares anyway; so waiting for consolidation nearly always pays.",
+        f"- *Poisson at {big} racks* is not congested in our trace (queueing delays are 0 for most policies), so "
+        "the policies tie; the paper's Poisson runs were chosen to be peak-usage scenarios.",
+        "",
+        "**Choices.** Nothing was tuned towards the paper's numbers. The lease is 1 h (SPEC default: the paper's "
+        "timers are in hours and its reference simulator scales them by the lease). Dally's history window defaults "
+        "to 24 h × 512 / cluster GPUs (the paper: a smaller window for larger clusters; results change by less than "
+        "about 10 % between 12 h and an unlimited window). Tiresias uses the public simulator's limits; Gandiva "
+        "places with the run's seeded generator.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
@@ -157,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--no-lease-sweep", dest="lease_sweep", action="store_false",
+                        help="skip the lease-sensitivity runs")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -167,7 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     grid.to_csv(out / "compare.csv", index=False)
     given = sys.argv[1:] if argv is None else list(argv)
     command = " ".join(["python benchmarks/compare.py", *given])
-    (out / "compare.md").write_text(report(grid, total, command) + "\n")
+    text = report(grid, total, command)
+    sweep = None
+    if args.lease_sweep:
+        sweep = lease_sweep(args.workers)
+        sweep.to_csv(out / "lease_sweep.csv", index=False)
+    text += "\n" + analysis(grid, sweep)
+    if sweep is not None:
+        text += "\n" + lease_report(sweep)
+    (out / "compare.md").write_text(text + "\n")
     print(f"wrote {out / 'compare.csv'} and {out / 'compare.md'} ({len(grid)} runs, {total:.0f} s)")
     return 0
 
