@@ -141,6 +141,7 @@ def shape_gpus(shape: Shape) -> int:
 
 
 _IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
+_BIG = int(np.iinfo(np.int64).max)
 
 
 class ClusterState:
@@ -166,6 +167,8 @@ class ClusterState:
         self.free_total = spec.num_gpus
         #: Bumped on every change of the free GPUs, so derived answers can be cached.
         self.version = 0
+        #: True while some free GPU carries a round-boundary mark (see mark_reclaimable).
+        self.marks_active = False
 
     # --- bookkeeping -------------------------------------------------------------------
 
@@ -173,42 +176,84 @@ class ClusterState:
     def used_total(self) -> int:
         return self.spec.num_gpus - self.free_total
 
+    def _single_machine(self, gpus: np.ndarray) -> int:
+        """The machine id if all ``gpus`` are on one machine, else -1 (the common case is
+        cheap to detect and to book without numpy's unbuffered ``ufunc.at``)."""
+        g = self.spec.gpus_per_machine
+        if len(gpus) > g:
+            return -1
+        ids = gpus.tolist()  # at most one machine's worth: a Python loop beats two reductions
+        first = ids[0] // g
+        for gpu in ids:
+            if gpu // g != first:
+                return -1
+        return first
+
+    #: Re-check in :meth:`allocate` that the GPUs are free. Every caller in the engine has
+    #: established it already (placements are searched among free GPUs, renewals and policy
+    #: placements are checked first), so this is off on the hot path; the tests turn it on.
+    check_allocations = False
+
     def allocate(self, job: int, gpus: np.ndarray) -> None:
         """Give free GPUs to a job."""
-        if np.any(self.owner[gpus] != -1):
-            taken = gpus[self.owner[gpus] != -1]
-            raise ClusterError(f"GPUs {taken.tolist()} are already held")
+        if self.check_allocations:
+            owner = self.owner[gpus]
+            if (owner != -1).any():
+                raise ClusterError(f"GPUs {gpus[owner != -1].tolist()} are already held")
         self.owner[gpus] = job
-        machines = self.spec.machine_of_gpu[gpus]
-        np.subtract.at(self.free_per_machine, machines, 1)
-        idle = self.mark[gpus] == _IDLE
-        np.subtract.at(self.idle_per_machine, machines[idle], 1)
-        self.mark[gpus] = _IDLE
-        np.subtract.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
-        self.free_total -= len(gpus)
+        n = len(gpus)
+        machine = self._single_machine(gpus)
+        if machine >= 0:
+            self.free_per_machine[machine] -= n
+            self.free_per_rack[machine // self.spec.machines_per_rack] -= n
+            if self.marks_active:
+                self.idle_per_machine[machine] -= int((self.mark[gpus] == _IDLE).sum())
+                self.mark[gpus] = _IDLE
+            else:
+                self.idle_per_machine[machine] -= n
+        else:
+            machines = self.spec.machine_of_gpu[gpus]
+            np.subtract.at(self.free_per_machine, machines, 1)
+            idle = self.mark[gpus] == _IDLE
+            np.subtract.at(self.idle_per_machine, machines[idle], 1)
+            self.mark[gpus] = _IDLE
+            np.subtract.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+        self.free_total -= n
         self.version += 1
 
     def release(self, gpus: np.ndarray) -> None:
         """Free a job's GPUs (unmarked)."""
         self.owner[gpus] = -1
-        machines = self.spec.machine_of_gpu[gpus]
-        np.add.at(self.free_per_machine, machines, 1)
-        np.add.at(self.idle_per_machine, machines, 1)
-        np.add.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
-        self.free_total += len(gpus)
+        n = len(gpus)
+        machine = self._single_machine(gpus)
+        if machine >= 0:
+            self.free_per_machine[machine] += n
+            self.idle_per_machine[machine] += n
+            self.free_per_rack[machine // self.spec.machines_per_rack] += n
+        else:
+            machines = self.spec.machine_of_gpu[gpus]
+            np.add.at(self.free_per_machine, machines, 1)
+            np.add.at(self.idle_per_machine, machines, 1)
+            np.add.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+        self.free_total += n
         self.version += 1
 
     def mark_reclaimable(self, gpus: np.ndarray, ranks: np.ndarray | int) -> None:
         """Free GPUs whose holder's lease expired; ``ranks`` is each holder's visiting order
         in the current pass (higher = visited later = lower priority)."""
+        if len(gpus) == 0:
+            return
         self.release(gpus)
         self.mark[gpus] = ranks
         np.subtract.at(self.idle_per_machine, self.spec.machine_of_gpu[gpus], 1)
+        self.marks_active = True
 
     def clear_marks(self) -> None:
         """End of a round-boundary pass: every free GPU counts as idle again."""
-        self.mark[:] = _IDLE
-        self.idle_per_machine[:] = self.free_per_machine
+        if self.marks_active:
+            self.mark[:] = _IDLE
+            self.idle_per_machine[:] = self.free_per_machine
+            self.marks_active = False
 
     def all_free(self, gpus: np.ndarray) -> bool:
         return bool(np.all(self.owner[gpus] == -1))
@@ -279,6 +324,11 @@ class ClusterState:
         such GPUs, then the fewest free GPUs (best fit), then the lowest id.
         """
         free = self.free_per_machine
+        if not self.marks_active:
+            # Plain best fit: the fewest free GPUs that still fit, ties to the lowest id.
+            masked = np.where(free >= need, free, _BIG)
+            best = int(masked.argmin())
+            return best if free[best] >= need else -1
         fits = np.flatnonzero(free >= need)
         if fits.size == 0:
             return -1
@@ -291,7 +341,7 @@ class ClusterState:
         # highest priority among those taken is the reclaim-th largest mark of the machine.
         desc = -np.sort(-marks, axis=1)
         col = np.clip(reclaim - 1, 0, g - 1)
-        top_victim = np.where(reclaim > 0, desc[np.arange(fits.size), col], np.iinfo(np.int64).max)
+        top_victim = np.where(reclaim > 0, desc[np.arange(fits.size), col], _BIG)
         order = np.lexsort((fits, free[fits], reclaim, -top_victim))
         return int(fits[order[0]])
 
@@ -310,11 +360,14 @@ class ClusterState:
         """``count`` free GPUs of one machine: idle ones first, then the lowest-priority marks
         (for policies choosing their own placements, too)."""
         g = self.spec.gpus_per_machine
-        gpus = np.arange(machine * g, (machine + 1) * g, dtype=np.int64)
-        gpus = gpus[self.owner[gpus] == -1]
+        base = machine * g
+        free = np.flatnonzero(self.owner[base : base + g] == -1)
+        if not self.marks_active:
+            return free[:count] + base  # lowest free slots first
+        gpus = free + base
         marks = self.mark[gpus]
         # idle (-1) first; among marked, the highest rank (visited last) first; then by id.
-        key = np.where(marks == _IDLE, np.iinfo(np.int64).min, -marks)
+        key = np.where(marks == _IDLE, -_BIG, -marks)
         order = np.lexsort((gpus, key))
         return gpus[order[:count]]
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .latency import LatencyModel
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
+_TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
 STATE_NAMES = ("pending", "waiting", "running", "done")
 
 
@@ -197,6 +198,12 @@ class Engine:
             np.where(self.num_gpus <= cluster.gpus_per_rack, int(Tier.RACK), int(Tier.NETWORK)),
         ).astype(np.int64)
 
+        # Python copies of static per-job data for the per-offer loop (numpy scalar access and
+        # enum construction would dominate it).
+        self._num_gpus_list: list[int] = self.num_gpus.tolist()
+        self._job_id_list: list[int] = self.job_id.tolist()
+        self._best_tier_list: list[Tier] = [_TIERS[t] for t in self.best_possible_tier.tolist()]
+
         self.cluster = ClusterState(cluster)
         self.state = np.full(n, PENDING, dtype=np.int8)
         self.done_iters = np.zeros(n)
@@ -219,11 +226,18 @@ class Engine:
         self.speed_seen = np.zeros((n, 3))
         self.gpus: list[np.ndarray | None] = [None] * n
         self.last_gpus: list[np.ndarray | None] = [None] * n
+        self.last_tier = np.full(n, -1, dtype=np.int64)  # tier and shape of gpus / last_gpus
+        self.last_shape: list = [None] * n
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
         #: During a round-boundary pass: running jobs whose lease expired and that the pass has
         #: not visited yet. Their GPUs count as free (a higher-priority job may claim them).
         self.expired_unvisited: set[int] = set()
 
+        #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
+        self.n_waiting = 0
+        self.n_running = 0
+        self.waiting_gpus = 0  # GPU demand of the waiting jobs
+        self._running_idx: np.ndarray | None = np.empty(0, dtype=np.int64)  # None: recompute
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
@@ -248,7 +262,29 @@ class Engine:
         return np.flatnonzero(self.state == WAITING)
 
     def running_jobs(self) -> np.ndarray:
-        return np.flatnonzero(self.state == RUNNING)
+        if self._running_idx is None:
+            self._running_idx = np.flatnonzero(self.state == RUNNING)
+        return self._running_idx
+
+    def _set_state(self, j: int, new: int) -> None:
+        """The one place job states change, keeping the counters right."""
+        old = self.state[j]
+        if old == new:
+            return
+        g = int(self.num_gpus[j])
+        if old == WAITING:
+            self.n_waiting -= 1
+            self.waiting_gpus -= g
+        elif old == RUNNING:
+            self.n_running -= 1
+            self._running_idx = None
+        if new == WAITING:
+            self.n_waiting += 1
+            self.waiting_gpus += g
+        elif new == RUNNING:
+            self.n_running += 1
+            self._running_idx = None
+        self.state[j] = new
 
     def starvation_s(self, jobs: np.ndarray | int) -> np.ndarray | float:
         return self.now_s - self.starve_anchor_s[jobs]
@@ -291,8 +327,7 @@ class Engine:
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
             t_fin = self.finish_s.min()
-            if (next_round < min(t_arr, t_fin) and not (self.state == WAITING).any()
-                    and not may_migrate(self)):
+            if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not may_migrate(self):
                 # With no job waiting and no possible migration, a round boundary changes
                 # nothing: every lease is renewed on the same GPUs. Nothing changes either until
                 # the next event, so jump to the last boundary not after it.
@@ -311,7 +346,7 @@ class Engine:
             if t_fin <= t:
                 self._complete(np.flatnonzero(self.finish_s <= t), t)
             while self._next_arrival < n and arrival[self._next_arrival] <= t:
-                self.state[self._next_arrival] = WAITING
+                self._set_state(self._next_arrival, WAITING)
                 self._next_arrival += 1
             boundary = t >= next_round
             if boundary:
@@ -336,6 +371,8 @@ class Engine:
         if boundary:
             cand = np.flatnonzero((state == WAITING) | (state == RUNNING))
         else:
+            if self.n_waiting == 0:
+                return
             cand = np.flatnonzero(state == WAITING)
             if cand.size == 0 or self.num_gpus[cand].min() > cluster.free_total:
                 return
@@ -368,7 +405,10 @@ class Engine:
                 self.expired_unvisited.update(expired.tolist())
             order = visit
         expired_set = self.expired_unvisited
-        num_gpus = self.num_gpus
+        num_gpus = self._num_gpus_list
+        job_ids = self._job_id_list
+        best_tiers = self._best_tier_list
+        anchors = self.starve_anchor_s
         try:
             for j in order.tolist():
                 if j in expired_set:
@@ -378,14 +418,13 @@ class Engine:
                         cluster.allocate(j, held)  # lease renewed on the same GPUs
                         continue
                     self._preempt(j, t)
-                g = int(num_gpus[j])
+                g = num_gpus[j]
                 if g > cluster.free_total:
                     continue
                 tiers = self._offer_tiers(g)
                 if not tiers:
                     continue
-                offer = Offer(j, int(self.job_id[j]), g, t, t - self.starve_anchor_s[j], tiers,
-                              Tier(int(self.best_possible_tier[j])))
+                offer = Offer(j, job_ids[j], g, t, t - float(anchors[j]), tiers, best_tiers[j])
                 answer = yield offer
                 if answer is None:
                     continue
@@ -394,7 +433,7 @@ class Engine:
                         f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
                         f"tiers or None"
                     )
-                self._start(j, Tier(answer), t)
+                self._start(j, _TIERS[int(answer)], t)
         finally:
             if boundary:
                 expired_set.clear()
@@ -447,7 +486,7 @@ class Engine:
         if dt > 0:
             # Jobs in the system (arrived, unfinished) do not change between events.
             self.in_system_area_s += dt * (self._next_arrival - self.finished)
-            run = np.flatnonzero(self.state == RUNNING)
+            run = self.running_jobs()
             if run.size:
                 self.run_s[run] += dt
                 self.tier_s[run, self.tier[run]] += dt
@@ -471,13 +510,13 @@ class Engine:
             self._close_segment(j, t)
             self.done_iters[j] = self.total_iterations[j]
             self.end_s[j] = t
-            self.state[j] = DONE
+            self._set_state(j, DONE)
             self.finished += 1
 
     def _preempt(self, j: int, t: float) -> None:
         """A lease-expired job lost GPUs to a higher-priority job (its GPUs are already free)."""
         self._close_segment(j, t)
-        self.state[j] = WAITING
+        self._set_state(j, WAITING)
         self.starve_anchor_s[j] = t
         self.preemptions[j] += 1
 
@@ -512,23 +551,28 @@ class Engine:
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False) -> None:
         g = int(self.num_gpus[j])
         prev = self.last_gpus[j]
-        gpus = None
-        if prev is not None and self.cluster.all_free(prev) and tier_of_shape(self.spec.shape_of(prev)) == tier:
-            gpus = prev  # its old GPUs are free again: take them back, no restart cost
-        if gpus is None:
+        # Its old GPUs, if all free again and of the accepted tier: take them back at no
+        # restart cost. (Any other placement differs from the old set: either some old GPU is
+        # held, or the tier differs.)
+        same = prev is not None and not restarted and self.last_tier[j] == tier and self.cluster.all_free(prev)
+        if same:
+            gpus = prev
+            shape = self.last_shape[j]
+        else:
             gpus = self.policy.place(self, j, tier)
             if gpus is None:
                 gpus = self.cluster.place(g, tier)
             else:
                 gpus = np.asarray(gpus, dtype=np.int64)
                 self._check_placement(j, gpus, tier)
-        shape = self.spec.shape_of(gpus)
+            shape = ((g,),) if tier == Tier.MACHINE else self.spec.shape_of(gpus)
         speed = self._speed_factor(j, shape)
-        same = prev is not None and np.array_equal(np.sort(prev), np.sort(gpus))
-        overhead = self.config.restart_overhead_s if (prev is not None and not same) or restarted else 0.0
+        overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
         self.cluster.allocate(j, gpus)
         self.gpus[j] = gpus
-        self.state[j] = RUNNING
+        self.last_tier[j] = int(tier)
+        self.last_shape[j] = shape
+        self._set_state(j, RUNNING)
         self.tier[j] = int(tier)
         self.speed[j] = speed
         self.speed_seen[j, int(tier)] = speed
@@ -554,9 +598,7 @@ class Engine:
             raise EngineError(f"{name!r} placed job {self.job_id[j]} at {got.label}, but it accepted {tier.label}")
 
     def _record(self, t: float) -> None:
-        running = int((self.state == RUNNING).sum())
-        waiting = int((self.state == WAITING).sum())
-        self.timeline.append((t, self.cluster.used_total, running, waiting, self.n - self.finished))
+        self.timeline.append((t, self.cluster.used_total, self.n_running, self.n_waiting, self.n - self.finished))
 
 
 def run_policy(engine: Engine) -> Engine:

@@ -16,7 +16,7 @@ import pandas as pd
 from gymnasium import spaces
 
 from .cluster import ClusterSpec, Tier
-from .engine import RUNNING, Engine, EngineConfig, Offer
+from .engine import Engine, EngineConfig, Offer
 from .latency import LatencyModel, get_latency_model
 from .metrics import collect
 from .policies import Policy, make_policy
@@ -45,6 +45,7 @@ OBS_DIM = len(OBS_FEATURES)
 #: Times are shown as log1p(t / lease) / log1p(LONG_LEASES): 0 at 0, 1 at 10,000 leases.
 LONG_LEASES = 10_000.0
 _LOG_LONG = math.log1p(LONG_LEASES)
+_LOG_1000 = math.log1p(1000)
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
 
@@ -203,6 +204,8 @@ class DallyEnv(gym.Env):
         self._obs = np.zeros(OBS_DIM, dtype=np.float32)
         self._reported = 0.0
         self.steps = 0
+        self._cluster_key = None
+        self._cluster_cache = ()
 
     # --- traces --------------------------------------------------------------------------
 
@@ -358,51 +361,59 @@ class DallyEnv(gym.Env):
         e = self.engine
         spec = self.spec_cluster
         lease = self.config.lease_s
-        c = e.cluster
-        j = offer.job
-        g = offer.num_gpus
 
         def t_(x: float) -> float:
-            return math.log1p(max(x, 0.0) / lease) / _LOG_LONG if x < math.inf else 1.0
+            return min(math.log1p(max(x, 0.0) / lease) / _LOG_LONG, 1.0) if x < math.inf else 1.0
 
+        j = offer.job
+        g = offer.num_gpus
         tiers = offer.tiers
         best = int(e.best_possible_tier[j])
         run_s = e.run_s[j]
         done = e.done_iters[j]
         total = e.total_iterations[j]
-        nw = (done * e.iter_time_s[j] / run_s) if run_s > 0 else 0.0
+        iter_time = e.iter_time_s[j]
+        nw = (done * iter_time / run_s) if run_s > 0 else 0.0
         speeds = self._speeds(offer)
         timers = getattr(self.policy, "timers", None)
-        if timers is not None:
-            t_mc, t_rk = timers(g, offer.now_s)
-        else:
-            t_mc = t_rk = 0.0
+        t_mc, t_rk = timers(g, offer.now_s) if timers is not None else (0.0, 0.0)
         starv = offer.starvation_s
-        waiting = e.waiting_jobs()
-        free_m = c.free_per_machine
-        free_r = c.free_per_rack
+        elapsed = offer.now_s - e.first_arrival_s
         self._obs[:] = (
             math.log2(1 + g) / math.log2(1 + spec.num_gpus),
             best == 0, best == 1, best == 2,
             t_(starv), min(nw, 1.0), done / total,
             t_(e.num_gpus[j] * run_s / spec.num_gpus), min(e.preemptions[j], 20) / 20.0,
-            t_((total - done) * e.iter_time_s[j]),
+            t_((total - done) * iter_time),
             Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers,
-            speeds[0], speeds[1], speeds[2],
+            *speeds,
             t_(t_mc), t_(t_rk), starv >= t_mc, starv >= t_rk,
-            c.free_total / spec.num_gpus,
-            np.count_nonzero(free_m >= g) / spec.num_machines,
-            np.count_nonzero(free_r >= g) / spec.racks,
-            free_m.max() / spec.gpus_per_machine,
-            free_r.max() / spec.gpus_per_rack,
-            math.log1p(waiting.size) / math.log1p(1000),
-            min(e.num_gpus[waiting].sum() / spec.num_gpus, 10.0) / 10.0,
-            math.log1p(np.count_nonzero(e.state == RUNNING)) / math.log1p(1000),
+            *self._cluster_features(g),
+            math.log1p(e.n_waiting) / _LOG_1000,
+            min(e.waiting_gpus / spec.num_gpus, 10.0) / 10.0,
+            math.log1p(e.n_running) / _LOG_1000,
             (e.n - e.finished) / e.n,
-            t_(offer.now_s - e.first_arrival_s),
-            ((offer.now_s - e.first_arrival_s) % lease) / lease,
+            t_(elapsed),
+            (elapsed % lease) / lease,
         )
-        np.clip(self._obs, 0.0, 1.0, out=self._obs)
+
+    def _cluster_features(self, g: int) -> tuple:
+        """Features 20-24; cached while the free GPUs do not change (a pass offers many jobs)."""
+        c = self.engine.cluster
+        key = (id(c), c.version, g)
+        if key != self._cluster_key:
+            spec = self.spec_cluster
+            free_m = c.free_per_machine
+            free_r = c.free_per_rack
+            self._cluster_key = key
+            self._cluster_cache = (
+                c.free_total / spec.num_gpus,
+                np.count_nonzero(free_m >= g) / spec.num_machines,
+                np.count_nonzero(free_r >= g) / spec.racks,
+                free_m.max() / spec.gpus_per_machine,
+                free_r.max() / spec.gpus_per_rack,
+            )
+        return self._cluster_cache
 
     def _speeds(self, offer: Offer) -> tuple[float, float, float]:
         if self.sensitivity == "hidden":

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym.cluster import Tier, tier_of_shape
+from dallygym.cluster import ClusterState, Tier, tier_of_shape
 from dallygym.engine import Engine, EngineConfig, run_policy
 from dallygym.latency import LatencyModel
 from dallygym.policies import Policy
@@ -64,3 +64,9 @@ def run_engine(trace, spec, policy=None, latency=None, **config) -> Engine:
 @pytest.fixture
 def tier_latency() -> TierLatency:
     return TierLatency()
+
+
+@pytest.fixture(autouse=True)
+def check_every_allocation(monkeypatch):
+    """In tests, every allocation re-checks that its GPUs are free (off on the hot path)."""
+    monkeypatch.setattr(ClusterState, "check_allocations", True)

@@ -69,6 +69,11 @@ def check_holdings(engine: Engine) -> None:
         assert (owner[gpus] == j).all()
         held[gpus] += 1
     assert held.max(initial=0) <= 1
+    state = engine.state
+    assert engine.n_waiting == int((state == 1).sum())
+    assert engine.n_running == int((state == RUNNING).sum())
+    assert engine.waiting_gpus == int(engine.num_gpus[state == 1].sum())
+    assert np.array_equal(engine.running_jobs(), np.flatnonzero(state == RUNNING))
     used = int((owner >= 0).sum())
     assert used == engine.spec.num_gpus - engine.cluster.free_total <= engine.spec.num_gpus
     per_machine = np.bincount(engine.spec.machine_of_gpu[owner < 0], minlength=engine.spec.num_machines)
