@@ -199,7 +199,7 @@ def analysis(grid: pd.DataFrame, sweep: pd.DataFrame | None) -> str:
     need = {"dally", "tiresias", "gandiva", "dally-consolidated"}
     if not need <= set(grid["policy"]) or "batch-500" not in set(grid["trace"]):
         return ""
-    imp = lambda m, b, t="batch-500": improvement(grid, m, b, t)  # noqa: E731
+    imp = lambda m, b, t="batch-500": improvement(grid, m, b, t)
     b = grid[grid["trace"] == "batch-500"].set_index(["policy", "racks"])
     racks = sorted(grid["racks"].unique())
     big = max(racks)

@@ -110,7 +110,7 @@ class Offer:
             cluster (MACHINE if it fits a machine, RACK if it fits a rack, else NETWORK).
     """
 
-    __slots__ = ("job", "job_id", "num_gpus", "now_s", "starvation_s", "tiers", "best_tier", "best_possible_tier")
+    __slots__ = ("best_possible_tier", "best_tier", "job", "job_id", "now_s", "num_gpus", "starvation_s", "tiers")
 
     def __init__(self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier):
         self.job = job
@@ -161,7 +161,7 @@ class Engine:
         trace: pd.DataFrame,
         cluster: ClusterSpec,
         policy: Policy,
-        latency: "LatencyModel",
+        latency: LatencyModel,
         config: EngineConfig | None = None,
     ) -> None:
         self.spec = cluster

@@ -22,6 +22,13 @@ class HeuristicAgent:
     heuristic: it needs the engine's view). If the environment's own priority policy is of the
     same kind (e.g. both ``dally``), the agent decides with that very object, so a stateful
     policy (Dally's auto-tuner) sees every placement exactly as in a native run.
+
+    The environment accepts every offer at the job's best possible tier itself (Algorithm 1
+    does). A policy that always does the same -- the Dally family, ``fifo`` -- therefore gives,
+    through the environment with ``priority`` set to its own name, exactly its native run.
+    ``tiresias`` (a high-skew gang waiting for its fewest machines), ``gandiva`` (random
+    placement at any tier) and ``random`` sometimes decline or go below such offers, so through
+    the environment they act only on the offers where waiting is a real choice.
     """
 
     def __init__(self, name: str, env) -> None:

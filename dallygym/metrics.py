@@ -139,7 +139,7 @@ def summarize(jobs: pd.DataFrame, timeline: pd.DataFrame, num_gpus: int, placeme
         "queue_p99_s": float(np.percentile(queue, 99)),
         "comm_mean_s": float(jobs["comm_s"].mean()),
         "utilization": utilization,
-        "jobs": int(len(jobs)),
+        "jobs": len(jobs),
         "placements_machine": int(placements_by_tier[Tier.MACHINE]),
         "placements_rack": int(placements_by_tier[Tier.RACK]),
         "placements_network": int(placements_by_tier[Tier.NETWORK]),

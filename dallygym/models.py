@@ -13,7 +13,7 @@ The paper's "MobileNetV3" is torchvision's ``mobilenet_v3_small``; its identifie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -89,7 +89,7 @@ class ModelProfile:
         return np.array([k in WEIGHT_LAYER_KINDS for k in self.kind], dtype=bool)
 
     @classmethod
-    def from_csv(cls, path: str | Path, name: str | None = None) -> "ModelProfile":
+    def from_csv(cls, path: str | Path, name: str | None = None) -> ModelProfile:
         """Read a profile CSV with the columns of the shipped ones; errors name file and row."""
         path = Path(path)
         name = name or path.stem
@@ -100,7 +100,7 @@ class ModelProfile:
         return cls.from_frame(frame, name=name, source=str(path))
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, name: str, source: str = "<frame>") -> "ModelProfile":
+    def from_frame(cls, frame: pd.DataFrame, name: str, source: str = "<frame>") -> ModelProfile:
         missing = [c for c in _PROFILE_COLUMNS if c not in frame.columns]
         if missing:
             raise ValueError(f"{source}: model profile lacks column(s) {', '.join(missing)}")
@@ -138,7 +138,7 @@ def check_model(name: str, known: tuple[str, ...] | frozenset[str] = MODEL_NAMES
     return name
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_profile(name: str) -> ModelProfile:
     """The shipped per-layer profile of one of :data:`MODEL_NAMES`."""
     check_model(name)

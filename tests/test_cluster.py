@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dallygym.cluster import ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape, tier_of_shape
+from dallygym.cluster import (
+    ClusterError,
+    ClusterSpec,
+    ClusterState,
+    Tier,
+    canonical_shape,
+    tier_of_shape,
+)
 from dallygym.engine import Engine
 
 

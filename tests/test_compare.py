@@ -6,7 +6,6 @@ import io
 import json
 
 import pandas as pd
-import pytest
 
 from dallygym import ClusterSpec, simulate
 from dallygym.cli import main

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
 from dallygym.engine import EngineConfig, Offer
@@ -24,8 +25,6 @@ from dallygym.policies.dally import (
     DallyPolicy,
     default_history_s,
 )
-
-from conftest import make_trace, run_engine
 
 H = 3600.0
 M, R, N = Tier.MACHINE, Tier.RACK, Tier.NETWORK

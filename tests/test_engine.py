@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TablePriority, TierLatency, make_trace, run_engine
 
 from dallygym.cluster import ClusterError, ClusterSpec, Tier
-from dallygym.engine import DONE, Engine, EngineConfig, EngineError, run_policy
+from dallygym.engine import DONE, Engine, EngineConfig, EngineError
 from dallygym.metrics import collect
 from dallygym.policies import FifoPolicy, Policy
-
-from conftest import TablePriority, TierLatency, make_trace, run_engine
 
 NO_ROUNDS = 1e9  # a lease longer than any test run
 

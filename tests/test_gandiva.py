@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from conftest import make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec
-from dallygym.engine import DONE, Engine, run_policy
 from dallygym.metrics import collect
 from dallygym.policies import FifoPolicy
 from dallygym.policies.gandiva import GandivaPolicy
-
-from conftest import TierLatency, make_trace, run_engine
-from test_invariants import check_holdings, drive, small_runs
 
 NO_ROUNDS = 1e9
 
@@ -90,19 +86,3 @@ def test_job_never_waits_for_a_better_tier():
     engine = run_engine(trace, spec, GandivaPolicy(), lease_s=NO_ROUNDS)
     assert engine.first_start_s[2] == 1.0
     assert collect(engine).jobs.loc[2, "network_s"] > 0
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_runs())
-def test_invariants_hold_under_gandiva(run):
-    spec, trace, config = run
-    engine = drive(Engine(trace, spec, GandivaPolicy(), TierLatency(), config))
-    check_holdings(engine)
-    assert (engine.state == DONE).all()
-    assert np.array_equal(engine.done_iters, engine.total_iterations)
-    jobs = collect(engine).jobs
-    assert (jobs["jct_s"] >= jobs["ideal_s"] * (1 - 1e-12)).all()
-    assert (jobs["queue_s"] >= -1e-6).all()
-    assert np.allclose(jobs["machine_s"] + jobs["rack_s"] + jobs["network_s"], jobs["run_s"])
-    again = run_policy(Engine(trace, spec, GandivaPolicy(), TierLatency(), config))
-    assert collect(again).jobs.equals(jobs)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from conftest import TierLatency, make_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dallygym.cluster import ClusterSpec
 from dallygym.engine import DONE, RUNNING, Engine, EngineConfig
 from dallygym.metrics import collect
-from dallygym.policies import FifoPolicy, Policy
-
-from conftest import TierLatency, make_trace
+from dallygym.policies import POLICIES as SHIPPED
+from dallygym.policies import Policy
 
 
 class RandomPolicy(Policy):
@@ -41,7 +42,8 @@ class RandomMigratePolicy(RandomPolicy):
         return None
 
 
-POLICIES = {"fifo": FifoPolicy, "random": RandomPolicy, "random-migrate": RandomMigratePolicy}
+#: Every shipped policy, plus two test policies that stress every engine path.
+POLICIES = {**SHIPPED, "random-test": RandomPolicy, "random-migrate-test": RandomMigratePolicy}
 
 
 @st.composite
@@ -95,8 +97,9 @@ def drive(engine: Engine, check=True):
     return engine
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_runs(), st.sampled_from(sorted(POLICIES)))
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=small_runs())
 def test_invariants_hold_on_random_small_traces(run, policy_name):
     spec, trace, config = run
     policy = POLICIES[policy_name]()
@@ -112,12 +115,13 @@ def test_invariants_hold_on_random_small_traces(run, policy_name):
     assert np.allclose(jobs["machine_s"] + jobs["rack_s"] + jobs["network_s"], jobs["run_s"])
 
 
-@settings(max_examples=40, deadline=None)
-@given(small_runs())
-def test_same_seed_same_results_bit_for_bit(run):
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=15, deadline=None)
+@given(run=small_runs())
+def test_same_seed_same_results_bit_for_bit(run, policy_name):
     spec, trace, config = run
-    a = collect(drive(Engine(trace, spec, RandomPolicy(), TierLatency(), config), check=False))
-    b = collect(drive(Engine(trace, spec, RandomPolicy(), TierLatency(), config), check=False))
+    a = collect(drive(Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config), check=False))
+    b = collect(drive(Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config), check=False))
     assert a.summary == b.summary
     assert a.jobs.equals(b.jobs)
     assert a.timeline.equals(b.timeline)

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from conftest import TierLatency, make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec, Tier
 from dallygym.engine import DONE, Engine, EngineConfig, Offer, run_policy
 from dallygym.metrics import collect
 from dallygym.policies.random_policy import RandomPolicy
-
-from conftest import TierLatency, make_trace, run_engine
-from test_invariants import check_holdings, drive, small_runs
 
 
 def _offer(tiers, best_possible):
@@ -62,16 +59,3 @@ def test_never_stalls_on_an_idle_cluster():
         engine = Engine(_trace(seed=seed), spec, RandomPolicy(), TierLatency(),
                         EngineConfig(lease_s=300.0, seed=seed, max_idle_rounds=1))
         assert (run_policy(engine).state == DONE).all()
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_runs())
-def test_invariants_hold_under_random(run):
-    spec, trace, config = run
-    engine = drive(Engine(trace, spec, RandomPolicy(), TierLatency(), config))
-    check_holdings(engine)
-    assert (engine.state == DONE).all()
-    assert np.array_equal(engine.done_iters, engine.total_iterations)
-    jobs = collect(engine).jobs
-    assert (jobs["jct_s"] >= jobs["ideal_s"] * (1 - 1e-12)).all()
-    assert (jobs["queue_s"] >= -1e-6).all()

@@ -9,7 +9,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
 def test_readme_custom_policy_is_short_and_runs(capsys):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TierLatency, make_trace, run_engine
 from hypothesis import HealthCheck, given, settings
+from test_invariants import check_holdings, drive, small_runs
 
-from dallygym.cluster import ClusterSpec, ClusterState, Tier
+from dallygym.cluster import ClusterSpec, ClusterState
 from dallygym.engine import DONE, Engine
 from dallygym.metrics import collect
 from dallygym.policies.tiresias import (
@@ -14,9 +16,6 @@ from dallygym.policies.tiresias import (
     TiresiasPolicy,
     consolidated_placement,
 )
-
-from conftest import TierLatency, make_trace, run_engine
-from test_invariants import check_holdings, drive, small_runs
 
 NO_ROUNDS = 1e9
 

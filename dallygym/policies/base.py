@@ -35,22 +35,22 @@ class Policy:
 
     name: ClassVar[str] = "base"
 
-    def reset(self, view: "Engine", rng: np.random.Generator) -> None:
+    def reset(self, view: Engine, rng: np.random.Generator) -> None:
         """Called once when a run starts; ``rng`` is the run's seeded generator."""
 
-    def priority(self, view: "Engine", jobs: np.ndarray) -> np.ndarray:
+    def priority(self, view: Engine, jobs: np.ndarray) -> np.ndarray:
         """Sort keys for ``jobs`` (job indices); lower keys are offered first."""
         return view.arrival_s[jobs]
 
-    def decide(self, offer: "Offer", view: "Engine") -> Tier | None:
+    def decide(self, offer: Offer, view: Engine) -> Tier | None:
         """Accept the offer at a tier from ``offer.tiers``, or return None to keep waiting."""
         return offer.best_tier
 
-    def place(self, view: "Engine", job: int, tier: Tier) -> np.ndarray | None:
+    def place(self, view: Engine, job: int, tier: Tier) -> np.ndarray | None:
         """GPU ids for ``job`` at ``tier``, or None for the engine's best-fit placement."""
         return None
 
-    def migrate(self, view: "Engine", job: int, now_s: float) -> Tier | None:
+    def migrate(self, view: Engine, job: int, now_s: float) -> Tier | None:
         """At a round boundary, a running job whose GPUs are still its own may move.
 
         Return a tier better than its current one to move there (the engine checks that
@@ -58,13 +58,13 @@ class Policy:
         """
         return None
 
-    def may_migrate(self, view: "Engine") -> bool:
+    def may_migrate(self, view: Engine) -> bool:
         """Could :meth:`migrate` move any running job now? The engine steps over round
         boundaries at which nothing can change; a policy that migrates should return False when
         no job could move (the default is True exactly when :meth:`migrate` is overridden)."""
         return type(self).migrate is not Policy.migrate
 
-    def on_start(self, view: "Engine", job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
+    def on_start(self, view: Engine, job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
         """Called whenever a job is given a new placement (not when a lease is renewed)."""
 
     def __repr__(self) -> str:

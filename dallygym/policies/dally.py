@@ -248,7 +248,7 @@ class DallyPolicy(Policy):
         self._gpus_per_machine: int | None = None
         self._gpus_per_rack = 0
 
-    def reset(self, view: "Engine", rng: np.random.Generator) -> None:
+    def reset(self, view: Engine, rng: np.random.Generator) -> None:
         spec = view.spec
         self._gpus_per_machine = spec.gpus_per_machine
         self._gpus_per_rack = spec.gpus_per_rack
@@ -257,7 +257,7 @@ class DallyPolicy(Policy):
             self.tuner = AutoTuner(history, self.t_machine_s, self.t_rack_s, lease_s=view.config.lease_s,
                                    floors=self.floors, caps=self.caps)
 
-    def priority(self, view: "Engine", jobs: np.ndarray) -> np.ndarray:
+    def priority(self, view: Engine, jobs: np.ndarray) -> np.ndarray:
         # §IV-B1: offers in increasing order of Nw_sens (0 for never-run jobs).
         return view.nw_sens(jobs)
 
@@ -280,7 +280,7 @@ class DallyPolicy(Policy):
             return 0.0, t_rack
         return t_machine, t_rack
 
-    def decide(self, offer: "Offer", view: "Engine") -> Tier | None:
+    def decide(self, offer: Offer, view: Engine) -> Tier | None:
         """Algorithm 1 "On Resource Offer"."""
         tiers = offer.tiers
         # Lines 5-8: the job fits on one machine of the offer -> accept at once.
@@ -301,7 +301,7 @@ class DallyPolicy(Policy):
         # Lines 21-22: accept anywhere on the network.
         return Tier.NETWORK if Tier.NETWORK in tiers else None
 
-    def on_start(self, view: "Engine", job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
+    def on_start(self, view: Engine, job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
         # Algorithm 1, lines 7 and 15 (update_demand_delay); the tuner ignores NETWORK.
         if self.tuner is not None:
             self.tuner.record(tier, int(view.num_gpus[job]), starvation_s, now_s)

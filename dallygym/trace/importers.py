@@ -80,7 +80,7 @@ class SharedTuple(tuple):
     safe.
     """
 
-    def __deepcopy__(self, memo) -> "SharedTuple":
+    def __deepcopy__(self, memo) -> SharedTuple:
         return self
 
 

@@ -94,7 +94,7 @@ class RowLocator:
         where = f"{self.source}, {self.row(i)}"
         return f"{where}, column {column}" if column else where
 
-    def subset(self, keep: np.ndarray) -> "RowLocator":
+    def subset(self, keep: np.ndarray) -> RowLocator:
         """Locator for the rows ``keep`` (a boolean mask or positions) of this table."""
         base = self.positions if self.positions is not None else None
         idx = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep)
@@ -593,7 +593,7 @@ def trace_stats(frame: pd.DataFrame) -> dict:
     p10, p50, p90, p99 = np.percentile(duration, [10, 50, 90, 99])
     span = float(arrival[-1] - arrival[0])
     return {
-        "jobs": int(len(frame)),
+        "jobs": len(frame),
         "gpu_counts": {int(k): int(v) for k, v in sorted(pd.Series(gpus).value_counts().items())},
         "model_counts": {
             str(k): int(v) for k, v in sorted(frame["model"].value_counts().items())
@@ -614,8 +614,8 @@ def trace_stats(frame: pd.DataFrame) -> dict:
 __all__ = [
     "TRACE_COLUMNS",
     "TRACE_DTYPES",
-    "TraceError",
     "RowLocator",
+    "TraceError",
     "check_trace_fits",
     "load_trace",
     "read_csv_raw",
