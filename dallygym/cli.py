@@ -2,6 +2,8 @@
 
     dallygym simulate --policy fifo --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
+    dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
+    dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH
 
@@ -69,6 +71,40 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(cmp_)
     cmp_.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
+    from .learn import TrainConfig
+
+    defaults = TrainConfig()
+    tr_.add_argument("--env-id", default=defaults.env_id)
+    tr_.add_argument("--racks", type=int, default=defaults.racks)
+    tr_.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
+    tr_.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
+    tr_.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
+    tr_.add_argument("--sensitivity", choices=("hidden", "observed", "oracle"), default=defaults.sensitivity)
+    tr_.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
+    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps)
+    tr_.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
+                     help="stop after this many minutes of training (default 60)")
+    tr_.add_argument("--n-envs", type=int, default=defaults.n_envs)
+    tr_.add_argument("--vec-env", choices=("dummy", "subproc"), default=defaults.vec_env,
+                     help="step the environments in this process (dummy) or one process each (subproc)")
+    tr_.add_argument("--seed", type=int, default=defaults.seed)
+    tr_.add_argument("--eval-freq-steps", type=int, default=defaults.eval_freq_steps)
+    tr_.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
+    tr_.add_argument("--out", default=defaults.out_dir, help="run directory (model.zip, config, curve)")
+    tr_.add_argument("--tensorboard", action="store_true", help="also write tensorboard logs")
+    tr_.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    ev = sub.add_parser("evaluate", help="evaluate heuristic and learned agents on traces, one row per agent")
+    ev.add_argument("--agent", action="append", required=True, metavar="NAME_OR_PATH",
+                    help="a policy name or a saved model (.zip or run directory); repeat for several")
+    ev.add_argument("--trace", action="append", required=True, metavar="NAME_OR_PATH",
+                    help="a shipped trace name or CSV path; repeat for several")
+    _cluster_args(ev)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--format", choices=FORMATS, default="table")
+    ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
 
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -153,6 +189,34 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .learn import TrainConfig, train
+
+    config = TrainConfig(
+        env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
+        gpus_per_machine=args.gpus_per_machine, trace=args.trace, sensitivity=args.sensitivity,
+        reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
+        n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, eval_freq_steps=args.eval_freq_steps,
+        checkpoint_freq_steps=args.checkpoint_freq_steps, out_dir=args.out,
+        tensorboard=args.tensorboard, progress_bar=not args.no_progress,
+    )
+    print(f"saved {train(config)}")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .learn import evaluate_agents
+
+    spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
+    frame = evaluate_agents(args.agent, args.trace, spec, seed=args.seed)
+    if len(args.trace) == 1:
+        frame = frame.drop(columns="trace")
+    if args.out:
+        frame.to_csv(args.out, index=False)
+    _print_frame(frame, args.format)
+    return 0
+
+
 def _cmd_latency(args: argparse.Namespace) -> int:
     from .latency import get_latency_model, table_i_frame
 
@@ -193,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trace import TraceError
 
     args = build_parser().parse_args(argv)
-    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "latency": _cmd_latency, "trace": _cmd_trace}
+    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "train": _cmd_train,
+                "evaluate": _cmd_evaluate, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..cluster import Tier
+from ..cluster import Tier, tier_of_shape
 
 if TYPE_CHECKING:  # imported for annotations only: the engine imports this module
     from ..engine import Engine, Offer
@@ -69,3 +69,26 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class PlannedPlacementPolicy(Policy):
+    """A policy that chooses its GPUs when it decides (Tiresias's consolidation, Gandiva's
+    affinity): :meth:`plan` remembers the GPUs and returns their tier for ``decide`` to
+    accept; the engine's following :meth:`place` call for that job gets them back."""
+
+    _plan: tuple[int, float, Tier, np.ndarray] | None = None
+
+    def plan(self, offer: "Offer", view: "Engine", gpus: np.ndarray) -> Tier | None:
+        """Remember ``gpus`` for ``offer``'s job; their tier, or None if it is not offered."""
+        tier = tier_of_shape(view.spec.shape_of(gpus))
+        if tier not in offer.tiers:
+            self._plan = None
+            return None
+        self._plan = (offer.job, offer.now_s, tier, gpus)
+        return tier
+
+    def place(self, view: "Engine", job: int, tier: Tier) -> np.ndarray | None:
+        plan, self._plan = self._plan, None
+        if plan is not None and plan[0] == job and plan[1] == view.now_s and plan[2] == tier:
+            return plan[3]
+        return None  # not planned (e.g. a migration): the engine's best fit

@@ -36,19 +36,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cluster import Tier, tier_of_shape
-from .base import Policy
+from ..cluster import Tier
+from .base import PlannedPlacementPolicy
 
 _IDLE = -1  # ClusterState.mark of a free GPU nobody held at the last round boundary
 
 
-class GandivaPolicy(Policy):
+class GandivaPolicy(PlannedPlacementPolicy):
     """FIFO, greedy, network-agnostic placement with affinity and migration (SPEC §5.3)."""
 
     name = "gandiva"
 
     def __init__(self) -> None:
-        self._plan: tuple[int, float, Tier, np.ndarray] | None = None
         self.rng: np.random.Generator | None = None
 
     def reset(self, view, rng) -> None:
@@ -58,19 +57,8 @@ class GandivaPolicy(Policy):
     # priority: the base class's arrival order (FIFO admission).
 
     def decide(self, offer, view):
-        gpus = self.placement(view, offer.job)
-        tier = tier_of_shape(view.spec.shape_of(gpus))
-        if tier not in offer.tiers:  # cannot happen: the GPUs are free now
-            self._plan = None
-            return offer.best_tier
-        self._plan = (offer.job, offer.now_s, tier, gpus)
-        return tier
-
-    def place(self, view, job, tier):
-        plan, self._plan = self._plan, None
-        if plan is not None and plan[0] == job and plan[1] == view.now_s and plan[2] == tier:
-            return plan[3]
-        return None  # a migration: the engine's best fit at the better tier
+        tier = self.plan(offer, view, self.placement(view, offer.job))
+        return offer.best_tier if tier is None else tier  # None cannot happen: the GPUs are free now
 
     def may_migrate(self, view) -> bool:
         """Only a job spread over machines, with some GPU free, could move."""

@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..cluster import ClusterState, Tier, tier_of_shape
+from ..cluster import ClusterState, Tier
 from ..models import shipped_profile
-from .base import Policy
+from .base import PlannedPlacementPolicy
 
 WAITING = 1  # engine.WAITING (the engine imports this package, so it is not imported here)
 
@@ -96,7 +96,7 @@ def consolidated_placement(cluster: ClusterState, num_gpus: int) -> np.ndarray |
     return np.concatenate(parts)
 
 
-class TiresiasPolicy(Policy):
+class TiresiasPolicy(PlannedPlacementPolicy):
     """Discretised 2DAS priority with a starvation guard; skew-based consolidation (SPEC §5.2).
 
     Args:
@@ -134,7 +134,6 @@ class TiresiasPolicy(Policy):
         self.promote_knob = promote_knob
         self.skew_threshold = float(skew_threshold)
         self.skews = dict(skews or {})
-        self._plan: tuple[int, float, Tier, np.ndarray] | None = None
 
     def reset(self, view, rng) -> None:
         n = view.n
@@ -178,17 +177,7 @@ class TiresiasPolicy(Policy):
         gpus = consolidated_placement(view.cluster, offer.num_gpus)
         if gpus is None:
             return None
-        tier = tier_of_shape(view.spec.shape_of(gpus))
-        if tier not in offer.tiers:
-            return None
-        self._plan = (offer.job, offer.now_s, tier, gpus)
-        return tier
-
-    def place(self, view, job, tier):
-        plan, self._plan = self._plan, None
-        if plan is not None and plan[0] == job and plan[1] == view.now_s and plan[2] == tier:
-            return plan[3]
-        return None  # low skew, or one machine: the engine's best fit is the fewest machines
+        return self.plan(offer, view, gpus)  # low skew, or one machine: the engine's best fit
 
     def on_start(self, view, job, tier, starvation_s, now_s) -> None:
         if self.awaiting_restart[job]:

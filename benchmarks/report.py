@@ -1,0 +1,274 @@
+"""The benchmark report: every heuristic and the learned agents on held-out traces.
+
+    python benchmarks/report.py [--agent agents/runs/ppo-hidden ...] [--racks 2 4 8 16]
+                                [--batch-traces ...] [--poisson-traces ...] [--out DIR]
+
+Runs every agent x racks x {held-out batch, held-out Poisson} trace, plus the question of the
+project -- does a learned agent beat auto-tuned Dally? -- on every held-out batch trace at 8
+racks and on the imported Helios-format trace. Writes ``report.csv``, ``report.md`` and PNG plots
+(makespan normalised to Dally, JCT CDF, mean communication latency, utilisation and
+jobs-remaining timelines at 8 racks) to ``--out``. Heuristics run natively; learned agents act
+through ``Dally-v0`` offers in the observation mode they were trained with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import dallygym
+from dallygym import ClusterSpec
+from dallygym.learn import LearnedAgent, load_agent, run_agent
+from dallygym.metrics import SUMMARY_KEYS
+from dallygym.policies import POLICIES
+
+ROOT = Path(__file__).resolve().parents[1]
+HELDOUT = ROOT / "traces" / "heldout"
+DEFAULT_AGENTS = [str(p.parent) for p in sorted((ROOT / "agents" / "runs").glob("ppo-*/model.zip"))]
+DEFAULT_BATCH = [str(HELDOUT / f"batch-500-seed{s}.csv") for s in (2001, 2002, 2003)]
+DEFAULT_POISSON = [str(HELDOUT / f"poisson-411-seed{s}.csv") for s in (2001, 2002)]
+DEFAULT_IMPORTED = [str(HELDOUT / "helios-imported.csv")]
+TIMELINE_AGENTS = ("dally", "tiresias", "gandiva")
+
+
+def _progress(items, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the agents extra brings tqdm; without it, plain iteration
+        return items
+    return tqdm(items, desc=desc, file=sys.stderr, leave=False)
+
+
+def _label(name: str, agent) -> str:
+    return agent.name if isinstance(agent, LearnedAgent) else name
+
+
+def run_all(agents: dict, cells: list[tuple[str, str, int]], spec_of) -> tuple[pd.DataFrame, dict]:
+    """Run every agent on every (workload, trace, racks) cell. Returns the rows and the full
+    results of the 8-rack runs on each workload's first trace (for the plots)."""
+    rows, kept = [], {}
+    jobs = [(label, agent, cell) for label, agent in agents.items() for cell in cells]
+    for label, agent, (workload, trace, racks) in _progress(jobs, "runs"):
+        start = time.perf_counter()
+        result = run_agent(agent, trace, spec_of(racks))
+        rows.append({"agent": label, "workload": workload, "trace": Path(trace).stem, "racks": racks,
+                     **{k: result.summary[k] for k in SUMMARY_KEYS}, "wall_s": time.perf_counter() - start})
+        kept[(label, workload, Path(trace).stem, racks)] = result
+    return pd.DataFrame(rows), kept
+
+
+def _md(frame: pd.DataFrame, fmt: str = ".1f") -> str:
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(format(v, fmt) if isinstance(v, float) else str(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def goal_table(rows: pd.DataFrame, racks: int, learned: list[str]) -> pd.DataFrame:
+    """Mean over the held-out batch traces at ``racks``: mean JCT and makespan per agent, and
+    each agent's change against Dally (negative = better than Dally)."""
+    sub = rows[(rows["workload"] == "batch") & (rows["racks"] == racks)]
+    per_trace = sub.pivot_table(index="agent", columns="trace", values=["jct_mean_s", "makespan_s"])
+    dally_jct = per_trace.loc["dally", "jct_mean_s"]
+    dally_mk = per_trace.loc["dally", "makespan_s"]
+    out = pd.DataFrame({
+        "mean JCT (h)": per_trace["jct_mean_s"].mean(axis=1) / 3600,
+        "JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).mean(axis=1),
+        "makespan (h)": per_trace["makespan_s"].mean(axis=1) / 3600,
+        "makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).mean(axis=1),
+        "worst-trace JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).max(axis=1),
+        "worst-trace makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).max(axis=1),
+    })
+    order = [a for a in [*learned, *POLICIES] if a in out.index]
+    return out.loc[order].reset_index().rename(columns={"index": "agent"})
+
+
+def plots(rows: pd.DataFrame, kept: dict, out: Path, plot_racks: int) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    agents = list(dict.fromkeys(rows["agent"]))
+    racks = sorted(rows["racks"].unique())
+    first = rows.groupby("workload")["trace"].first()
+
+    # Makespan normalised to Dally, per workload, grouped by cluster size.
+    fig, axes = plt.subplots(1, len(first), figsize=(6 * len(first), 4), squeeze=False)
+    for ax, (workload, trace) in zip(axes[0], first.items()):
+        sub = rows[(rows["workload"] == workload) & (rows["trace"] == trace)]
+        table = sub.pivot(index="agent", columns="racks", values="makespan_s")
+        norm = table / table.loc["dally"]
+        width = 0.8 / len(agents)
+        for i, agent in enumerate(a for a in agents if a in norm.index):
+            ax.bar(np.arange(len(racks)) + i * width, norm.loc[agent, racks], width, label=agent)
+        ax.set_xticks(np.arange(len(racks)) + 0.4 - width / 2, [f"{r} racks" for r in racks])
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_title(f"makespan / Dally's ({trace})")
+    axes[0][-1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "makespan_normalised.png", dpi=110)
+    plt.close(fig)
+    written.append("makespan_normalised.png")
+
+    # JCT CDF, mean communication latency, timelines at plot_racks on the first batch trace.
+    trace = first.get("batch")
+    picked = {a: kept.get((a, "batch", trace, plot_racks)) for a in agents}
+    picked = {a: r for a, r in picked.items() if r is not None}
+    if picked:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for agent, result in picked.items():
+            jct = np.sort(result.jobs["jct_s"].to_numpy()) / 3600
+            ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=agent)
+        ax.set_xscale("log")
+        ax.set_xlabel("JCT (hours)")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title(f"JCT CDF, {trace}, {plot_racks} racks")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "jct_cdf.png", dpi=110)
+        plt.close(fig)
+        written.append("jct_cdf.png")
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        names = list(picked)
+        ax.bar(names, [picked[a].summary["comm_mean_s"] / 3600 for a in names])
+        ax.set_ylabel("mean communication latency per job (hours)")
+        ax.set_title(f"{trace}, {plot_racks} racks")
+        ax.tick_params(axis="x", rotation=45, labelsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "comm_latency.png", dpi=110)
+        plt.close(fig)
+        written.append("comm_latency.png")
+
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+        for agent, result in picked.items():
+            if agent not in TIMELINE_AGENTS and agent in POLICIES:
+                continue
+            tl = result.timeline
+            hours = (tl["time_s"] - tl["time_s"].iloc[0]) / 3600
+            top.step(hours, tl["utilization"], where="post", label=agent)
+            bottom.step(hours, tl["remaining"], where="post", label=agent)
+        top.set_ylabel("GPU utilisation")
+        bottom.set_ylabel("jobs remaining")
+        bottom.set_xlabel("hours")
+        bottom.set_xscale("symlog", linthresh=100)
+        top.legend(fontsize=7)
+        top.set_title(f"{trace}, {plot_racks} racks")
+        fig.tight_layout()
+        fig.savefig(out / "timelines.png", dpi=110)
+        plt.close(fig)
+        written.append("timelines.png")
+    return written
+
+
+def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
+    lines = [
+        "# Benchmark report: learned agents against Dally, Tiresias and Gandiva on held-out traces",
+        "",
+        f"Produced by `python benchmarks/report.py{' ' + ' '.join(args.given) if args.given else ''}` "
+        f"(dallygym {dallygym.__version__}, Python {platform.python_version()}); {len(rows)} runs in {total_s:.0f} s. "
+        "Held-out traces only (`traces/heldout/`, never used in training or validation). Heuristics run natively; "
+        "learned agents answer Dally-v0 offers in the observation mode they were trained with.",
+        "",
+    ]
+    if goal is not None:
+        lines += [f"## The question: does a learned agent beat auto-tuned Dally? ({args.goal_racks} racks, "
+                  f"held-out batch traces, mean over {rows[rows['workload'] == 'batch']['trace'].nunique()})", "",
+                  "Goal: mean JCT at least 10 % lower than Dally's with makespan no worse.", "", _md(goal), ""]
+        for agent in learned:
+            if agent in set(goal["agent"]):
+                g = goal[goal["agent"] == agent].iloc[0]
+                met = g["JCT vs dally (%)"] <= -10 and g["worst-trace makespan vs dally (%)"] <= 0
+                lines.append(f"- **{agent}**: mean JCT {g['JCT vs dally (%)']:+.1f} % against Dally, makespan "
+                             f"{g['makespan vs dally (%)']:+.1f} % (worst trace {g['worst-trace makespan vs dally (%)']:+.1f} %): "
+                             f"goal {'met' if met else 'not met'}.")
+        lines.append("")
+    if imported is not None and not imported.empty:
+        lines += ["## Imported Helios-format trace (distribution shift), "
+                  f"{args.goal_racks} racks", "", _md(imported), ""]
+    for workload in rows["workload"].unique():
+        sub = rows[rows["workload"] == workload]
+        trace = sub["trace"].iloc[0]
+        sub = sub[sub["trace"] == trace]
+        for metric, label, scale in (("makespan_s", "makespan (h)", 3600), ("jct_mean_s", "mean JCT (h)", 3600),
+                                     ("comm_mean_s", "mean communication latency (h)", 3600)):
+            table = (sub.pivot(index="agent", columns="racks", values=metric) / scale)
+            table = table.reindex([a for a in dict.fromkeys(rows["agent"]) if a in table.index])
+            table.columns = [f"{c} racks" for c in table.columns]
+            lines += [f"### {trace}: {label}", "", _md(table.reset_index()), ""]
+    tail = rows[(rows["racks"] == args.goal_racks) & (rows["workload"] == "batch")]
+    if not tail.empty:
+        trace = tail["trace"].iloc[0]
+        t = tail[tail["trace"] == trace].set_index("agent")[["jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s"]]
+        t = (t / 3600).rename(columns={"jct_mean_s": "average (h)", "jct_median_s": "median (h)",
+                                       "jct_p95_s": "P95 (h)", "jct_p99_s": "P99 (h)"})
+        lines += [f"### Tail JCT, {trace}, {args.goal_racks} racks", "", _md(t.reset_index()), ""]
+    for name in written:
+        lines += [f"![{name}]({name})", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agent", action="append", default=None, help="learned agent run dir or model (default: agents/runs/ppo-*)")
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES))
+    parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--machines-per-rack", type=int, default=8)
+    parser.add_argument("--gpus-per-machine", type=int, default=8)
+    parser.add_argument("--goal-racks", type=int, default=8)
+    parser.add_argument("--batch-traces", nargs="+", default=DEFAULT_BATCH)
+    parser.add_argument("--poisson-traces", nargs="+", default=DEFAULT_POISSON)
+    parser.add_argument("--imported-traces", nargs="*", default=DEFAULT_IMPORTED)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "report"))
+    args = parser.parse_args(argv)
+    args.given = sys.argv[1:] if argv is None else list(argv)
+
+    agent_paths = DEFAULT_AGENTS if args.agent is None else args.agent
+    agents = {name: name for name in args.policies}
+    learned = []
+    for path in agent_paths:
+        agent = load_agent(path)
+        agents[_label(path, agent)] = agent
+        learned.append(_label(path, agent))
+    spec_of = lambda r: ClusterSpec(r, args.machines_per_rack, args.gpus_per_machine)  # noqa: E731
+
+    start = time.perf_counter()
+    # The grid: every size on each workload's first trace; every trace of a workload at goal size.
+    cells = [("batch", args.batch_traces[0], r) for r in args.racks]
+    cells += [("batch", t, args.goal_racks) for t in args.batch_traces[1:]]
+    cells += [("poisson", args.poisson_traces[0], r) for r in args.racks]
+    cells += [("poisson", t, args.goal_racks) for t in args.poisson_traces[1:]]
+    cells += [("imported", t, args.goal_racks) for t in args.imported_traces]
+    rows, kept = run_all(agents, cells, spec_of)
+    total = time.perf_counter() - start
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(out / "report.csv", index=False)
+    goal = goal_table(rows, args.goal_racks, learned) if "dally" in agents else None
+    imported = None
+    if args.imported_traces:
+        sub = rows[rows["workload"] == "imported"]
+        imported = sub[["agent", "trace", "makespan_s", "jct_mean_s", "jct_p99_s", "comm_mean_s"]].assign(
+            makespan_h=sub["makespan_s"] / 3600, jct_mean_h=sub["jct_mean_s"] / 3600,
+            jct_p99_h=sub["jct_p99_s"] / 3600, comm_mean_h=sub["comm_mean_s"] / 3600,
+        )[["agent", "trace", "makespan_h", "jct_mean_h", "jct_p99_h", "comm_mean_h"]]
+    written = plots(rows, kept, out, args.goal_racks)
+    (out / "report.md").write_text(report_md(rows, goal, imported, written, learned, args, total) + "\n")
+    print(f"wrote {out / 'report.md'} ({len(rows)} runs, {total:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
