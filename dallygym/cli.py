@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr_.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
     tr_.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
     tr_.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
+    tr_.add_argument("--priority", default=defaults.priority,
+                     help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
     tr_.add_argument("--sensitivity", choices=("hidden", "observed", "oracle"), default=defaults.sensitivity)
     tr_.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
     tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps)
@@ -90,10 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr_.add_argument("--vec-env", choices=("dummy", "subproc"), default=defaults.vec_env,
                      help="step the environments in this process (dummy) or one process each (subproc)")
     tr_.add_argument("--seed", type=int, default=defaults.seed)
+    tr_.add_argument("--torch-threads", type=int, default=defaults.torch_threads,
+                     help="torch CPU threads (default 1: the network is tiny, more threads contend)")
     tr_.add_argument("--eval-freq-steps", type=int, default=defaults.eval_freq_steps)
     tr_.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
     tr_.add_argument("--out", default=defaults.out_dir, help="run directory (model.zip, config, curve)")
-    tr_.add_argument("--tensorboard", action="store_true", help="also write tensorboard logs")
+    tr_.add_argument("--tensorboard", action="store_true",
+                     help="also write tensorboard logs (needs: pip install tensorboard)")
     tr_.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     ev = sub.add_parser("evaluate", help="evaluate heuristic and learned agents on traces, one row per agent")
@@ -194,9 +199,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     config = TrainConfig(
         env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
-        gpus_per_machine=args.gpus_per_machine, trace=args.trace, sensitivity=args.sensitivity,
+        gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
+        sensitivity=args.sensitivity,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
-        n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, eval_freq_steps=args.eval_freq_steps,
+        n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
         checkpoint_freq_steps=args.checkpoint_freq_steps, out_dir=args.out,
         tensorboard=args.tensorboard, progress_bar=not args.no_progress,
     )

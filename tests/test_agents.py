@@ -1,0 +1,88 @@
+"""Learned agents: the committed model loads and evaluates; the evaluation and report commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pandas as pd
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import dallygym  # noqa: E402
+from dallygym import ClusterSpec  # noqa: E402
+from dallygym.cli import main  # noqa: E402
+from dallygym.learn import LearnedAgent, evaluate_agents, load_agent  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "agents" / "runs" / "ppo-hidden"
+HELDOUT_BATCH = ROOT / "traces" / "heldout" / "batch-500-seed2001.csv"
+SMALL_ARGS = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small"]
+
+
+@pytest.mark.parametrize("run", sorted(p.parent.name for p in (ROOT / "agents" / "runs").glob("*/model.zip")))
+def test_committed_agents_have_their_provenance(run):
+    config = json.loads((ROOT / "agents" / "runs" / run / "config.json").read_text())
+    meta = json.loads((ROOT / "agents" / "runs" / run / "meta.json").read_text())
+    assert config["env_id"] == "Dally-v0" and config["seed"] == 0
+    assert meta["timesteps"] >= config["total_timesteps"] and meta["wall_s"] <= 3600
+    assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
+
+
+def test_agent_trained_under_another_priority_is_evaluated_under_it():
+    run = ROOT / "agents" / "runs" / "ppo-hidden-tiresias-order"
+    if not (run / "model.zip").exists():
+        pytest.skip("no such committed run")
+    assert load_agent(str(run)).priority == "tiresias"
+    assert load_agent(str(COMMITTED)).priority == "dally"  # runs saved before the field: the default
+
+
+def test_committed_agent_loads_and_evaluates_on_the_small_env():
+    agent = load_agent(str(COMMITTED))
+    assert isinstance(agent, LearnedAgent)
+    env = gym.make("DallySmall-v0", sensitivity=agent.sensitivity)
+    summary = dallygym.evaluate(env, agent, seed=0)
+    assert summary["jobs"] == 60 and set(dallygym.SUMMARY_KEYS) <= set(summary)
+
+
+def test_committed_agent_evaluates_on_a_held_out_trace():
+    frame = evaluate_agents([str(COMMITTED)], [str(HELDOUT_BATCH)], ClusterSpec(8))
+    assert len(frame) == 1 and frame.loc[0, "jobs"] == 500
+    assert frame.loc[0, "makespan_s"] > 0
+
+
+def test_evaluate_command_prints_one_row_per_agent_with_the_summary_keys(capsys):
+    code = main(["evaluate", "--agent", "dally", "--agent", "tiresias", "--agent", str(COMMITTED),
+                 *SMALL_ARGS, "--format", "csv"])
+    assert code == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert frame["agent"].tolist() == ["dally", "tiresias", str(COMMITTED)]
+    assert set(dallygym.SUMMARY_KEYS) <= set(frame.columns)
+    # A heuristic through evaluate is exactly its native simulation.
+    native = dallygym.simulate("small", ClusterSpec(2, 2, 8), policy="tiresias").summary
+    assert frame.loc[1, "jct_mean_s"] == pytest.approx(native["jct_mean_s"], rel=1e-12)
+
+
+def test_evaluate_unknown_agent_exits_2_naming_it(capsys):
+    assert main(["evaluate", "--agent", "no-such-agent", *SMALL_ARGS]) == 2
+    assert "no-such-agent" in capsys.readouterr().err
+
+
+def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
+    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    code = report.main(["--agent", str(COMMITTED), "--policies", "dally", "tiresias", "gandiva", "fifo",
+                        "--racks", "2", "--machines-per-rack", "2", "--goal-racks", "2",
+                        "--batch-traces", "small", "--poisson-traces", "small", "--imported-traces", "--probe-thresholds",
+                        "--out", str(tmp_path)])
+    assert code == 0
+    rows = pd.read_csv(tmp_path / "report.csv")
+    assert set(rows["agent"]) == {"dally", "tiresias", "gandiva", "fifo", "ppo-hidden"}
+    text = (tmp_path / "report.md").read_text()
+    assert "does a learned agent beat auto-tuned Dally" in text and "ppo-hidden" in text
+    assert (tmp_path / "makespan_normalised.png").exists() and (tmp_path / "timelines.png").exists()
