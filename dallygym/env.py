@@ -252,6 +252,12 @@ class DallyEnv(gym.Env):
         n = self.engine.n
         self._scale = self.reward_scale_s or self.config.lease_s * n
         self._gen = self.engine.decisions()
+        self._lease_s = float(self.config.lease_s)
+        self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
+        self._num_gpus = float(self.spec_cluster.num_gpus)
+        self._gpus_feature = {int(g): math.log2(1 + g) / math.log2(1 + self.spec_cluster.num_gpus)
+                              for g in np.unique(self.engine.num_gpus)}
+        self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
         self.steps = 0
@@ -358,41 +364,46 @@ class DallyEnv(gym.Env):
         return info
 
     def _observe(self, offer: Offer) -> None:
+        # Plain Python floats throughout: arithmetic on numpy scalars is several times slower,
+        # and this runs at every step.
         e = self.engine
-        spec = self.spec_cluster
-        lease = self.config.lease_s
+        lease = self._lease_s
+        long_s = self._long_s
+        log1p = math.log1p
 
-        def t_(x: float) -> float:
-            return min(math.log1p(max(x, 0.0) / lease) / _LOG_LONG, 1.0) if x < math.inf else 1.0
+        def t_(x: float) -> float:  # a time, as log1p(x / lease) / log1p(10,000 leases), <= 1
+            if x >= long_s:
+                return 1.0
+            return log1p(x / lease) / _LOG_LONG if x > 0 else 0.0
 
         j = offer.job
         g = offer.num_gpus
         tiers = offer.tiers
-        best = int(e.best_possible_tier[j])
-        run_s = e.run_s[j]
-        done = e.done_iters[j]
-        total = e.total_iterations[j]
-        iter_time = e.iter_time_s[j]
-        nw = (done * iter_time / run_s) if run_s > 0 else 0.0
-        speeds = self._speeds(offer)
-        timers = getattr(self.policy, "timers", None)
+        best = int(offer.best_possible_tier)
+        run_s = float(e.run_s[j])
+        done = float(e.done_iters[j])
+        total = float(e.total_iterations[j])
+        iter_time = float(e.iter_time_s[j])
+        nw = done * iter_time / run_s if run_s > 0 else 0.0
+        timers = self._timers
         t_mc, t_rk = timers(g, offer.now_s) if timers is not None else (0.0, 0.0)
         starv = offer.starvation_s
         elapsed = offer.now_s - e.first_arrival_s
+        n = e.n
         self._obs[:] = (
-            math.log2(1 + g) / math.log2(1 + spec.num_gpus),
+            self._gpus_feature[g],
             best == 0, best == 1, best == 2,
-            t_(starv), min(nw, 1.0), done / total,
-            t_(e.num_gpus[j] * run_s / spec.num_gpus), min(e.preemptions[j], 20) / 20.0,
+            t_(starv), nw if nw < 1.0 else 1.0, done / total,
+            t_(g * run_s / self._num_gpus), min(int(e.preemptions[j]), 20) / 20.0,
             t_((total - done) * iter_time),
             Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers,
-            *speeds,
+            *self._speeds(offer),
             t_(t_mc), t_(t_rk), starv >= t_mc, starv >= t_rk,
             *self._cluster_features(g),
-            math.log1p(e.n_waiting) / _LOG_1000,
-            min(e.waiting_gpus / spec.num_gpus, 10.0) / 10.0,
-            math.log1p(e.n_running) / _LOG_1000,
-            (e.n - e.finished) / e.n,
+            log1p(e.n_waiting) / _LOG_1000,
+            min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
+            log1p(e.n_running) / _LOG_1000,
+            (n - e.finished) / n,
             t_(elapsed),
             (elapsed % lease) / lease,
         )

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cluster import Tier
-from .env import ACTION_TIERS, WAIT, DallyEnv
+from .env import WAIT, DallyEnv
 from .policies import make_policy
 
 
@@ -53,7 +52,7 @@ class HeuristicAgent:
         if base.offer is None:
             return np.int64(WAIT), state
         tier = self._decider(base).decide(base.offer, base.engine)
-        action = WAIT if tier is None else 1 + ACTION_TIERS.index(Tier(tier))
+        action = WAIT if tier is None else 1 + int(tier)  # actions 1, 2, 3 = tiers 0, 1, 2
         return np.int64(action), state
 
 

@@ -126,6 +126,9 @@ class AutoTuner:
         # (tier, g) -> (window start, window end, tuned timer) of the last computation.
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._last_s = -math.inf
+        self._generation = 0  # bumped by every record(): invalidates the timers memo
+        self._memo_key: tuple | None = None
+        self._memo_value: tuple[float, float] = (0.0, 0.0)
         if floors:
             self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
                            int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
@@ -142,6 +145,7 @@ class AutoTuner:
         if now_s < self._last_s:
             raise ValueError(f"entries must be recorded in time order: {now_s} after {self._last_s}")
         self._last_s = now_s
+        self._generation += 1
         key = (int(tier), int(num_gpus))
         times = self._times.get(key)
         if times is None:
@@ -157,8 +161,15 @@ class AutoTuner:
         than a machine has ``T_Mc = 0``, ...) are the policy's (:meth:`DallyPolicy.timers`).
         """
         g = int(num_gpus)
-        return (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
-                self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
+        # The policy's decision and the environment's observation ask the same question in a
+        # row: remember the last answer until time moves or an entry is recorded.
+        memo = (g, now_s, self._generation)
+        if memo == self._memo_key:
+            return self._memo_value
+        value = (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
+                 self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
+        self._memo_key, self._memo_value = memo, value
+        return value
 
     def _timer(self, tier: int, g: int, now_s: float, fallback: float) -> float:
         key = (tier, g)
