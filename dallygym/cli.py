@@ -1,6 +1,6 @@
 """The ``dallygym`` command line.
 
-    dallygym simulate --policy fifo --racks 8 --trace batch-500 [--format table|json|csv]
+    dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sim = sub.add_parser("simulate", help="replay a trace on a cluster under one policy and print its metrics")
-    sim.add_argument("--policy", default="fifo", help="scheduling policy (default fifo)")
+    sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
     sim.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
     _cluster_args(sim)
     _engine_args(sim)

@@ -15,7 +15,7 @@ from .trace import load_trace
 def build_engine(
     trace: str | pd.DataFrame,
     cluster: ClusterSpec | int,
-    policy: str | Policy = "fifo",
+    policy: str | Policy = "dally",
     latency: str | LatencyModel = "dally-paper",
     config: EngineConfig | None = None,
 ) -> Engine:
@@ -33,7 +33,7 @@ def build_engine(
 def simulate(
     trace: str | pd.DataFrame,
     cluster: ClusterSpec | int,
-    policy: str | Policy = "fifo",
+    policy: str | Policy = "dally",
     latency: str | LatencyModel = "dally-paper",
     config: EngineConfig | None = None,
 ) -> RunResult:
