@@ -12,6 +12,8 @@ that produced it and its training curve.
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -148,10 +150,17 @@ def train(config: TrainConfig) -> Path:
     path = out / "model.zip"
     model.save(path)
     venv.close()
-    meta = {"timesteps": int(model.num_timesteps), "wall_s": round(wall_s, 1), "env_kwargs": config.env_kwargs()}
+    meta = {"command": _command_line(), "timesteps": int(model.num_timesteps), "wall_s": round(wall_s, 1),
+            "env_kwargs": config.env_kwargs()}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     plot_training_curve(out)
     return path
+
+
+def _command_line() -> str:
+    """The command that is running, as typed (the program's name without its directory)."""
+    argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+    return shlex.join(argv)
 
 
 def training_curve(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:

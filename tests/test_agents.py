@@ -30,6 +30,7 @@ def test_committed_agents_have_their_provenance(run):
     meta = json.loads((ROOT / "agents" / "runs" / run / "meta.json").read_text())
     assert config["env_id"] == "Dally-v0" and config["seed"] == 0
     assert meta["timesteps"] >= config["total_timesteps"] and meta["wall_s"] <= 3600
+    assert meta["command"].startswith("dallygym train") and f"--seed {config['seed']}" in meta["command"]
     assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
 
 
