@@ -194,15 +194,19 @@ class ClusterState:
     #: placements are checked first), so this is off on the hot path; the tests turn it on.
     check_allocations = False
 
-    def allocate(self, job: int, gpus: np.ndarray) -> None:
-        """Give free GPUs to a job."""
+    def allocate(self, job: int, gpus: np.ndarray, machine: int | None = None) -> None:
+        """Give free GPUs to a job. ``machine``: the machine holding all of them, if the caller
+        knows (a machine-tier placement), else found here."""
         if self.check_allocations:
             owner = self.owner[gpus]
             if (owner != -1).any():
                 raise ClusterError(f"GPUs {gpus[owner != -1].tolist()} are already held")
+            if machine is not None and machine != self._single_machine(gpus):
+                raise ClusterError(f"GPUs {gpus.tolist()} are not all on machine {machine}")
         self.owner[gpus] = job
         n = len(gpus)
-        machine = self._single_machine(gpus)
+        if machine is None:
+            machine = self._single_machine(gpus)
         if machine >= 0:
             self.free_per_machine[machine] -= n
             self.free_per_rack[machine // self.spec.machines_per_rack] -= n
@@ -256,7 +260,7 @@ class ClusterState:
             self.marks_active = False
 
     def all_free(self, gpus: np.ndarray) -> bool:
-        return bool(np.all(self.owner[gpus] == -1))
+        return bool(self.owner[gpus].max() < 0)  # owners are job indices >= 0, free is -1
 
     # --- offers ----------------------------------------------------------------------
 
@@ -287,6 +291,13 @@ class ClusterState:
         """
         spec = self.spec
         if tier == Tier.MACHINE:
+            if not self.marks_active:  # the common case, inlined: best fit, lowest free slots
+                free = self.free_per_machine
+                machine = int(np.where(free >= num_gpus, free, _BIG).argmin())
+                if free[machine] >= num_gpus:
+                    g = spec.gpus_per_machine
+                    base = machine * g
+                    return np.flatnonzero(self.owner[base : base + g] < 0)[:num_gpus] + base
             machine = self._pick_machine(num_gpus)
             if machine < 0:
                 raise ClusterError(f"no machine has {num_gpus} free GPUs")

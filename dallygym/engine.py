@@ -226,7 +226,7 @@ class Engine:
         self.speed_seen = np.zeros((n, 3))
         self.gpus: list[np.ndarray | None] = [None] * n
         self.last_gpus: list[np.ndarray | None] = [None] * n
-        self.last_tier = np.full(n, -1, dtype=np.int64)  # tier and shape of gpus / last_gpus
+        self._last_tier: list[int] = [-1] * n  # tier and shape of gpus / last_gpus
         self.last_shape: list = [None] * n
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
         #: During a round-boundary pass: running jobs whose lease expired and that the pass has
@@ -554,7 +554,7 @@ class Engine:
         # Its old GPUs, if all free again and of the accepted tier: take them back at no
         # restart cost. (Any other placement differs from the old set: either some old GPU is
         # held, or the tier differs.)
-        same = prev is not None and not restarted and self.last_tier[j] == tier and self.cluster.all_free(prev)
+        same = prev is not None and not restarted and self._last_tier[j] == tier and self.cluster.all_free(prev)
         if same:
             gpus = prev
             shape = self.last_shape[j]
@@ -568,9 +568,9 @@ class Engine:
             shape = ((g,),) if tier == Tier.MACHINE else self.spec.shape_of(gpus)
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
-        self.cluster.allocate(j, gpus)
+        self.cluster.allocate(j, gpus, int(gpus[0]) // self.spec.gpus_per_machine if tier == Tier.MACHINE else None)
         self.gpus[j] = gpus
-        self.last_tier[j] = int(tier)
+        self._last_tier[j] = int(tier)
         self.last_shape[j] = shape
         self._set_state(j, RUNNING)
         self.tier[j] = int(tier)
