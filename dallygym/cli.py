@@ -51,25 +51,27 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
 
 
+def _run_args(p: argparse.ArgumentParser) -> None:
+    """What a simulation needs: trace, cluster, engine settings, output format."""
+    p.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
+    _cluster_args(p)
+    _engine_args(p)
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dallygym", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sim = sub.add_parser("simulate", help="replay a trace on a cluster under one policy and print its metrics")
     sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
-    sim.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
-    _cluster_args(sim)
-    _engine_args(sim)
-    sim.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    _run_args(sim)
     sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
 
     cmp_ = sub.add_parser("compare", help="run several policies on one trace and cluster, one row each")
     cmp_.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                       help="policies to run (default: every shipped policy)")
-    cmp_.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
-    _cluster_args(cmp_)
-    _engine_args(cmp_)
-    cmp_.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    _run_args(cmp_)
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")

@@ -135,11 +135,6 @@ def tier_of_shape(shape: Shape) -> Tier:
     return Tier.MACHINE
 
 
-def shape_gpus(shape: Shape) -> int:
-    """Number of GPUs in a shape."""
-    return sum(sum(rack) for rack in shape)
-
-
 _IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
 _BIG = int(np.iinfo(np.int64).max)
 

@@ -299,10 +299,6 @@ class Engine:
         out[ran] = done_ideal[ran] / run[ran]
         return out
 
-    def attained_service_gpu_s(self, jobs: np.ndarray) -> np.ndarray:
-        """GPUs x time run (Tiresias's 2D attained service)."""
-        return self.num_gpus[jobs] * self.run_s[jobs]
-
     # --- the run -------------------------------------------------------------------------
 
     def decisions(self) -> Generator[Offer, Tier | None, None]:
