@@ -112,12 +112,8 @@ class ClusterSpec:
     def shape_of(self, gpus: np.ndarray) -> Shape:
         """Canonical shape of a placement given as an array of GPU ids."""
         machines = np.asarray(gpus, dtype=np.int64) // self.gpus_per_machine
-        ids, counts = np.unique(machines, return_counts=True)
-        racks = ids // self.machines_per_rack
-        per_rack: dict[int, list[int]] = {}
-        for rack, count in zip(racks.tolist(), counts.tolist()):
-            per_rack.setdefault(rack, []).append(count)
-        return canonical_shape(per_rack.values())
+        per_rack = np.bincount(machines, minlength=self.num_machines).reshape(self.racks, self.machines_per_rack)
+        return canonical_shape(per_rack[per_rack.any(axis=1)].tolist())
 
 
 def canonical_shape(per_rack_counts) -> Shape:
@@ -206,7 +202,7 @@ class ClusterState:
             self.free_per_machine[machine] -= n
             self.free_per_rack[machine // self.spec.machines_per_rack] -= n
             if self.marks_active:
-                self.idle_per_machine[machine] -= int((self.mark[gpus] == _IDLE).sum())
+                self.idle_per_machine[machine] -= np.count_nonzero(self.mark[gpus] == _IDLE)
                 self.mark[gpus] = _IDLE
             else:
                 self.idle_per_machine[machine] -= n
@@ -338,16 +334,19 @@ class ClusterState:
         fits = np.flatnonzero(free >= need)
         if fits.size == 0:
             return -1
-        reclaim = np.maximum(0, need - self.idle_per_machine[fits])
-        if not reclaim.any():
-            return int(fits[np.lexsort((fits, free[fits]))[0]])
+        idle = self.idle_per_machine[fits]
+        spare = fits[idle >= need]
+        if spare.size:
+            # Machines that need no reclaimed GPU come first (they displace nobody): among
+            # them, plain best fit.
+            return int(spare[free[spare].argmin()])  # argmin: the first, i.e. lowest id, of ties
+        reclaim = need - idle  # > 0 on every candidate now
         g = self.spec.gpus_per_machine
         marks = self.mark.reshape(-1, g)[fits]
         # Marked GPUs are taken highest rank (lowest priority) first; the victim with the
         # highest priority among those taken is the reclaim-th largest mark of the machine.
         desc = -np.sort(-marks, axis=1)
-        col = np.clip(reclaim - 1, 0, g - 1)
-        top_victim = np.where(reclaim > 0, desc[np.arange(fits.size), col], _BIG)
+        top_victim = desc[np.arange(fits.size), reclaim - 1]
         order = np.lexsort((fits, free[fits], reclaim, -top_victim))
         return int(fits[order[0]])
 
@@ -372,6 +371,8 @@ class ClusterState:
             return free[:count] + base  # lowest free slots first
         gpus = free + base
         marks = self.mark[gpus]
+        if self.idle_per_machine[machine] >= count:
+            return gpus[marks == _IDLE][:count]  # enough idle GPUs: the lowest of them
         # idle (-1) first; among marked, the highest rank (visited last) first; then by id.
         key = np.where(marks == _IDLE, -_BIG, -marks)
         order = np.lexsort((gpus, key))

@@ -35,6 +35,7 @@ arrival then id); policies read them through the engine object.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
+_NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease, not a waiting job
 STATE_NAMES = ("pending", "waiting", "running", "done")
 
 
@@ -293,11 +295,7 @@ class Engine:
         """Dally's priority (paper §IV-B1): W_compl / T_norm = ideal time of completed
         iterations / time run. 0 for a job that has never run."""
         run = self.run_s[jobs]
-        done_ideal = self.done_iters[jobs] * self.iter_time_s[jobs]
-        out = np.zeros(len(jobs))
-        ran = run > 0
-        out[ran] = done_ideal[ran] / run[ran]
-        return out
+        return np.divide(self.done_iters[jobs] * self.iter_time_s[jobs], run, out=np.zeros(len(jobs)), where=run > 0)
 
     # --- the run -------------------------------------------------------------------------
 
@@ -374,10 +372,7 @@ class Engine:
                 return
         if cand.size == 0:
             return
-        keys = np.asarray(self.policy.priority(self, cand), dtype=np.float64)
-        if keys.shape != cand.shape:
-            raise EngineError(f"policy {self.policy.name!r} returned {keys.shape} priority keys for {cand.size} jobs")
-        order = cand[np.lexsort((cand, self.arrival_s[cand], keys))]
+        order = self._priority_order(cand)
         if boundary:
             # Running jobs ahead of every waiting job keep their GPUs: nobody before them in
             # the order could claim any. The rest of the running jobs' GPUs become claimable
@@ -400,13 +395,35 @@ class Engine:
                 cluster.mark_reclaimable(gpus[later], ranks[later])
                 self.expired_unvisited.update(expired.tolist())
             order = visit
+        # The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
+        # leases were freed above), so a waiting job too big for them now is skipped all pass
+        # long: drop those jobs here, and below, skip ahead to the next expired lease as soon
+        # as no waiting job further on can fit.
+        demand = self.num_gpus[order]
+        fits = demand <= cluster.free_total
+        if boundary:
+            expired_at = state[order] == RUNNING
+            fits |= expired_at  # expired leases are always visited: renewed or preempted
+            order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
+            demand[expired_at] = _NO_DEMAND
+            expired_pos = np.flatnonzero(expired_at).tolist()
+        else:
+            order, demand = order[fits], demand[fits]
+            expired_pos = []
+        # least_ahead[p]: the smallest demand of a waiting job at position p or later
+        least_ahead = np.minimum.accumulate(demand[::-1])[::-1].tolist()
+        queue = order.tolist()
+        n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
         job_ids = self._job_id_list
         best_tiers = self._best_tier_list
         anchors = self.starve_anchor_s
         try:
-            for j in order.tolist():
+            pos = 0
+            while pos < n_visit:
+                j = queue[pos]
+                pos += 1
                 if j in expired_set:
                     expired_set.discard(j)
                     held = self.gpus[j]
@@ -416,6 +433,9 @@ class Engine:
                     self._preempt(j, t)
                 g = num_gpus[j]
                 if g > cluster.free_total:
+                    if pos < n_visit and cluster.free_total < least_ahead[pos]:
+                        k = bisect_left(expired_pos, pos)
+                        pos = expired_pos[k] if k < len(expired_pos) else n_visit
                     continue
                 tiers = self._offer_tiers(g)
                 if not tiers:
@@ -442,10 +462,19 @@ class Engine:
         using free GPUs, in priority order, if the policy asks (e.g. Gandiva)."""
         if not self.policy.may_migrate(self):
             return
-        keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
-        for j in jobs[np.lexsort((jobs, self.arrival_s[jobs], keys))].tolist():
+        for j in self._priority_order(jobs).tolist():
             if self.state[j] == RUNNING and self.hold_start_s[j] < t:
                 self._maybe_migrate(j, t)
+
+    def _priority_order(self, jobs: np.ndarray) -> np.ndarray:
+        """``jobs`` (increasing indices) in the policy's order: by its keys, ties by earlier
+        arrival, then by index."""
+        keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
+        if keys.shape != jobs.shape:
+            raise EngineError(f"policy {self.policy.name!r} returned {keys.shape} priority keys for {jobs.size} jobs")
+        # Job indices follow (arrival, id), so a stable sort on the keys alone breaks ties by
+        # arrival, then by index.
+        return jobs[np.argsort(keys, kind="stable")]
 
     def _offer_tiers(self, g: int) -> tuple[Tier, ...]:
         """Tiers at which ``g`` GPUs can be placed now, most consolidated first (cached per
@@ -454,25 +483,36 @@ class Engine:
         if self._tiers_version != c.version:
             self._tiers_cache.clear()
             self._tiers_version = c.version
+            self._tier_limits = self._compute_tier_limits()
         tiers = self._tiers_cache.get(g)
         if tiers is None:
-            tiers = self._tiers_cache[g] = self._compute_offer_tiers(g)
+            most_on_machine, most_on_rack, network = self._tier_limits
+            tiers = self._tiers_cache[g] = tuple(
+                tier for tier, ok in ((Tier.MACHINE, g <= most_on_machine),
+                                      (Tier.RACK, 2 <= g <= most_on_rack),
+                                      (Tier.NETWORK, g >= 2 and network and g <= c.free_total))
+                if ok
+            )
         return tiers
 
-    def _compute_offer_tiers(self, g: int) -> tuple[Tier, ...]:
+    def _compute_tier_limits(self) -> tuple[int, int, bool]:
+        """What the free GPUs allow, whatever the demand: the most free GPUs on one machine;
+        the most on one rack among racks with free GPUs on at least two machines (a rack
+        placement spans two machines); whether two racks have free GPUs (a network placement
+        spans two racks)."""
         c = self.cluster
         spec = self.spec
-        tiers = []
-        if g <= spec.gpus_per_machine and c.free_per_machine.max() >= g:
-            tiers.append(Tier.MACHINE)
-        if 2 <= g <= spec.gpus_per_rack:
-            per_machine = c.free_per_machine.reshape(spec.racks, spec.machines_per_rack)
-            usable = (c.free_per_rack >= g) & ((per_machine > 0).sum(axis=1) >= 2)
-            if usable.any():
-                tiers.append(Tier.RACK)
-        if g >= 2 and g <= c.free_total and (c.free_per_rack > 0).sum() >= 2:
-            tiers.append(Tier.NETWORK)
-        return tuple(tiers)
+        # A rack has free GPUs on two machines exactly when its free count exceeds that of
+        # its freest machine. (A few numpy reductions cost more than this loop over racks.)
+        freest = c.free_per_machine.reshape(spec.racks, spec.machines_per_rack).max(axis=1).tolist()
+        most_on_rack = 0
+        racks_with_free = 0
+        for free, on_machine in zip(c.free_per_rack.tolist(), freest):
+            if free:
+                racks_with_free += 1
+                if on_machine < free and most_on_rack < free:
+                    most_on_rack = free
+        return max(freest), most_on_rack, racks_with_free >= 2
 
     # --- state changes -------------------------------------------------------------------
 

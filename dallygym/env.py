@@ -6,6 +6,7 @@ there is no second simulator here.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +47,14 @@ OBS_DIM = len(OBS_FEATURES)
 LONG_LEASES = 10_000.0
 _LOG_LONG = math.log1p(LONG_LEASES)
 _LOG_1000 = math.log1p(1000)
+
+#: Features 10-12 (which tiers are offered) by offered tiers.
+_OFFERED = {
+    tiers: (Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers)
+    for tiers in [(), *((t,) for t in Tier), *itertools.combinations(Tier, 2), tuple(Tier)]
+}
+#: Action masks by offered tiers (a handful of distinct ones), copied out on each use.
+_MASKS: dict[tuple[Tier, ...], np.ndarray] = {}
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
 
@@ -255,8 +264,12 @@ class DallyEnv(gym.Env):
         self._lease_s = float(self.config.lease_s)
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
         self._num_gpus = float(self.spec_cluster.num_gpus)
-        self._gpus_feature = {int(g): math.log2(1 + g) / math.log2(1 + self.spec_cluster.num_gpus)
-                              for g in np.unique(self.engine.num_gpus)}
+        # Features 0-3 of each job (its size and best possible tier) never change.
+        log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
+        self._job_static = [
+            (math.log2(1 + g) / log_cluster, best == 0, best == 1, best == 2)
+            for g, best in zip(self.engine.num_gpus.tolist(), self.engine.best_possible_tier.tolist())
+        ]
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -306,10 +319,11 @@ class DallyEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: wait always; accept at each tier the current offer has."""
-        if self._done or self.offer is None:
-            return np.array([True, False, False, False])
-        tiers = self.offer.tiers
-        return np.array([True, Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers])
+        tiers = () if self._done or self.offer is None else self.offer.tiers
+        mask = _MASKS.get(tiers)
+        if mask is None:
+            mask = _MASKS[tiers] = np.array([True, Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers])
+        return mask.copy()
 
     def render(self):
         if self.render_mode is None:
@@ -328,7 +342,7 @@ class DallyEnv(gym.Env):
         gen = self._gen
         try:
             offer = next(gen) if first else gen.send(answer)
-            while not offer.is_choice:
+            while offer.best_tier == offer.best_possible_tier:  # not a choice (Offer.is_choice)
                 offer = gen.send(offer.best_tier)  # the best tier it can ever have: accept (Alg. 1)
         except StopIteration:
             self._done = True
@@ -379,11 +393,10 @@ class DallyEnv(gym.Env):
         j = offer.job
         g = offer.num_gpus
         tiers = offer.tiers
-        best = int(offer.best_possible_tier)
-        run_s = float(e.run_s[j])
-        done = float(e.done_iters[j])
-        total = float(e.total_iterations[j])
-        iter_time = float(e.iter_time_s[j])
+        run_s = e.run_s.item(j)
+        done = e.done_iters.item(j)
+        total = e.total_iterations.item(j)
+        iter_time = e.iter_time_s.item(j)
         nw = done * iter_time / run_s if run_s > 0 else 0.0
         timers = self._timers
         t_mc, t_rk = timers(g, offer.now_s) if timers is not None else (0.0, 0.0)
@@ -391,12 +404,11 @@ class DallyEnv(gym.Env):
         elapsed = offer.now_s - e.first_arrival_s
         n = e.n
         self._obs[:] = (
-            self._gpus_feature[g],
-            best == 0, best == 1, best == 2,
+            *self._job_static[j],
             t_(starv), nw if nw < 1.0 else 1.0, done / total,
-            t_(g * run_s / self._num_gpus), min(int(e.preemptions[j]), 20) / 20.0,
+            t_(g * run_s / self._num_gpus), min(e.preemptions.item(j), 20) / 20.0,
             t_((total - done) * iter_time),
-            Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers,
+            *_OFFERED[tiers],
             *self._speeds(offer),
             t_(t_mc), t_(t_rk), starv >= t_mc, starv >= t_rk,
             *self._cluster_features(g),

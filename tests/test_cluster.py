@@ -107,9 +107,20 @@ def test_every_offered_tier_has_a_placement_of_exactly_that_tier(data):
     state = ClusterState(spec)
     occupy(state, data.draw(st.lists(st.integers(0, gpm), min_size=spec.num_machines, max_size=spec.num_machines)))
     g = data.draw(st.integers(1, spec.num_gpus))
-    engine = Engine.__new__(Engine)  # only _compute_offer_tiers is used: it needs spec and cluster
+    engine = Engine.__new__(Engine)  # only _offer_tiers is used: it needs spec, cluster and its cache
     engine.spec, engine.cluster = spec, state
-    for tier in engine._compute_offer_tiers(g):
+    engine._tiers_cache, engine._tiers_version = {}, -1
+    offered = engine._offer_tiers(g)
+    # Complete: every tier at which some placement of g GPUs exists is offered.
+    per_machine = state.free_per_machine.reshape(racks, mpr)
+    possible = {
+        Tier.MACHINE: bool((state.free_per_machine >= g).any()),
+        Tier.RACK: g >= 2 and any(row.sum() >= g and np.count_nonzero(row) >= 2 for row in per_machine),
+        Tier.NETWORK: g >= 2 and state.free_total >= g and np.count_nonzero(state.free_per_rack) >= 2,
+    }
+    assert offered == tuple(t for t in Tier if possible[t])
+    # Sound: each offered tier has a placement of exactly that tier.
+    for tier in offered:
         free_before = state.free_total
         gpus = state.place(g, tier)
         assert len(np.unique(gpus)) == g

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
@@ -211,6 +213,17 @@ def test_tuned_timer_is_mean_plus_two_sample_standard_deviations():
     for i, starved in enumerate((2, 4, 6)):
         tuner.record(M, 4, starved * H, i * H)
     assert tuner.timers(4, 3 * H) == pytest.approx((8 * H, 24 * H))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1e7, allow_nan=False), min_size=2, max_size=60))
+def test_tuned_timer_equals_numpys_mean_plus_two_std_exactly(starvations):
+    # Algorithm 2, lines 13-14, to the last bit (the runs' determinism depends on it).
+    tuner = AutoTuner(history_s=math.inf)
+    for s in starvations:
+        tuner.record(R, 16, s, 0.0)
+    values = np.array(starvations)
+    assert tuner.timers(16, 0.0)[1] == float(values.mean() + 2.0 * values.std(ddof=1))
 
 
 def test_old_entries_leave_the_history_window():
