@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import make_trace, run_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
 from dallygym.engine import EngineConfig, Offer
