@@ -133,6 +133,7 @@ def tier_of_shape(shape: Shape) -> Tier:
 
 _IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
 _BIG = int(np.iinfo(np.int64).max)
+_largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper (hot paths)
 
 
 class ClusterState:
@@ -186,8 +187,8 @@ class ClusterState:
     check_allocations = False
 
     def allocate(self, job: int, gpus: np.ndarray, machine: int | None = None) -> None:
-        """Give free GPUs to a job. ``machine``: the machine holding all of them, if the caller
-        knows (a machine-tier placement), else found here."""
+        """Give free GPUs to a job. ``machine``: if the caller knows, the machine holding all
+        of them, or -1 when they span machines; None: found here."""
         if self.check_allocations:
             owner = self.owner[gpus]
             if (owner != -1).any():
@@ -216,11 +217,14 @@ class ClusterState:
         self.free_total -= n
         self.version += 1
 
-    def release(self, gpus: np.ndarray) -> None:
-        """Free a job's GPUs (unmarked)."""
+    def release(self, gpus: np.ndarray, machine: int | None = None) -> None:
+        """Free a job's GPUs (unmarked); ``machine`` as for :meth:`allocate`."""
+        if self.check_allocations and machine is not None and machine != self._single_machine(gpus):
+            raise ClusterError(f"GPUs {gpus.tolist()} are not all on machine {machine}")
         self.owner[gpus] = -1
         n = len(gpus)
-        machine = self._single_machine(gpus)
+        if machine is None:
+            machine = self._single_machine(gpus)
         if machine >= 0:
             self.free_per_machine[machine] += n
             self.idle_per_machine[machine] += n
@@ -251,7 +255,7 @@ class ClusterState:
             self.marks_active = False
 
     def all_free(self, gpus: np.ndarray) -> bool:
-        return bool(self.owner[gpus].max() < 0)  # owners are job indices >= 0, free is -1
+        return bool(_largest(self.owner[gpus]) < 0)  # owners are job indices >= 0, free is -1
 
     # --- offers ----------------------------------------------------------------------
 
@@ -366,17 +370,14 @@ class ClusterState:
         (for policies choosing their own placements, too)."""
         g = self.spec.gpus_per_machine
         base = machine * g
-        free = np.flatnonzero(self.owner[base : base + g] == -1)
         if not self.marks_active:
-            return free[:count] + base  # lowest free slots first
-        gpus = free + base
-        marks = self.mark[gpus]
-        if self.idle_per_machine[machine] >= count:
-            return gpus[marks == _IDLE][:count]  # enough idle GPUs: the lowest of them
-        # idle (-1) first; among marked, the highest rank (visited last) first; then by id.
-        key = np.where(marks == _IDLE, -_BIG, -marks)
-        order = np.lexsort((gpus, key))
-        return gpus[order[:count]]
+            return np.flatnonzero(self.owner[base : base + g] == -1)[:count] + base  # lowest free slots
+        # Idle (unmarked) slots first, then the highest mark (visited last), ties by slot.
+        # A machine has a handful of slots: sorting Python tuples beats numpy's per-call cost.
+        owners = self.owner[base : base + g].tolist()
+        marks = self.mark[base : base + g].tolist()
+        free = sorted((m != _IDLE, -m, slot) for slot, (o, m) in enumerate(zip(owners, marks)) if o == -1)
+        return np.array([slot for _, _, slot in free[:count]], dtype=np.int64) + base
 
     def _spread_in_rack(self, rack: int, count: int, min_machines: int) -> np.ndarray:
         m = self.spec.machines_per_rack

@@ -152,10 +152,10 @@ class Engine:
     policies: ``job_id``, ``arrival_s``, ``num_gpus``, ``model`` (names), ``model_index``,
     ``total_iterations``, ``iter_time_s``, ``state`` (PENDING/WAITING/RUNNING/DONE),
     ``done_iters``, ``speed`` (current speed factor, 0 when not running), ``run_s`` (time
-    holding GPUs), ``overhead_s``, ``tier_s`` (n x 3: time held at each tier), ``tier``
-    (current tier or -1), ``starve_anchor_s``, ``first_start_s``, ``end_s``, ``preemptions``,
-    ``migrations``, ``speed_seen`` (n x 3: speed factor of its last placement at each tier),
-    ``gpus`` (list: current GPU ids or None).
+    holding GPUs), ``overhead_s``, ``tier_s`` (n x 3: time held at each tier, counted when a
+    placement ends), ``tier`` (current tier or -1), ``starve_anchor_s``, ``first_start_s``,
+    ``end_s``, ``preemptions``, ``migrations``, ``speed_seen`` (n x 3: speed factor of its last
+    placement at each tier), ``gpus`` (list: current GPU ids or None).
     """
 
     def __init__(
@@ -205,6 +205,9 @@ class Engine:
         self._num_gpus_list: list[int] = self.num_gpus.tolist()
         self._job_id_list: list[int] = self.job_id.tolist()
         self._best_tier_list: list[Tier] = [_TIERS[t] for t in self.best_possible_tier.tolist()]
+        self._model_index_list: list[int] = self.model_index.tolist()
+        self._iter_time_list: list[float] = self.iter_time_s.tolist()
+        self._total_iterations_list: list[float] = self.total_iterations.tolist()
 
         self.cluster = ClusterState(cluster)
         self.state = np.full(n, PENDING, dtype=np.int8)
@@ -270,10 +273,10 @@ class Engine:
 
     def _set_state(self, j: int, new: int) -> None:
         """The one place job states change, keeping the counters right."""
-        old = self.state[j]
+        old = self.state.item(j)
         if old == new:
             return
-        g = int(self.num_gpus[j])
+        g = self._num_gpus_list[j]
         if old == WAITING:
             self.n_waiting -= 1
             self.waiting_gpus -= g
@@ -318,9 +321,10 @@ class Engine:
         n = self.n
         may_migrate = self.policy.may_migrate
         first = self.first_arrival_s
+        earliest = np.minimum.reduce  # ndarray.min() without its Python-level wrapper
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
-            t_fin = self.finish_s.min()
+            t_fin = earliest(self.finish_s)
             if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not may_migrate(self):
                 # With no job waiting and no possible migration, a round boundary changes
                 # nothing: every lease is renewed on the same GPUs. Nothing changes either until
@@ -427,8 +431,8 @@ class Engine:
                 if j in expired_set:
                     expired_set.discard(j)
                     held = self.gpus[j]
-                    if cluster.all_free(held):
-                        cluster.allocate(j, held)  # lease renewed on the same GPUs
+                    if cluster.all_free(held):  # lease renewed on the same GPUs
+                        cluster.allocate(j, held, self._machine_of(j))
                         continue
                     self._preempt(j, t)
                 g = num_gpus[j]
@@ -525,13 +529,13 @@ class Engine:
             run = self.running_jobs()
             if run.size:
                 self.run_s[run] += dt
-                self.tier_s[run, self.tier[run]] += dt
                 self.done_iters[run] = self.seg_done0[run] + self.rate[run] * np.maximum(0.0, t - self.seg_start_s[run])
-                self.comm_area_s += dt * float(run.size - self.speed[run].sum())
+                self.comm_area_s += dt * float(run.size - np.add.reduce(self.speed[run]))
         self._last_sync_s = t
         self.now_s = t
 
     def _close_segment(self, j: int, t: float) -> None:
+        self.tier_s[j, self.tier[j]] += t - self.hold_start_s[j]
         self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
         self.speed[j] = 0.0
         self.rate[j] = 0.0
@@ -540,9 +544,13 @@ class Engine:
         self.last_gpus[j] = self.gpus[j]
         self.gpus[j] = None
 
+    def _machine_of(self, j: int) -> int:
+        """The machine holding all of running job ``j``'s GPUs, or -1 if they span machines."""
+        return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier[j] == 0 else -1
+
     def _complete(self, jobs: np.ndarray, t: float) -> None:
         for j in jobs.tolist():
-            self.cluster.release(self.gpus[j])
+            self.cluster.release(self.gpus[j], self._machine_of(j))
             self._close_segment(j, t)
             self.done_iters[j] = self.total_iterations[j]
             self.end_s[j] = t
@@ -575,7 +583,7 @@ class Engine:
         self._start(j, target, t, restarted=True)
 
     def _speed_factor(self, j: int, shape) -> float:
-        key = (self.model_index[j], shape)
+        key = (self._model_index_list[j], shape)
         s = self._speed_cache.get(key)
         if s is None:
             s = float(self.latency.speed_factor(self.model[j], shape))
@@ -585,12 +593,13 @@ class Engine:
         return s
 
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False) -> None:
-        g = int(self.num_gpus[j])
+        g = self._num_gpus_list[j]
+        level = int(tier)
         prev = self.last_gpus[j]
         # Its old GPUs, if all free again and of the accepted tier: take them back at no
         # restart cost. (Any other placement differs from the old set: either some old GPU is
         # held, or the tier differs.)
-        same = prev is not None and not restarted and self._last_tier[j] == tier and self.cluster.all_free(prev)
+        same = prev is not None and not restarted and self._last_tier[j] == level and self.cluster.all_free(prev)
         if same:
             gpus = prev
             shape = self.last_shape[j]
@@ -601,26 +610,30 @@ class Engine:
             else:
                 gpus = np.asarray(gpus, dtype=np.int64)
                 self._check_placement(j, gpus, tier)
-            shape = ((g,),) if tier == Tier.MACHINE else self.spec.shape_of(gpus)
+            shape = ((g,),) if level == 0 else self.spec.shape_of(gpus)
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
-        self.cluster.allocate(j, gpus, int(gpus[0]) // self.spec.gpus_per_machine if tier == Tier.MACHINE else None)
+        # A machine placement's machine is known; any other spans machines (-1).
+        self.cluster.allocate(j, gpus, gpus.item(0) // self.spec.gpus_per_machine if level == 0 else -1)
         self.gpus[j] = gpus
-        self._last_tier[j] = int(tier)
+        self._last_tier[j] = level
         self.last_shape[j] = shape
         self._set_state(j, RUNNING)
-        self.tier[j] = int(tier)
+        self.tier[j] = level
         self.speed[j] = speed
-        self.speed_seen[j, int(tier)] = speed
-        self.rate[j] = speed / self.iter_time_s[j]
+        self.speed_seen[j, level] = speed
+        rate = speed / self._iter_time_list[j]
+        self.rate[j] = rate
         self.hold_start_s[j] = t
-        self.seg_start_s[j] = t + overhead
-        self.seg_done0[j] = self.done_iters[j]
-        self.finish_s[j] = t + overhead + (self.total_iterations[j] - self.done_iters[j]) / self.rate[j]
-        if math.isnan(self.first_start_s[j]):
+        progress_s = t + overhead
+        self.seg_start_s[j] = progress_s
+        done = self.done_iters.item(j)
+        self.seg_done0[j] = done
+        self.finish_s[j] = progress_s + (self._total_iterations_list[j] - done) / rate
+        if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
-        self.placements_by_tier[int(tier)] += 1
-        self.policy.on_start(self, j, tier, float(t - self.starve_anchor_s[j]), t)
+        self.placements_by_tier[level] += 1
+        self.policy.on_start(self, j, tier, t - self.starve_anchor_s.item(j), t)
 
     def _check_placement(self, j: int, gpus: np.ndarray, tier: Tier) -> None:
         g = int(self.num_gpus[j])

@@ -33,6 +33,7 @@ class HeuristicAgent:
     def __init__(self, name: str, env) -> None:
         self.name = name
         self.env = env
+        self._base: DallyEnv = env.unwrapped
         make_policy(name)  # unknown names fail here
         self._policy = None
         self._engine = None
@@ -48,7 +49,7 @@ class HeuristicAgent:
         return self._policy
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
-        base: DallyEnv = self.env.unwrapped
+        base = self._base
         if base.offer is None:
             return np.int64(WAIT), state
         tier = self._decider(base).decide(base.offer, base.engine)
