@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
+_MACHINE_ONLY = (Tier.MACHINE,)
 _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease, not a waiting job
 STATE_NAMES = ("pending", "waiting", "running", "done")
 
@@ -484,6 +485,8 @@ class Engine:
         """Tiers at which ``g`` GPUs can be placed now, most consolidated first (cached per
         demand until the free GPUs change: a pass offers many jobs of the same size)."""
         c = self.cluster
+        if g == 1:  # any free GPU is a machine placement; no other tier exists for one GPU
+            return _MACHINE_ONLY if c.free_total else ()
         if self._tiers_version != c.version:
             self._tiers_cache.clear()
             self._tiers_version = c.version
@@ -493,8 +496,8 @@ class Engine:
             most_on_machine, most_on_rack, network = self._tier_limits
             tiers = self._tiers_cache[g] = tuple(
                 tier for tier, ok in ((Tier.MACHINE, g <= most_on_machine),
-                                      (Tier.RACK, 2 <= g <= most_on_rack),
-                                      (Tier.NETWORK, g >= 2 and network and g <= c.free_total))
+                                      (Tier.RACK, g <= most_on_rack),
+                                      (Tier.NETWORK, network and g <= c.free_total))
                 if ok
             )
         return tiers
