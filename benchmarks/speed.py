@@ -62,11 +62,12 @@ def time_simulate(trace: str, racks: int, policy: str, repeats: int) -> tuple[fl
     return statistics.median(times), summary
 
 
-def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int = 0) -> tuple[float, float, int]:
+def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int = 0) -> dict:
     """Steps per second of ``env_id`` through ``gym.make``, over whole episodes until at least
     ``min_steps`` steps; ``agent`` is ``"dally"`` (the heuristic agent) or ``"random"``
     (uniform over the masked actions). Returns the rate with resets included, the rate of the
-    steps alone (a reset runs the simulation up to the first real choice), and the steps."""
+    steps alone (a reset runs the simulation up to the first real choice), the steps, and per
+    episode the steps and the wall time."""
     env = gym.make(env_id)
     rng = np.random.default_rng(seed)
     heuristic = dallygym.heuristic_agent("dally", env) if agent == "dally" else None
@@ -88,7 +89,14 @@ def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int 
             steps += 1
             done = terminated or truncated
         in_steps_s += time.perf_counter() - episode_start
-    return steps / (time.perf_counter() - start), steps / in_steps_s, steps
+    elapsed = time.perf_counter() - start
+    return {
+        "steps": steps,
+        "steps_per_s": round(steps / elapsed),
+        "steps_per_s_without_resets": round(steps / in_steps_s),
+        "steps_per_episode": round(steps / episode),
+        "ms_per_episode": round(1e3 * elapsed / episode, 1),
+    }
 
 
 def time_cli(args: list[str], repeats: int = 3) -> float:
@@ -126,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     env_rows = []
     for env_id in ("Dally-v0", "DallySmall-v0"):
         for agent in ("dally", "random"):
-            rate, stepping_rate, steps = env_steps_per_s(env_id, agent)
-            env_rows.append({"env": env_id, "agent": agent, "steps": steps, "steps_per_s": round(rate),
-                             "steps_per_s_without_resets": round(stepping_rate),
-                             "cartpole_ratio": round(rate * step_s, 3)})
-            print(f"{env_id:14s} {agent:7s} {rate:9,.0f} steps/s ({stepping_rate:,.0f} without resets)", flush=True)
+            row = {"env": env_id, "agent": agent, **env_steps_per_s(env_id, agent)}
+            row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
+            env_rows.append(row)
+            print(f"{env_id:14s} {agent:7s} {row['steps_per_s']:9,} steps/s "
+                  f"({row['steps_per_s_without_resets']:,} without resets)", flush=True)
     env_frame = pd.DataFrame(env_rows)
 
     out = Path(args.out)
@@ -155,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Environment steps per second through `gym.make` (whole episodes, at least 20,000 steps each), with "
         "resets included and without them (a reset runs the simulation up to the first real choice); "
+        "`steps_per_episode` = decisions per episode (offers where waiting is a real choice), "
+        "`ms_per_episode` = wall time per episode, reset included; "
         "`cartpole_ratio` = env steps/s (resets included) / CartPole steps/s (1.0 = as fast as CartPole):",
         "",
         "```\n" + env_frame.to_string(index=False) + "\n```",
