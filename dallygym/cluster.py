@@ -146,7 +146,9 @@ class ClusterState:
     *marks* them with the job's visiting rank (:meth:`mark_reclaimable`). A placement then
     prefers unmarked (idle) GPUs, and among marked ones those of the job visited last (the
     lowest priority), so a higher-priority job displaces as few and as low-priority jobs as it
-    can. ``idle_per_machine`` counts the free, unmarked GPUs.
+    can. A job preempted at its turn gives up what it still had: those GPUs lose their mark
+    (:meth:`unmark`), as taking them displaces nobody. ``idle_per_machine`` counts the free,
+    unmarked GPUs.
     """
 
     def __init__(self, spec: ClusterSpec) -> None:
@@ -246,6 +248,16 @@ class ClusterState:
         self.mark[gpus] = ranks
         np.subtract.at(self.idle_per_machine, self.spec.machine_of_gpu[gpus], 1)
         self.marks_active = True
+
+    def unmark(self, gpus: np.ndarray) -> None:
+        """Those of ``gpus`` that are free and marked count as idle again: their holder was
+        preempted at its turn, so taking them displaces nobody."""
+        if not self.marks_active:
+            return
+        stale = gpus[(self.owner[gpus] == -1) & (self.mark[gpus] != _IDLE)]
+        if stale.size:
+            self.mark[stale] = _IDLE
+            np.add.at(self.idle_per_machine, self.spec.machine_of_gpu[stale], 1)
 
     def clear_marks(self) -> None:
         """End of a round-boundary pass: every free GPU counts as idle again."""

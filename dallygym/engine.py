@@ -16,7 +16,8 @@ computed analytically, and the engine only wakes on events:
   order. A lease-expired job whose GPUs were not claimed by a higher-priority job keeps them and
   continues at no cost (no decision is asked: it never lost them). A lease-expired job that lost
   any GPU is preempted: its progress is kept, it becomes a waiting job with starvation clock
-  reset to now, and it is offered the remaining GPUs like any waiting job. If it later restarts
+  reset to now, the GPUs it still had are free for anyone (taking them displaces nobody), and
+  it is offered the remaining GPUs like any waiting job. If it later restarts
   on a different GPU set it pays ``restart_overhead_s`` before progressing again.
 
 After a boundary's pass, a policy with a ``migrate`` hook may move running jobs that kept their
@@ -435,6 +436,7 @@ class Engine:
                     if cluster.all_free(held):  # lease renewed on the same GPUs
                         cluster.allocate(j, held, self._machine_of(j))
                         continue
+                    cluster.unmark(held)  # what it still had is free for anyone, itself included
                     self._preempt(j, t)
                 g = num_gpus[j]
                 if g > cluster.free_total:

@@ -86,6 +86,29 @@ def test_restart_on_other_gpus_pays_overhead_and_victim_is_lowest_priority():
     assert jobs.loc[0, "queue_s"] == 25.0
 
 
+def test_gpus_left_by_a_preempted_job_are_taken_before_displacing_another():
+    # 1 rack x 2 machines x 4 GPUs, lease 100. Arrivals one per second place X (3 GPUs) on
+    # GPUs 0-2, W (1) on 3 (best fit), V (3) on 4-6, Y (1) on 7. C (2 GPUs) and D (1) arrive at
+    # 4 and 5 and wait. Priorities: W, V, C, X, D, Y. At the boundary at 100 the leases of X and
+    # Y expire (W and V are ahead of every waiting job and keep theirs). C only fits machine 0
+    # and takes X's GPUs 0 and 1, so X is preempted at its turn; it needs 3 GPUs, only 2 are
+    # free, so it waits. Its GPU 2 is now nobody's: D takes it, and Y keeps GPU 7 -- rather
+    # than D displacing Y from GPU 7 and Y restarting on GPU 2.
+    starts = []
+
+    class Recorder(TablePriority):
+        def on_start(self, view, job, tier, starvation_s, now_s):
+            starts.append((int(view.job_id[job]), now_s, view.gpus[job].tolist()))
+
+    x, w, v, y, c, d = range(6)
+    trace = make_trace([(x, 0, 3, 1000, 1.0), (w, 1, 1, 1000, 1.0), (v, 2, 3, 1000, 1.0),
+                        (y, 3, 1, 1000, 1.0), (c, 4, 2, 1000, 1.0), (d, 5, 1, 1000, 1.0)])
+    engine = run_engine(trace, ClusterSpec(1, 2, 4), Recorder({w: 1, v: 2, c: 3, x: 4, d: 5, y: 6}), lease_s=100.0)
+    assert starts[:4] == [(x, 0.0, [0, 1, 2]), (w, 1.0, [3]), (v, 2.0, [4, 5, 6]), (y, 3.0, [7])]
+    assert starts[4:6] == [(c, 100.0, [0, 1]), (d, 100.0, [2])]
+    assert engine.preemptions.tolist() == [1, 0, 0, 0, 0, 0]
+
+
 def test_preempted_job_without_room_waits_with_starvation_clock_reset():
     spec = ClusterSpec(1, 1, 4)
     trace = make_trace([(0, 0, 4, 1000, 1.0), (1, 10, 4, 100, 1.0)])
