@@ -194,6 +194,86 @@ def plots(rows: pd.DataFrame, kept: dict, out: Path, plot_racks: int) -> list[st
     return written
 
 
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _same_results(rows: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether agents ``a`` and ``b`` have identical summaries on every cell both ran."""
+    keys = ["workload", "trace", "racks"]
+    metrics = [k for k in SUMMARY_KEYS if k in rows.columns]
+    left = rows[rows["agent"] == a].set_index(keys)[metrics].sort_index()
+    right = rows[rows["agent"] == b].set_index(keys)[metrics].sort_index()
+    return left.index.equals(right.index) and left.equals(right)
+
+
+def _validation(run: Path | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """A training run's validation timesteps and mean returns (``eval/evaluations.npz``)."""
+    path = None if run is None else Path(run) / "eval" / "evaluations.npz"
+    if path is None or not path.exists():
+        return None
+    data = np.load(path)
+    return data["timesteps"], data["results"].mean(axis=1)
+
+
+def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
+    """The "What limits it" bullets, every claim checked against this run's numbers."""
+    g = goal.set_index("agent")
+    jct, mk, worst_mk = g["JCT vs dally (%)"], g["makespan vs dally (%)"], g["worst-trace makespan vs dally (%)"]
+    same = [a for a in modes if _same_results(rows, a, "dally-consolidated")]
+    differ = [a for a in modes if a not in same]
+    action = ("- *The action.* Each step only accepts or declines one offer; the order in which jobs are offered is "
+              "the engine's priority rule.")
+    if same:
+        action += (f" Under Dally's Nw_sens order {_and(same)} converged to the same policy as "
+                   "`dally-consolidated`, always waiting for the best tier (identical metrics on every held-out trace).")
+    waiting = _validation(runs.get(same[0])) if same else None
+    batch = rows[(rows["workload"] == "batch") & (rows["racks"] == goal_racks)].set_index("agent")
+    for a in differ:
+        spread = batch.loc[a, "placements_network"]
+        action += (f" {a} did not: it accepts a few placements across racks ({spread.min()}–{spread.max()} per "
+                   f"held-out batch trace, against {batch.loc['dally-consolidated', 'placements_network'].max()} for "
+                   f"`dally-consolidated`), which costs {jct[a]:+.1f} % mean JCT and {mk[a]:+.1f} % makespan against "
+                   "Dally.")
+        mine = _validation(runs.get(a))
+        if mine is not None and waiting is not None and mine[1][-1] > waiting[1][-1]:
+            action += (f" On its two validation traces the same policy scored better than always waiting "
+                       f"({mine[1][-1]:.1f} against {waiting[1][-1]:.1f}, in leases): it does not generalise.")
+    if probes:
+        beaten = [p for p in probes if jct[p] < jct["dally-consolidated"]]
+        action += (" Knowing the true speed factors does not beat always waiting either: the oracle-threshold probes, "
+                   "which accept a worse tier when its speed factor is high, do worse." if not beaten else
+                   f" An oracle-threshold probe does beat always waiting: {', '.join(f'{p} {jct[p]:+.1f} %' for p in beaten)}.")
+    action += (" Waiting is cheap under Nw_sens, because the whole batch time-shares the cluster lease by lease, "
+               "while every spread placement of a network-sensitive job costs many-fold.")
+    order = "- *The priority order* is where JCT is won or lost"
+    if other:
+        order += ": " + "; ".join(f"{a} {jct[a]:+.1f} % mean JCT, makespan {mk[a]:+.1f} % (worst trace "
+                                  f"{worst_mk[a]:+.1f} %)" for a in other)
+        longer = [a for a in other if worst_mk[a] > 0]
+        order += (". Offering jobs in Tiresias's least-attained-service order lets short jobs finish first, but the "
+                  "long network-sensitive gangs then finish later"
+                  + (", which lengthens the makespan; the goal asks for both, and neither order gives both with "
+                     "accept/wait decisions alone." if longer else ", yet the makespan holds on every trace."))
+    else:
+        order += "."
+    budget = []
+    for a in [*modes, *other]:
+        curve = _validation(runs.get(a))
+        if curve is None:
+            continue
+        steps, returns = curve
+        first_best = int(steps[int(np.argmax(returns))])
+        flat = bool(np.all(returns[int(np.argmax(returns)):] == returns.max()))
+        budget.append(f"{a} {'flat from' if flat else 'best at'} {first_best:,}" + ("" if flat else
+                      f" (range {returns.min():.1f} to {returns.max():.1f})"))
+    training = ("- *Training budget.* Validation returns over the 1,000,000 steps (see each run's `curve.png`): "
+                + "; ".join(budget) + ". Going further needs a richer action (choose which waiting job gets the "
+                "offer, or the lease of a running job) or a reward that trades JCT against makespan explicitly."
+                if budget else "")
+    return [action, order, *([training] if training else [])]
+
+
 def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
     lines = [
         "# Benchmark report: learned agents against Dally, Tiresias and Gandiva on held-out traces",
@@ -232,26 +312,7 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
             ]
         other = [a for a in learned if args.priorities.get(a) != "dally" and a in g.index]
         if modes and "dally-consolidated" in g.index:
-            mk = goal.set_index("agent")["makespan vs dally (%)"]
-            lines += [
-                "### What limits it", "",
-                "- *The action.* Each step only accepts or declines one offer; the order in which jobs are offered is "
-                "the engine's priority rule. Under Dally's Nw_sens order every learned agent converged to the same policy "
-                "as `dally-consolidated`, always waiting for the best tier (identical metrics on every held-out trace), "
-                "and no sensitivity knowledge beat it: the oracle-threshold probes, which accept a worse tier when its true "
-                "speed factor is high, do worse. Waiting is cheap under Nw_sens, because the whole batch time-shares the "
-                "cluster lease by lease, while every spread placement costs a little.",
-                "- *The priority order* is where JCT is won or lost"
-                + ("".join(f": {a} {g[a]:+.1f} % mean JCT, makespan {mk[a]:+.1f} %" for a in other) if other else "")
-                + ". Offering jobs in Tiresias's least-attained-service order lets short jobs finish first, but the "
-                "long network-sensitive gangs then finish later, which lengthens the makespan on some traces; the goal "
-                "asks for both, and neither order gives both with accept/wait decisions alone.",
-                "- *Training budget and reward* are not the limit: validation returns stopped improving after about "
-                "100,000 of the 1,000,000 steps (see each run's `curve.png`), and the JCT reward's optimum is what the "
-                "agents found. Going further needs a richer action (choose which waiting job gets the offer, or the "
-                "lease of a running job) or a reward that trades JCT against makespan explicitly.",
-                "",
-            ]
+            lines += ["### What limits it", "", *_limits(rows, goal, args.goal_racks, modes, other, probes, args.runs), ""]
     if imported is not None and not imported.empty:
         lines += ["## Imported Helios-format trace (distribution shift), "
                   f"{args.goal_racks} racks", "", _md(imported), ""]
@@ -297,11 +358,14 @@ def main(argv: list[str] | None = None) -> int:
     agent_paths = DEFAULT_AGENTS if args.agent is None else args.agent
     agents = {name: name for name in args.policies}
     learned = []
+    loaded = []
     for path in agent_paths:
         agent = load_agent(path)
         agents[_label(path, agent)] = agent
         learned.append(_label(path, agent))
+        loaded.append((path, agent))
     args.priorities = {name: agents[name].priority for name in learned}
+    args.runs = {_label(p, a): Path(p) if Path(p).is_dir() else Path(p).parent for p, a in loaded}
     args.modes = {name: agents[name].sensitivity for name in learned}
     for threshold in args.probe_thresholds:
         probe = OracleThresholdProbe(threshold)

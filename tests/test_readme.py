@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -24,3 +25,13 @@ def test_readme_custom_policy_is_short_and_runs(capsys):
 def test_readme_commands_are_marked_for_ci():
     text = README.read_text()
     assert "<!-- ci:install -->" in text and "<!-- ci:test -->" in text
+
+
+def test_readme_result_tables_are_the_committed_benchmark_results():
+    # The README's result blocks are copies of benchmarks/results (benchmarks/readme_sync.py).
+    spec = importlib.util.spec_from_file_location("readme_sync", README.parent / "benchmarks" / "readme_sync.py")
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    text = README.read_text()
+    assert {m["name"] for m in sync.BLOCK.finditer(text)} == set(sync.BLOCKS)
+    assert sync.synced(text) == text, "run python benchmarks/readme_sync.py"

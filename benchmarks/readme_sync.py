@@ -1,0 +1,138 @@
+"""Copy the benchmark results the README quotes into it, so its tables cannot drift from them.
+
+    python benchmarks/readme_sync.py          # rewrite the README's result blocks
+    python benchmarks/readme_sync.py --check  # exit 1 if a block differs from the results
+
+A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
+``<!-- /results -->``; its content is rebuilt from the committed outputs of
+``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/report.py``:
+
+* ``speed``: the measured lines and both tables of ``results/speed.md``;
+* ``makespan``: the batch-500 makespan table of ``results/compare.md``;
+* ``claims``: the paper's-claims table of ``results/compare.md``;
+* ``agents``: the learned agents and the main heuristics from the first table of
+  ``results/report/report.md``.
+
+The tests run the check, so a rerun of a benchmark without a sync fails CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "benchmarks" / "results"
+BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.DOTALL)
+
+#: Rows of the report's main table that the README shows, in its order.
+AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "dally",
+              "dally-consolidated", "tiresias", "gandiva")
+
+
+def section(text: str, heading: str) -> str:
+    """The body of the Markdown section whose heading line starts with ``heading``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    level = len(heading) - len(heading.lstrip("#"))
+    body = []
+    for line in lines[start + 1 :]:
+        if line.startswith("#") and len(line) - len(line.lstrip("#")) <= level:
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def first_table(text: str) -> list[str]:
+    """The lines of the first Markdown table in ``text``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return lines[start:end]
+
+
+def code_blocks(text: str) -> list[str]:
+    return re.findall(r"```\n(.*?)```", text, flags=re.DOTALL)
+
+
+def speed_block() -> str:
+    text = (RESULTS / "speed.md").read_text()
+    measured = [line for line in text.splitlines() if line.startswith("- ")]
+    simulate, env = code_blocks(text)
+    return "\n".join([
+        *measured,
+        "",
+        "In-process `simulate()` time (trace load, run, metrics), median of the repeats:",
+        "",
+        "```text\n" + simulate + "```",
+        "",
+        "Environment steps per second through `gym.make` (whole episodes of at least 20,000 steps in all), "
+        "with resets included and without them; decisions and wall time per episode:",
+        "",
+        "```text\n" + env + "```",
+    ]) + "\n"
+
+
+def makespan_block() -> str:
+    text = (RESULTS / "compare.md").read_text()
+    return "\n".join(first_table(section(text, "### batch-500"))) + "\n"
+
+
+def claims_block() -> str:
+    text = (RESULTS / "compare.md").read_text()
+    return "\n".join(first_table(section(text, "## The paper's claims beside ours"))) + "\n"
+
+
+def agents_block() -> str:
+    text = (RESULTS / "report" / "report.md").read_text()
+    rows = {}
+    for line in first_table(text)[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    out = ["| agent | mean JCT (h) | vs Dally | makespan (h) | vs Dally |", "|---|---|---|---|---|"]
+    for name in AGENT_ROWS:
+        _, jct, jct_vs, makespan, makespan_vs, *_ = rows[name]
+        out.append(f"| {name} | {float(jct):,.1f} | {float(jct_vs):+.1f} % | {float(makespan):,.0f} | "
+                   f"{float(makespan_vs):+.1f} % |")
+    return "\n".join(out) + "\n"
+
+
+BLOCKS = {"speed": speed_block, "makespan": makespan_block, "claims": claims_block, "agents": agents_block}
+
+
+def synced(readme: str) -> str:
+    """The README text with every result block rebuilt; unknown block names are an error."""
+    def fill(match: re.Match) -> str:
+        name = match["name"]
+        if name not in BLOCKS:
+            raise ValueError(f"README block <!-- results:{name} --> is not one of {', '.join(BLOCKS)}")
+        return match[1] + BLOCKS[name]() + match[4]
+
+    return BLOCK.sub(fill, readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only report whether the README is in step")
+    args = parser.parse_args(argv)
+    text = README.read_text()
+    new = synced(text)
+    if args.check:
+        stale = [m["name"] for m, n in zip(BLOCK.finditer(text), BLOCK.finditer(new)) if m["body"] != n["body"]]
+        if stale:
+            print(f"README result blocks out of step with benchmarks/results: {', '.join(stale)}; "
+                  "run python benchmarks/readme_sync.py")
+            return 1
+        return 0
+    README.write_text(new)
+    print(f"README: {len(BLOCK.findall(new))} result blocks written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
