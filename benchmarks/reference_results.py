@@ -55,7 +55,7 @@ def episode_digest(env_id: str, agent: str, episodes: int, seed: int = 5) -> str
             digest.update(obs.tobytes())
             digest.update(np.float64(reward).tobytes())
             done = terminated or truncated
-        summary = info.get("summary") or dallygym.metrics.collect(env.unwrapped.engine).summary
+        summary = info.get("summary") or dallygym.metrics.summarize(env.unwrapped.engine)
         digest.update(json.dumps(_plain(summary), sort_keys=True).encode())
     return digest.hexdigest()
 

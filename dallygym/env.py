@@ -19,7 +19,7 @@ from gymnasium import spaces
 from .cluster import ClusterSpec, Tier
 from .engine import Engine, EngineConfig, Offer
 from .latency import LatencyModel, get_latency_model
-from .metrics import collect
+from .metrics import summarize
 from .policies import Policy, make_policy
 from .trace import generate_trace, load_trace
 
@@ -290,7 +290,7 @@ class DallyEnv(gym.Env):
             self._terminal_pending = False
             self.steps += 1
             info = self._info(invalid=False)
-            info["summary"] = collect(self.engine).summary
+            info["summary"] = summarize(self.engine)
             return self._obs.copy(), float(self._reward()), True, False, info
         action = int(action)
         invalid = False
@@ -314,7 +314,7 @@ class DallyEnv(gym.Env):
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
         if self._done:
-            info["summary"] = collect(self.engine).summary
+            info["summary"] = summarize(self.engine)
         return self._obs.copy(), float(reward), bool(self._done), False, info
 
     def action_masks(self) -> np.ndarray:

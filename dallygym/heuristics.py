@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .env import WAIT, DallyEnv
+from .metrics import summarize
 from .policies import make_policy
 
 
@@ -69,16 +70,10 @@ def evaluate(env, agent, seed: int = 0) -> dict:
     terminated = truncated = False
     base: DallyEnv = env.unwrapped
     if base._done:  # no decision at all in this episode
-        return _summary(base)
+        return summarize(base.engine)
     while not (terminated or truncated):
         action, _ = agent.predict(obs, deterministic=True, action_masks=info["action_mask"])
         obs, _, terminated, truncated, info = env.step(int(action))
     if truncated:
         raise RuntimeError("the episode was truncated before every job finished; raise max_episode_steps")
     return info["summary"]
-
-
-def _summary(base: DallyEnv) -> dict:
-    from .metrics import collect
-
-    return collect(base.engine).summary

@@ -78,56 +78,66 @@ class RunResult:
                 frame.to_parquet(path, index=False)
 
 
-def job_frame(engine: Engine) -> pd.DataFrame:
-    """Per-job metrics of a finished engine run."""
+def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
+    """Per-job metrics of a finished engine run, as arrays."""
     if not np.all(engine.state == DONE):
         raise ValueError("metrics need a finished run: some jobs have not completed")
     jct = engine.end_s - engine.arrival_s
     comm = engine.run_s - engine.overhead_s - engine.ideal_s
-    return pd.DataFrame(
-        {
-            "job_id": engine.job_id,
-            "model": engine.model.astype(str),
-            "num_gpus": engine.num_gpus,
-            "arrival_s": engine.arrival_s,
-            "first_start_s": engine.first_start_s,
-            "end_s": engine.end_s,
-            "jct_s": jct,
-            "queue_s": jct - engine.run_s,
-            "run_s": engine.run_s,
-            "ideal_s": engine.ideal_s,
-            # Float round-off of (run − ideal) can leave a job at speed 1 with −1e-9 s.
-            "comm_s": np.where(np.abs(comm) < 1e-6 * np.maximum(1.0, engine.ideal_s), 0.0, comm),
-            "overhead_s": engine.overhead_s,
-            "preemptions": engine.preemptions,
-            "migrations": engine.migrations,
-            "machine_s": engine.tier_s[:, Tier.MACHINE],
-            "rack_s": engine.tier_s[:, Tier.RACK],
-            "network_s": engine.tier_s[:, Tier.NETWORK],
-        }
-    )
+    return {
+        "job_id": engine.job_id,
+        "model": engine.model.astype(str),
+        "num_gpus": engine.num_gpus,
+        "arrival_s": engine.arrival_s,
+        "first_start_s": engine.first_start_s,
+        "end_s": engine.end_s,
+        "jct_s": jct,
+        "queue_s": jct - engine.run_s,
+        "run_s": engine.run_s,
+        "ideal_s": engine.ideal_s,
+        # Float round-off of (run − ideal) can leave a job at speed 1 with −1e-9 s.
+        "comm_s": np.where(np.abs(comm) < 1e-6 * np.maximum(1.0, engine.ideal_s), 0.0, comm),
+        "overhead_s": engine.overhead_s,
+        "preemptions": engine.preemptions,
+        "migrations": engine.migrations,
+        "machine_s": engine.tier_s[:, Tier.MACHINE],
+        "rack_s": engine.tier_s[:, Tier.RACK],
+        "network_s": engine.tier_s[:, Tier.NETWORK],
+    }
+
+
+def job_frame(engine: Engine) -> pd.DataFrame:
+    """Per-job metrics of a finished engine run."""
+    return pd.DataFrame(_job_columns(engine))
+
+
+TIMELINE_COLUMNS = ("time_s", "gpus_used", "running", "waiting", "remaining")
 
 
 def timeline_frame(engine: Engine) -> pd.DataFrame:
-    frame = pd.DataFrame(engine.timeline, columns=["time_s", "gpus_used", "running", "waiting", "remaining"])
+    frame = pd.DataFrame(engine.timeline, columns=list(TIMELINE_COLUMNS))
     frame.insert(2, "utilization", frame["gpus_used"] / engine.spec.num_gpus)
     return frame
 
 
-def summarize(jobs: pd.DataFrame, timeline: pd.DataFrame, num_gpus: int, placements_by_tier) -> dict:
-    """The flat per-run summary from the per-job and timeline frames."""
-    jct = jobs["jct_s"].to_numpy()
-    queue = jobs["queue_s"].to_numpy()
+def summarize(engine: Engine) -> dict:
+    """The flat per-run summary of a finished run (keys :data:`SUMMARY_KEYS`), straight from
+    the engine's arrays: the environment asks for it at the end of every episode, where
+    building the frames would cost more than the summary."""
+    jobs = _job_columns(engine)
+    jct = jobs["jct_s"]
+    queue = jobs["queue_s"]
     first = float(jobs["arrival_s"].min())
     last = float(jobs["end_s"].max())
     makespan = last - first
-    t = timeline["time_s"].to_numpy()
-    used = timeline["gpus_used"].to_numpy(dtype=np.float64)
+    t = np.array([row[0] for row in engine.timeline], dtype=np.float64)
+    used = np.array([row[1] for row in engine.timeline], dtype=np.float64)
     if makespan > 0:
         spans = np.diff(np.append(t, last))
-        utilization = float(np.dot(used, spans) / (num_gpus * makespan))
+        utilization = float(np.dot(used, spans) / (engine.spec.num_gpus * makespan))
     else:
         utilization = 0.0
+    placements = engine.placements_by_tier
     return {
         "makespan_s": float(makespan),
         "jct_mean_s": float(jct.mean()),
@@ -139,10 +149,10 @@ def summarize(jobs: pd.DataFrame, timeline: pd.DataFrame, num_gpus: int, placeme
         "queue_p99_s": float(np.percentile(queue, 99)),
         "comm_mean_s": float(jobs["comm_s"].mean()),
         "utilization": utilization,
-        "jobs": len(jobs),
-        "placements_machine": int(placements_by_tier[Tier.MACHINE]),
-        "placements_rack": int(placements_by_tier[Tier.RACK]),
-        "placements_network": int(placements_by_tier[Tier.NETWORK]),
+        "jobs": int(engine.n),
+        "placements_machine": int(placements[Tier.MACHINE]),
+        "placements_rack": int(placements[Tier.RACK]),
+        "placements_network": int(placements[Tier.NETWORK]),
         "preemptions": int(jobs["preemptions"].sum()),
         "migrations": int(jobs["migrations"].sum()),
     }
@@ -150,6 +160,4 @@ def summarize(jobs: pd.DataFrame, timeline: pd.DataFrame, num_gpus: int, placeme
 
 def collect(engine: Engine) -> RunResult:
     """Metrics of a finished engine run."""
-    jobs = job_frame(engine)
-    timeline = timeline_frame(engine)
-    return RunResult(jobs=jobs, timeline=timeline, summary=summarize(jobs, timeline, engine.spec.num_gpus, engine.placements_by_tier))
+    return RunResult(jobs=job_frame(engine), timeline=timeline_frame(engine), summary=summarize(engine))
