@@ -71,8 +71,9 @@ def speed_block() -> str:
         "",
         "```text\n" + simulate + "```",
         "",
-        "Environment steps per second through `gym.make` (whole episodes of at least 20,000 steps in all), "
-        "with resets included and without them; decisions and wall time per episode:",
+        "Environment steps per second through `gym.make` (whole episodes, at least 20,000 steps per "
+        "measurement, the median of the measurements), with resets included and without them; decisions and "
+        "wall time per episode:",
         "",
         "```text\n" + env + "```",
     ]) + "\n"
