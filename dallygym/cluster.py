@@ -289,7 +289,8 @@ class ClusterState:
         MACHINE: best fit -- the machine with the fewest free GPUs that still fits (after
         preferring machines that need no reclaimed GPUs), ties by lowest id.
         RACK: the best-fit rack likewise; inside it, the fewest machines: the fullest-free
-        machines whole, then the remainder on the machine with the fewest free GPUs that fits.
+        machines whole, then the remainder on the machine with the fewest free GPUs that fits
+        (ties: the machine with more idle GPUs, then the lowest id).
         NETWORK: the same rule one level up (fewest racks, remainder on the best-fit rack),
         each rack's share placed by the RACK rule.
 
@@ -327,7 +328,8 @@ class ClusterState:
                 raise ClusterError(f"only {self.free_total} GPUs are free, {num_gpus} asked")
             if num_gpus < 2 or self.spec.racks < 2:
                 raise ClusterError("a network placement needs 2 GPUs on 2 racks")
-            shares = _fewest_units(self.free_per_rack, num_gpus, min_units=2)
+            idle_per_rack = self.idle_per_machine.reshape(spec.racks, spec.machines_per_rack).sum(axis=1)
+            shares = _fewest_units(self.free_per_rack, num_gpus, min_units=2, idle=idle_per_rack)
             if shares is None:
                 raise ClusterError(f"{num_gpus} free GPUs cannot be spread over 2 racks")
             parts = [self._spread_in_rack(rack, share, min_machines=1) for rack, share in shares]
@@ -395,24 +397,29 @@ class ClusterState:
         m = self.spec.machines_per_rack
         first = rack * m
         free = self.free_per_machine[first : first + m]
-        shares = _fewest_units(free, count, min_units=min_machines)
+        idle = self.idle_per_machine[first : first + m]
+        shares = _fewest_units(free, count, min_units=min_machines, idle=idle)
         if shares is None:
             raise ClusterError(f"rack {rack} cannot hold {count} GPUs over {min_machines} machines")
         return np.concatenate([self.gpus_on_machine(first + i, c) for i, c in shares])
 
 
-def _fewest_units(free: np.ndarray, need: int, min_units: int) -> list[tuple[int, int]] | None:
+def _fewest_units(
+    free: np.ndarray, need: int, min_units: int, idle: np.ndarray | None = None
+) -> list[tuple[int, int]] | None:
     """Split ``need`` over the fewest units (machines or racks) with free capacity ``free``.
 
-    The units with the most free capacity are used whole, largest first (ties by id); the
-    remainder goes to the unit with the fewest free GPUs that can hold it (best fit, ties by
-    id). When ``min_units`` is 2 and one unit could hold everything, the job is split as
+    The units with the most free capacity are used whole, largest first; the remainder goes to
+    the unit with the fewest free GPUs that can hold it (best fit). Ties go to the unit with the
+    most idle GPUs (``idle``: free and unmarked, at a round boundary; default ``free``), so an
+    equally good split displaces as few lease-expired jobs as it can, then to the lowest id. When ``min_units`` is 2 and one unit could hold everything, the job is split as
     (largest share that leaves the rest on a second unit) -- the most consolidated shape that
     still spans two units. Returns ``[(unit index, count), ...]`` or None if impossible.
     """
     if free.sum() < need:
         return None
-    order = np.lexsort((np.arange(len(free)), -free))  # most free first, ties by id
+    idle = free if idle is None else idle
+    order = np.lexsort((np.arange(len(free)), -idle, -free))  # most free first, then most idle, then id
     shares: list[tuple[int, int]] = []
     left = need
     for pos, unit in enumerate(order):
@@ -434,7 +441,7 @@ def _fewest_units(free: np.ndarray, need: int, min_units: int) -> list[tuple[int
             # Remainder fits on one unit: choose the best-fit unit among this one and the rest.
             cand = order[pos:]
             fits = cand[free[cand] >= left]
-            best = fits[np.lexsort((fits, free[fits]))[0]]
+            best = fits[np.lexsort((fits, -idle[fits], free[fits]))[0]]
             shares.append((int(best), left))
             return shares
         shares.append((int(unit), take))
