@@ -1,0 +1,72 @@
+"""The sentences benchmarks/compare.py writes are computed from the runs: checked on small,
+hand-made result tables whose right wording is known."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "benchmarks" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(policy, racks, trace="batch-500", **metrics):
+    base = dict.fromkeys(("makespan_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s", "queue_mean_s",
+                          "queue_p95_s", "queue_p99_s", "comm_mean_s"), 100.0)
+    return {"trace": trace, "racks": racks, "policy": policy, **base, **metrics}
+
+
+def test_dally_losses_name_each_metric_where_dally_is_worse(bench):
+    grid = pd.DataFrame([_row("dally", 2), _row("gandiva", 2, jct_median_s=80.0),
+                         _row("dally", 4), _row("gandiva", 4, makespan_s=300.0)])
+    assert bench._dally_losses(grid, "gandiva") == ["jct_median_s on batch-500 at 2 racks (100 vs 80)"]
+
+
+def test_lease_sentence_names_the_sizes_where_tiresias_keeps_the_lower_jct(bench):
+    rows = []
+    for lease in (1, 4):
+        rows += [{"racks": 2, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0},
+                 {"racks": 2, "lease_h": lease, "policy": "tiresias", "jct_mean_s": 5.0},
+                 {"racks": 8, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0},
+                 {"racks": 8, "lease_h": lease, "policy": "tiresias", "jct_mean_s": 20.0 if lease == 4 else 5.0}]
+    (line,) = bench._lease_lines(pd.DataFrame(rows))
+    assert "keeps the lower mean JCT at every lease on 2 racks" in line
+    assert bench._lease_lines(None) == []
+
+
+def test_history_changes_are_against_the_default_window_of_each_size(bench):
+    sweep = pd.DataFrame([
+        {"racks": 2, "window_h": 96.0, "default": True, "makespan_s": 100.0, "jct_mean_s": 50.0, "comm_mean_s": 10.0},
+        {"racks": 2, "window_h": 12.0, "default": False, "makespan_s": 150.0, "jct_mean_s": 50.0, "comm_mean_s": 5.0},
+        {"racks": 2, "window_h": math.inf, "default": False, "makespan_s": 100.0, "jct_mean_s": 55.0,
+         "comm_mean_s": 10.0},
+    ])
+    changes = bench.history_changes(sweep).set_index("window_h")
+    assert changes.loc[12.0, "makespan_s"] == pytest.approx(50.0)
+    assert changes.loc[12.0, "comm_mean_s"] == pytest.approx(-50.0)
+    assert changes.loc[math.inf, "jct_mean_s"] == pytest.approx(10.0)
+    assert "makespan by up to 50 %" in bench._history_sentence(sweep)
+
+
+def test_seed_improvements_are_one_minus_dally_over_baseline(bench):
+    sweep = pd.DataFrame([
+        {"racks": 4, "seed": 11, "policy": "dally", "makespan_s": 30.0, "jct_mean_s": 20.0, "comm_mean_s": 1.0},
+        {"racks": 4, "seed": 11, "policy": "tiresias", "makespan_s": 60.0, "jct_mean_s": 10.0, "comm_mean_s": 4.0},
+        {"racks": 4, "seed": 11, "policy": "gandiva", "makespan_s": 120.0, "jct_mean_s": 40.0, "comm_mean_s": 2.0},
+    ])
+    row = bench.seed_improvements(sweep).iloc[0]
+    assert row["makespan vs tiresias"] == pytest.approx(50.0)
+    assert row["jct_mean vs tiresias"] == pytest.approx(-100.0)
+    assert row["makespan vs gandiva"] == pytest.approx(75.0)
+    assert row["comm_mean vs gandiva"] == pytest.approx(50.0)
