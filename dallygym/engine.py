@@ -380,45 +380,11 @@ class Engine:
             return
         order = self._priority_order(cand)
         if boundary:
-            # Running jobs ahead of every waiting job keep their GPUs: nobody before them in
-            # the order could claim any. The rest of the running jobs' GPUs become claimable
-            # by higher-priority jobs until their own turn comes.
-            waiting = np.flatnonzero(state[order] == WAITING)
-            if waiting.size == 0:
-                self._migrations(order, t)
+            order = self._expire_leases(order)
+            if order is None:  # nobody waits: every lease is renewed as it stands
+                self._migrations(cand, t)
                 return
-            first = int(waiting[0])
-            visit = order[first:]
-            expired = visit[state[visit] == RUNNING]
-            if expired.size:
-                rank = np.full(self.n, -1, dtype=np.int64)
-                rank[visit] = np.arange(visit.size)
-                owner = cluster.owner
-                held = owner >= 0
-                gpus = np.flatnonzero(held)
-                ranks = rank[owner[gpus]]
-                later = ranks >= 0
-                cluster.mark_reclaimable(gpus[later], ranks[later])
-                self.expired_unvisited.update(expired.tolist())
-            order = visit
-        # The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
-        # leases were freed above), so a waiting job too big for them now is skipped all pass
-        # long: drop those jobs here, and below, skip ahead to the next expired lease as soon
-        # as no waiting job further on can fit.
-        demand = self.num_gpus[order]
-        fits = demand <= cluster.free_total
-        if boundary:
-            expired_at = state[order] == RUNNING
-            fits |= expired_at  # expired leases are always visited: renewed or preempted
-            order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
-            demand[expired_at] = _NO_DEMAND
-            expired_pos = np.flatnonzero(expired_at).tolist()
-        else:
-            order, demand = order[fits], demand[fits]
-            expired_pos = []
-        # least_ahead[p]: the smallest demand of a waiting job at position p or later
-        least_ahead = np.minimum.accumulate(demand[::-1])[::-1].tolist()
-        queue = order.tolist()
+        queue, least_ahead, expired_pos = self._visit_plan(order, boundary)
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
@@ -463,6 +429,53 @@ class Engine:
                 cluster.clear_marks()
         if boundary:
             self._migrations(cand, t)
+
+    def _expire_leases(self, order: np.ndarray) -> np.ndarray | None:
+        """Open a round boundary's pass over ``order`` (waiting and running jobs, in priority
+        order). Running jobs ahead of every waiting job keep their GPUs: nobody before them
+        could claim any. The other running jobs' GPUs become claimable by higher-priority jobs
+        until their own turn comes (marked with their rank in the pass). Returns the jobs to
+        visit, from the first waiting one on, or None if no job waits."""
+        state = self.state
+        waiting = np.flatnonzero(state[order] == WAITING)
+        if waiting.size == 0:
+            return None
+        visit = order[int(waiting[0]):]
+        expired = visit[state[visit] == RUNNING]
+        if expired.size:
+            rank = np.full(self.n, -1, dtype=np.int64)
+            rank[visit] = np.arange(visit.size)
+            owner = self.cluster.owner
+            gpus = np.flatnonzero(owner >= 0)
+            ranks = rank[owner[gpus]]
+            later = ranks >= 0
+            self.cluster.mark_reclaimable(gpus[later], ranks[later])
+            self.expired_unvisited.update(expired.tolist())
+        return visit
+
+    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[list[int], list[int], list[int]]:
+        """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
+
+        The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
+        leases were freed when the pass opened), so a waiting job too big for them now is
+        skipped all pass long: such jobs are dropped here. Returns the job indices to visit,
+        ``least_ahead`` (at each position, the smallest demand of a waiting job there or
+        later: once the free GPUs are fewer, only expired leases are left to visit) and the
+        positions of the expired leases (always visited: renewed or preempted).
+        """
+        demand = self.num_gpus[order]
+        fits = demand <= self.cluster.free_total
+        if boundary:
+            expired_at = self.state[order] == RUNNING
+            fits |= expired_at
+            order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
+            demand[expired_at] = _NO_DEMAND
+            expired_pos = np.flatnonzero(expired_at).tolist()
+        else:
+            order, demand = order[fits], demand[fits]
+            expired_pos = []
+        least_ahead = np.minimum.accumulate(demand[::-1])[::-1].tolist()
+        return order.tolist(), least_ahead, expired_pos
 
     def _migrations(self, jobs: np.ndarray, t: float) -> None:
         """After a boundary pass: running jobs that kept their GPUs may move to a better tier
