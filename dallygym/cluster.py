@@ -111,8 +111,13 @@ class ClusterSpec:
 
     def shape_of(self, gpus: np.ndarray) -> Shape:
         """Canonical shape of a placement given as an array of GPU ids."""
-        machines = np.asarray(gpus, dtype=np.int64) // self.gpus_per_machine
-        per_rack = np.bincount(machines, minlength=self.num_machines).reshape(self.racks, self.machines_per_rack)
+        ids = np.asarray(gpus, dtype=np.int64)
+        try:
+            counts = np.bincount(ids // self.gpus_per_machine, minlength=self.num_machines)
+            per_rack = counts.reshape(self.racks, self.machines_per_rack)
+        except ValueError:  # a negative id (bincount) or one past the last GPU (reshape)
+            bad = ids[(ids < 0) | (ids >= self.num_gpus)]
+            raise ClusterError(f"GPU id {int(bad[0])} out of range 0..{self.num_gpus - 1}") from None
         return canonical_shape(per_rack[per_rack.any(axis=1)].tolist())
 
 

@@ -51,6 +51,12 @@ def test_shape_is_canonical_and_gives_the_tier():
     assert tier_of_shape(((4,), (4,))) == Tier.NETWORK
 
 
+@pytest.mark.parametrize("gpu", [-1, 16, 99])
+def test_shape_of_a_gpu_outside_the_cluster_names_it(gpu):
+    with pytest.raises(ClusterError, match=f"GPU id {gpu} out of range 0..15"):
+        ClusterSpec(2, 2, 4).shape_of([0, 1, gpu])
+
+
 def test_best_possible_tier_by_size():
     spec = ClusterSpec(2, 2, 4)
     assert [spec.best_possible_tier(g) for g in (1, 4, 5, 8, 9, 16)] == [
