@@ -109,6 +109,22 @@ def test_gpus_left_by_a_preempted_job_are_taken_before_displacing_another():
     assert engine.preemptions.tolist() == [1, 0, 0, 0, 0, 0]
 
 
+def test_expired_leases_behind_jobs_that_no_longer_fit_are_renewed():
+    # One machine of 8 GPUs, lease 100. At 0: C (4 GPUs) takes 0-3, X (1) 4, Y (1) 5, W (2) 6-7.
+    # A (2 GPUs), B (3) and E (3) arrive at 1 and wait. Priorities C, A, B, X, E, Y, W.
+    # Boundary at 100: C is ahead of every waiting job and keeps its GPUs; the leases of X, Y
+    # and W expire (4 GPUs claimable). A takes W's 2 GPUs (the lowest priority). Now only 2
+    # are claimable: B and E no longer fit, X and Y keep theirs, W is preempted with 100 of 500
+    # iterations done. At 150 A, X and Y end; B runs 150..250, E 250..350, then W 350..750.
+    c, x, y, w, a, b, e = range(7)
+    trace = make_trace([(c, 0, 4, 1000, 1.0), (x, 0, 1, 150, 1.0), (y, 0, 1, 150, 1.0), (w, 0, 2, 500, 1.0),
+                        (a, 1, 2, 50, 1.0), (b, 1, 3, 100, 1.0), (e, 1, 3, 100, 1.0)])
+    priority = TablePriority({c: 0, a: 1, b: 2, x: 3, e: 4, y: 5, w: 6})
+    engine = run_engine(trace, ClusterSpec(1, 1, 8), priority, lease_s=100.0)
+    assert engine.end_s.tolist() == [1000.0, 150.0, 150.0, 750.0, 150.0, 250.0, 350.0]
+    assert engine.preemptions.tolist() == [0, 0, 0, 1, 0, 0, 0]
+
+
 def test_preempted_job_without_room_waits_with_starvation_clock_reset():
     spec = ClusterSpec(1, 1, 4)
     trace = make_trace([(0, 0, 4, 1000, 1.0), (1, 10, 4, 100, 1.0)])
