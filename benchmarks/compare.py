@@ -187,12 +187,17 @@ def _lease_cell(args: tuple[int, int, str]) -> dict:
     return {"racks": racks, "lease_h": lease_h, "policy": policy, **s, "wall_s": time.perf_counter() - start}
 
 
+def _run_cells(run, cells: list, workers: int) -> pd.DataFrame:
+    """One row per cell, ``run(cell)`` on ``workers`` processes (the sweeps)."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return pd.DataFrame(list(pool.map(run, cells)))
+
+
 def lease_sweep(workers: int) -> pd.DataFrame:
     """The lease is the knob the paper leaves open that matters most: batch-500 under Dally,
     Tiresias and Gandiva with leases of 1, 4, 12 and 24 h at 2 and 8 racks."""
     cells = [(r, h, p) for r in LEASE_SWEEP_RACKS for h in LEASE_SWEEP_H for p in LEASE_SWEEP_POLICIES]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return pd.DataFrame(list(pool.map(_lease_cell, cells)))
+    return _run_cells(_lease_cell, cells, workers)
 
 
 #: History windows swept for Dally's auto-tuner (hours; inf = keep every entry), besides the
@@ -214,8 +219,7 @@ def history_sweep(workers: int) -> pd.DataFrame:
     """Dally's auto-tuner history window, which the paper leaves open: batch-500 at every size
     with the default window and with 12 h, 24 h, 96 h and an unlimited one."""
     cells = [(r, h) for r in HISTORY_SWEEP_RACKS for h in (None, *HISTORY_SWEEP_H)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return pd.DataFrame(list(pool.map(_history_cell, cells)))
+    return _run_cells(_history_cell, cells, workers)
 
 
 def history_changes(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -271,8 +275,7 @@ def seed_sweep(racks: list[int], workers: int) -> pd.DataFrame:
     """Dally, Tiresias and Gandiva on five other draws of the batch-500 generator at every size:
     how far the single-trace claims move from one draw to the next."""
     cells = [(r, seed, p) for r in racks for seed in SEED_SWEEP_SEEDS for p in SEED_SWEEP_POLICIES]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return pd.DataFrame(list(pool.map(_seed_cell, cells)))
+    return _run_cells(_seed_cell, cells, workers)
 
 
 def seed_improvements(sweep: pd.DataFrame) -> pd.DataFrame:

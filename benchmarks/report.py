@@ -24,7 +24,7 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec
-from dallygym.learn import LearnedAgent, load_agent, run_agent
+from dallygym.learn import LearnedAgent, load_agent, run_agent, training_curve
 from dallygym.metrics import SUMMARY_KEYS
 from dallygym.policies import POLICIES
 
@@ -208,12 +208,11 @@ def _same_results(rows: pd.DataFrame, a: str, b: str) -> bool:
 
 
 def _validation(run: Path | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """A training run's validation timesteps and mean returns (``eval/evaluations.npz``)."""
-    path = None if run is None else Path(run) / "eval" / "evaluations.npz"
-    if path is None or not path.exists():
+    """A training run's validation timesteps and mean returns, if it has any."""
+    evals = pd.DataFrame() if run is None else training_curve(run)[1]
+    if evals.empty:
         return None
-    data = np.load(path)
-    return data["timesteps"], data["results"].mean(axis=1)
+    return evals["timesteps"].to_numpy(), evals["mean_return"].to_numpy()
 
 
 def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:

@@ -188,6 +188,11 @@ class ClusterState:
                 return -1
         return first
 
+    def _check_machine(self, gpus: np.ndarray, machine: int | None) -> None:
+        """A caller's claim about where ``gpus`` are (see :meth:`allocate`) is true."""
+        if machine is not None and machine != self._single_machine(gpus):
+            raise ClusterError(f"GPUs {gpus.tolist()} are not all on machine {machine}")
+
     #: Re-check in :meth:`allocate` that the GPUs are free. Every caller in the engine has
     #: established it already (placements are searched among free GPUs, renewals and policy
     #: placements are checked first), so this is off on the hot path; the tests turn it on.
@@ -200,8 +205,7 @@ class ClusterState:
             owner = self.owner[gpus]
             if (owner != -1).any():
                 raise ClusterError(f"GPUs {gpus[owner != -1].tolist()} are already held")
-            if machine is not None and machine != self._single_machine(gpus):
-                raise ClusterError(f"GPUs {gpus.tolist()} are not all on machine {machine}")
+            self._check_machine(gpus, machine)
         self.owner[gpus] = job
         n = len(gpus)
         if machine is None:
@@ -226,8 +230,8 @@ class ClusterState:
 
     def release(self, gpus: np.ndarray, machine: int | None = None) -> None:
         """Free a job's GPUs (unmarked); ``machine`` as for :meth:`allocate`."""
-        if self.check_allocations and machine is not None and machine != self._single_machine(gpus):
-            raise ClusterError(f"GPUs {gpus.tolist()} are not all on machine {machine}")
+        if self.check_allocations:
+            self._check_machine(gpus, machine)
         self.owner[gpus] = -1
         n = len(gpus)
         if machine is None:
@@ -304,13 +308,6 @@ class ClusterState:
         """
         spec = self.spec
         if tier == Tier.MACHINE:
-            if not self.marks_active:  # the common case, inlined: best fit, lowest free slots
-                free = self.free_per_machine
-                machine = int(np.where(free >= num_gpus, free, _BIG).argmin())
-                if free[machine] >= num_gpus:
-                    g = spec.gpus_per_machine
-                    base = machine * g
-                    return np.flatnonzero(self.owner[base : base + g] < 0)[:num_gpus] + base
             machine = self._pick_machine(num_gpus)
             if machine < 0:
                 raise ClusterError(f"no machine has {num_gpus} free GPUs")
@@ -318,9 +315,7 @@ class ClusterState:
         if tier == Tier.RACK:
             if num_gpus < 2:
                 raise ClusterError("a rack placement needs at least 2 GPUs")
-            idle_per_rack = np.bincount(
-                spec.rack_of_machine, weights=self.idle_per_machine, minlength=spec.racks
-            ).astype(np.int64)
+            idle_per_rack = self._idle_per_rack()
             # A rack placement spans at least two machines, so only racks with free GPUs on
             # two machines qualify (even when one machine could hold the whole job).
             spread = (self.free_per_machine.reshape(spec.racks, spec.machines_per_rack) > 0).sum(axis=1) >= 2
@@ -333,13 +328,15 @@ class ClusterState:
                 raise ClusterError(f"only {self.free_total} GPUs are free, {num_gpus} asked")
             if num_gpus < 2 or self.spec.racks < 2:
                 raise ClusterError("a network placement needs 2 GPUs on 2 racks")
-            idle_per_rack = self.idle_per_machine.reshape(spec.racks, spec.machines_per_rack).sum(axis=1)
-            shares = _fewest_units(self.free_per_rack, num_gpus, min_units=2, idle=idle_per_rack)
+            shares = _fewest_units(self.free_per_rack, num_gpus, min_units=2, idle=self._idle_per_rack())
             if shares is None:
                 raise ClusterError(f"{num_gpus} free GPUs cannot be spread over 2 racks")
             parts = [self._spread_in_rack(rack, share, min_machines=1) for rack, share in shares]
             return np.concatenate(parts)
         raise ClusterError(f"unknown tier {tier!r}")
+
+    def _idle_per_rack(self) -> np.ndarray:
+        return self.idle_per_machine.reshape(self.spec.racks, self.spec.machines_per_rack).sum(axis=1)
 
     def _pick_machine(self, need: int) -> int:
         """Best-fit machine for ``need`` GPUs, displacing the lowest-priority jobs possible.

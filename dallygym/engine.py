@@ -500,7 +500,7 @@ class Engine:
         """Tiers at which ``g`` GPUs can be placed now, most consolidated first (cached per
         demand until the free GPUs change: a pass offers many jobs of the same size)."""
         c = self.cluster
-        if g == 1:  # any free GPU is a machine placement; no other tier exists for one GPU
+        if g == 1:  # fast path: any free GPU is a machine placement, and the only one
             return _MACHINE_ONLY if c.free_total else ()
         if self._tiers_version != c.version:
             self._tiers_cache.clear()
@@ -511,8 +511,8 @@ class Engine:
             most_on_machine, most_on_rack, network = self._tier_limits
             tiers = self._tiers_cache[g] = tuple(
                 tier for tier, ok in ((Tier.MACHINE, g <= most_on_machine),
-                                      (Tier.RACK, g <= most_on_rack),
-                                      (Tier.NETWORK, network and g <= c.free_total))
+                                      (Tier.RACK, 2 <= g <= most_on_rack),
+                                      (Tier.NETWORK, network and 2 <= g <= c.free_total))
                 if ok
             )
         return tiers
@@ -563,7 +563,7 @@ class Engine:
         self.gpus[j] = None
 
     def _machine_of(self, j: int) -> int:
-        """The machine holding all of running job ``j``'s GPUs, or -1 if they span machines."""
+        """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
         return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier[j] == 0 else -1
 
     def _complete(self, jobs: np.ndarray, t: float) -> None:
@@ -631,11 +631,10 @@ class Engine:
             shape = ((g,),) if level == 0 else self.spec.shape_of(gpus)
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
-        # A machine placement's machine is known; any other spans machines (-1).
-        self.cluster.allocate(j, gpus, gpus.item(0) // self.spec.gpus_per_machine if level == 0 else -1)
         self.gpus[j] = gpus
         self._last_tier[j] = level
         self.last_shape[j] = shape
+        self.cluster.allocate(j, gpus, self._machine_of(j))
         self._set_state(j, RUNNING)
         self.tier[j] = level
         self.speed[j] = speed

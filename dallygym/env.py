@@ -53,8 +53,8 @@ _OFFERED = {
     tiers: (Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers)
     for tiers in [(), *((t,) for t in Tier), *itertools.combinations(Tier, 2), tuple(Tier)]
 }
-#: Action masks by offered tiers (a handful of distinct ones), copied out on each use.
-_MASKS: dict[tuple[Tier, ...], np.ndarray] = {}
+#: Action masks by offered tiers (wait is always valid), copied out on each use.
+_MASKS = {tiers: np.array((True, *offered)) for tiers, offered in _OFFERED.items()}
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
 
@@ -320,10 +320,7 @@ class DallyEnv(gym.Env):
     def action_masks(self) -> np.ndarray:
         """Valid actions now: wait always; accept at each tier the current offer has."""
         tiers = () if self._done or self.offer is None else self.offer.tiers
-        mask = _MASKS.get(tiers)
-        if mask is None:
-            mask = _MASKS[tiers] = np.array([True, Tier.MACHINE in tiers, Tier.RACK in tiers, Tier.NETWORK in tiers])
-        return mask.copy()
+        return _MASKS[tiers].copy()
 
     def render(self):
         if self.render_mode is None:

@@ -111,20 +111,18 @@ def job_frame(engine: Engine) -> pd.DataFrame:
     return pd.DataFrame(_job_columns(engine))
 
 
-TIMELINE_COLUMNS = ("time_s", "gpus_used", "running", "waiting", "remaining")
-
-
 def timeline_frame(engine: Engine) -> pd.DataFrame:
-    frame = pd.DataFrame(engine.timeline, columns=list(TIMELINE_COLUMNS))
+    frame = pd.DataFrame(engine.timeline, columns=["time_s", "gpus_used", "running", "waiting", "remaining"])
     frame.insert(2, "utilization", frame["gpus_used"] / engine.spec.num_gpus)
     return frame
 
 
-def summarize(engine: Engine) -> dict:
+def summarize(engine: Engine, jobs: dict[str, np.ndarray] | None = None) -> dict:
     """The flat per-run summary of a finished run (keys :data:`SUMMARY_KEYS`), straight from
     the engine's arrays: the environment asks for it at the end of every episode, where
-    building the frames would cost more than the summary."""
-    jobs = _job_columns(engine)
+    building the frames would cost more than the summary. ``jobs``: the per-job columns, if
+    the caller has them already."""
+    jobs = _job_columns(engine) if jobs is None else jobs
     jct = jobs["jct_s"]
     queue = jobs["queue_s"]
     first = float(jobs["arrival_s"].min())
@@ -160,4 +158,5 @@ def summarize(engine: Engine) -> dict:
 
 def collect(engine: Engine) -> RunResult:
     """Metrics of a finished engine run."""
-    return RunResult(jobs=job_frame(engine), timeline=timeline_frame(engine), summary=summarize(engine))
+    jobs = _job_columns(engine)
+    return RunResult(jobs=pd.DataFrame(jobs), timeline=timeline_frame(engine), summary=summarize(engine, jobs))

@@ -96,28 +96,27 @@ def test_network_placement_uses_fewest_racks():
     assert sorted(racks.tolist()) == [1] * 8 + [2]  # rack 1 whole, the 1 left on rack 2 (best fit)
 
 
-def test_rack_placement_takes_idle_machines_before_reclaimable_ones_of_equal_size():
-    # One rack of 3 machines x 8 GPUs at a round boundary: machine 0's 8 GPUs are reclaimable
-    # (their holder's lease expired, rank 3), machine 1 is idle, machine 2 has 1 idle GPU. Six
-    # GPUs over two machines: 5 + 1 either way, so the 5 come from the idle machine 1 rather
-    # than from machine 0, and nobody is displaced.
-    state = ClusterState(ClusterSpec(1, 3, 8))
-    state.allocate(5, np.arange(0, 8))
-    state.allocate(6, np.arange(16, 23))
-    state.mark_reclaimable(np.arange(0, 8), 3)
-    gpus = state.place(6, Tier.RACK)
-    assert sorted(gpus.tolist()) == [8, 9, 10, 11, 12, 23]
-
-
-def test_network_placement_prefers_idle_racks_of_equal_size():
-    # Two racks of 1 machine x 4 GPUs plus a third: rack 0's GPUs are reclaimable, rack 1 is
-    # idle, rack 2 has one idle GPU. Four GPUs over two racks: 3 + 1, the 3 from rack 1.
-    state = ClusterState(ClusterSpec(3, 1, 4))
-    state.allocate(5, np.arange(0, 4))
-    state.allocate(6, np.arange(8, 11))
-    state.mark_reclaimable(np.arange(0, 4), 0)
-    gpus = state.place(4, Tier.NETWORK)
-    assert sorted(gpus.tolist()) == [4, 5, 6, 11]
+@pytest.mark.parametrize(
+    "spec, reclaimable, held, need, tier, expected",
+    [
+        # One rack of 3 machines x 8 GPUs at a round boundary: machine 0's 8 GPUs are
+        # reclaimable (their holder's lease expired), machine 1 is idle, machine 2 has 1 idle
+        # GPU. Six GPUs over two machines: 5 + 1 either way, so the 5 come from the idle
+        # machine 1 rather than from machine 0, and nobody is displaced.
+        (ClusterSpec(1, 3, 8), range(0, 8), range(16, 23), 6, Tier.RACK, [8, 9, 10, 11, 12, 23]),
+        # Three racks of 1 machine x 4 GPUs: rack 0's GPUs are reclaimable, rack 1 is idle,
+        # rack 2 has one idle GPU. Four GPUs over two racks: 3 + 1, the 3 from rack 1.
+        (ClusterSpec(3, 1, 4), range(0, 4), range(8, 11), 4, Tier.NETWORK, [4, 5, 6, 11]),
+    ],
+    ids=["rack", "network"],
+)
+def test_placement_takes_idle_units_before_reclaimable_ones_of_equal_size(spec, reclaimable, held, need, tier,
+                                                                          expected):
+    state = ClusterState(spec)
+    state.allocate(5, np.array(reclaimable))
+    state.allocate(6, np.array(held))
+    state.mark_reclaimable(np.array(reclaimable), 3)
+    assert sorted(state.place(need, tier).tolist()) == expected
 
 
 def test_allocating_a_held_gpu_is_refused():
