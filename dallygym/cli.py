@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from .cluster import ClusterError, ClusterSpec
-from .engine import EngineConfig, EngineError
+from .engine import RENEWAL_MODES, EngineConfig, EngineError
 from .models import UnknownModelError
 
 EXIT_BAD_INPUT = 2
@@ -48,6 +48,10 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart-overhead-s", type=float, default=0.0,
                    help="cost of restarting a preempted job on other GPUs, seconds (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the run's random generator (default 0)")
+    p.add_argument("--renewal", choices=RENEWAL_MODES, default=RENEWAL_MODES[0],
+                   help="lease renewal at round boundaries: upgrade (a job below its best tier is offered "
+                        "better tiers), keep (never moved unless displaced), rebid (the Dally reference "
+                        "simulator: every lease-expired job bids again); default upgrade")
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
 
 
@@ -154,11 +158,16 @@ def _summary_table(summary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value", ""])
 
 
+def _engine_config(args: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed,
+                        renewal=args.renewal)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from .simulate import simulate
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
-    config = EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed)
+    config = _engine_config(args)
     result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config)
     if args.out:
         result.to_csv(args.out)
@@ -168,7 +177,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(pd.DataFrame([result.summary]).to_csv(index=False))
     else:
         print(f"policy {args.policy} on trace {args.trace}, {spec.racks} racks x {spec.machines_per_rack} "
-              f"machines x {spec.gpus_per_machine} GPUs ({spec.num_gpus} GPUs), lease {args.lease_s:g} s")
+              f"machines x {spec.gpus_per_machine} GPUs ({spec.num_gpus} GPUs), lease {args.lease_s:g} s, "
+              f"renewal {args.renewal}")
         print(_summary_table(result.summary).to_string(index=False))
     return 0
 
@@ -178,7 +188,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .policies import POLICIES
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
-    config = EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed)
+    config = _engine_config(args)
     policies = args.policies or list(POLICIES)
     frame = compare(args.trace, spec, policies, latency=args.latency, config=config,
                     progress=None if args.quiet else stderr_progress)

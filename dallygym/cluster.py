@@ -137,6 +137,7 @@ def tier_of_shape(shape: Shape) -> Tier:
 
 
 _IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
+_HIDDEN = -2  # owner of a marked free GPU while an upgrade offer may not take it (hide_marked)
 _BIG = int(np.iinfo(np.int64).max)
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper (hot paths)
 
@@ -276,7 +277,36 @@ class ClusterState:
             self.marks_active = False
 
     def all_free(self, gpus: np.ndarray) -> bool:
-        return bool(_largest(self.owner[gpus]) < 0)  # owners are job indices >= 0, free is -1
+        # Owners are job indices >= 0, free is -1. (GPUs hidden by hide_marked, -2, pass this
+        # test; the engine never asks it about them -- see Engine._check_placement.)
+        return bool(_largest(self.owner[gpus]) < 0)
+
+    def hide_marked(self) -> np.ndarray:
+        """Take the free GPUs that carry a round-boundary mark out of the free counts, so that
+        offers and placements see idle GPUs only (a renewal upgrade displaces nobody); return
+        them for :meth:`unhide`. Their marks are kept."""
+        if not self.marks_active:
+            return np.empty(0, dtype=np.int64)
+        gpus = np.flatnonzero((self.owner == -1) & (self.mark != _IDLE))
+        if gpus.size:
+            self.owner[gpus] = _HIDDEN
+            self._shift_free(gpus, -1)
+        return gpus
+
+    def _shift_free(self, gpus: np.ndarray, sign: int) -> None:
+        """Add ``sign`` per GPU in ``gpus`` to the free counters (idle counts untouched)."""
+        spec = self.spec
+        per_machine = np.bincount(spec.machine_of_gpu[gpus], minlength=spec.num_machines)
+        self.free_per_machine += sign * per_machine
+        self.free_per_rack += sign * per_machine.reshape(spec.racks, spec.machines_per_rack).sum(axis=1)
+        self.free_total += sign * int(gpus.size)
+        self.version += 1
+
+    def unhide(self, gpus: np.ndarray) -> None:
+        """Undo :meth:`hide_marked`: the GPUs are free again, with their marks."""
+        if gpus.size:
+            self.owner[gpus] = -1
+            self._shift_free(gpus, +1)
 
     # --- offers ----------------------------------------------------------------------
 

@@ -51,10 +51,13 @@ if TYPE_CHECKING:
     from .latency import LatencyModel
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
+_largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
 _TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
 _MACHINE_ONLY = (Tier.MACHINE,)
 _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease, not a waiting job
 STATE_NAMES = ("pending", "waiting", "running", "done")
+#: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
+RENEWAL_MODES = ("upgrade", "keep", "rebid")
 
 
 class EngineError(RuntimeError):
@@ -75,12 +78,30 @@ class EngineConfig:
         max_idle_rounds: a run stops with :class:`EngineError` if jobs keep waiting on a
             completely idle cluster, with nothing left to arrive, for this many rounds (a
             policy that never accepts would otherwise loop forever).
+        renewal: what a round boundary does to a running job whose lease expired and whose
+            GPUs no higher-priority job claimed (SPEC §4, "Lease renewal is an offer"):
+
+            * ``"upgrade"`` (default): if its tier is worse than the best it could have, it is
+              offered the tiers strictly better than its own that are free at its turn in the
+              pass (its own GPUs count as free for it); accepting moves it there (a
+              re-placement paying ``restart_overhead_s``, counted in ``upgrades``), waiting
+              keeps its GPUs at no cost. A job at its best tier keeps its GPUs unasked, and so
+              does one that declined an upgrade offer of the very same free GPUs (per machine,
+              its own included) at an earlier boundary: its answer is taken to stand, and a
+              boundary with nothing new to offer is stepped over.
+            * ``"keep"``: it keeps its GPUs, never asked (the engine before this option).
+            * ``"rebid"``: the Dally reference simulator's rule: it loses its lease and bids
+              again like a waiting job whose starvation clock was reset at the boundary, with
+              its own GPUs free for it. Accepting its current tier gives it back the same GPUs
+              at no cost; another tier moves it (restart overhead); waiting leaves it waiting
+              (a preemption), so delay timers apply again.
     """
 
     lease_s: float = 3600.0
     restart_overhead_s: float = 0.0
     seed: int = 0
     max_idle_rounds: int = 1000
+    renewal: str = "upgrade"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.lease_s, (int, float)) and math.isfinite(self.lease_s) and self.lease_s > 0):
@@ -97,26 +118,39 @@ class EngineConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if isinstance(self.max_idle_rounds, bool) or not isinstance(self.max_idle_rounds, int) or self.max_idle_rounds < 1:
             raise ValueError(f"max_idle_rounds must be a positive integer, got {self.max_idle_rounds!r}")
+        if self.renewal not in RENEWAL_MODES:
+            raise ValueError(f"unknown renewal mode {self.renewal!r}; choose one of {', '.join(RENEWAL_MODES)}")
 
 
 class Offer:
-    """The free GPUs, summarised per tier, offered to one waiting job (SPEC §4).
+    """The free GPUs, summarised per tier, offered to one job (SPEC §4).
+
+    Most offers go to a waiting job. At a round boundary a running job whose lease expired may
+    get one too (a *renewal offer*, see :attr:`EngineConfig.renewal`): then ``renewal`` says
+    which kind and ``current_tier`` is the tier it holds now.
 
     Attributes:
         job: job index in the engine's arrays.
         job_id: the job's id in the trace.
         num_gpus: its gang size.
         now_s: simulation time of the offer.
-        starvation_s: now − (arrival, or the time it last lost its GPUs).
-        tiers: the tiers at which a placement is free now, most consolidated first.
+        starvation_s: now − (arrival, or the time it last lost its GPUs); 0 for a ``"rebid"``
+            renewal (its clock restarts at the boundary).
+        tiers: the tiers at which a placement is free now, most consolidated first. For an
+            ``"upgrade"`` renewal only those strictly better than ``current_tier``.
         best_tier: ``tiers[0]``, the most consolidated tier available now.
         best_possible_tier: the most consolidated tier this job could ever have on this
             cluster (MACHINE if it fits a machine, RACK if it fits a rack, else NETWORK).
+        current_tier: the tier of the GPUs the job holds (renewal offers), or None.
+        renewal: None for a waiting job; ``"upgrade"`` (waiting keeps its GPUs; accepting
+            moves it) or ``"rebid"`` (waiting gives its GPUs up) for a renewal offer.
     """
 
-    __slots__ = ("best_possible_tier", "best_tier", "job", "job_id", "now_s", "num_gpus", "starvation_s", "tiers")
+    __slots__ = ("best_possible_tier", "best_tier", "current_tier", "job", "job_id", "now_s", "num_gpus",
+                 "renewal", "starvation_s", "tiers")
 
-    def __init__(self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier):
+    def __init__(self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier,
+                 current_tier=None, renewal=None):
         self.job = job
         self.job_id = job_id
         self.num_gpus = num_gpus
@@ -125,17 +159,25 @@ class Offer:
         self.tiers = tiers
         self.best_tier = tiers[0]
         self.best_possible_tier = best_possible_tier
+        self.current_tier = current_tier
+        self.renewal = renewal
 
     @property
     def is_choice(self) -> bool:
         """True when waiting is a real choice: the job's best possible tier is not free now."""
         return self.best_tier != self.best_possible_tier
 
+    @property
+    def is_renewal(self) -> bool:
+        """True for an offer to a running job whose lease expired (it holds GPUs)."""
+        return self.renewal is not None
+
     def __repr__(self) -> str:
         tiers = ",".join(t.label for t in self.tiers)
+        extra = f", renewal={self.renewal}, current_tier={self.current_tier.label}" if self.renewal else ""
         return (
             f"Offer(job_id={self.job_id}, num_gpus={self.num_gpus}, now_s={self.now_s:g}, "
-            f"starvation_s={self.starvation_s:g}, tiers=[{tiers}])"
+            f"starvation_s={self.starvation_s:g}, tiers=[{tiers}]{extra})"
         )
 
 
@@ -156,7 +198,8 @@ class Engine:
     ``done_iters``, ``speed`` (current speed factor, 0 when not running), ``run_s`` (time
     holding GPUs), ``overhead_s``, ``tier_s`` (n x 3: time held at each tier, counted when a
     placement ends), ``tier`` (current tier or -1), ``starve_anchor_s``, ``first_start_s``,
-    ``end_s``, ``preemptions``, ``migrations``, ``speed_seen`` (n x 3: speed factor of its last
+    ``end_s``, ``preemptions``, ``migrations`` (moves by the policy's migrate hook),
+    ``upgrades`` (moves to a better tier accepted at lease renewal), ``speed_seen`` (n x 3: speed factor of its last
     placement at each tier), ``gpus`` (list: current GPU ids or None).
     """
 
@@ -229,6 +272,7 @@ class Engine:
         self.end_s = np.full(n, np.nan)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        self.upgrades = np.zeros(n, dtype=np.int64)
         #: Speed factor of the last placement each job had at each tier (0 if never there).
         self.speed_seen = np.zeros((n, 3))
         self.gpus: list[np.ndarray | None] = [None] * n
@@ -236,6 +280,20 @@ class Engine:
         self._last_tier: list[int] = [-1] * n  # tier and shape of gpus / last_gpus
         self.last_shape: list = [None] * n
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
+        #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
+        #: "upgrade" (a renewal offer moved a running job), "rebid" (a running job that bid
+        #: again moved) or "migration" (the policy's migrate hook). Policies may read it in
+        #: :meth:`Policy.on_start`.
+        self.placement_kind = "new"
+        self._renewal = self.config.renewal
+        #: Whether a boundary makes upgrade renewal offers (the mode, and a policy that may
+        #: accept them).
+        self._upgrades_offered = self._renewal == "upgrade" and policy.accepts_upgrades
+        self._upgrade_version = -1
+        self._upgrade_value = False
+        #: job -> the free GPUs per machine (its own included) of the upgrade offer it declined;
+        #: the offer is not repeated while they are the same (see EngineConfig.renewal).
+        self._declined: dict[int, bytes] = {}
         #: During a round-boundary pass: running jobs whose lease expired and that the pass has
         #: not visited yet. Their GPUs count as free (a higher-priority job may claim them).
         self.expired_unvisited: set[int] = set()
@@ -243,12 +301,14 @@ class Engine:
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
         self.n_running = 0
+        self.n_below_best = 0  # running jobs whose tier is worse than their best possible one
         self.waiting_gpus = 0  # GPU demand of the waiting jobs
         self._running_idx: np.ndarray | None = np.empty(0, dtype=np.int64)  # None: recompute
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
         self.rounds = 0
+        self.passes = 0  # scheduling passes run (one per event time the engine stops at)
         self._last_sync_s = self.now_s
         self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
         self.timeline: list[tuple[float, int, int, int, int]] = []
@@ -321,16 +381,17 @@ class Engine:
         idle_rounds = 0
         arrival = self.arrival_s
         n = self.n
-        may_migrate = self.policy.may_migrate
+        boundary_may_act = self._boundary_may_act
         first = self.first_arrival_s
         earliest = np.minimum.reduce  # ndarray.min() without its Python-level wrapper
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
             t_fin = earliest(self.finish_s)
-            if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not may_migrate(self):
-                # With no job waiting and no possible migration, a round boundary changes
-                # nothing: every lease is renewed on the same GPUs. Nothing changes either until
-                # the next event, so jump to the last boundary not after it.
+            if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not boundary_may_act():
+                # With no job waiting, no renewal offer to make and no possible migration, a
+                # round boundary changes nothing: every lease is renewed on the same GPUs.
+                # Nothing changes either until the next event, so jump to the last boundary
+                # not after it.
                 t_next = min(t_arr, t_fin)
                 k = max(round_no, math.floor((t_next - first) / lease))
                 while first + k * lease > t_next:
@@ -365,7 +426,61 @@ class Engine:
             yield from self._pass(t, boundary)
             self._record(t)
 
+    def _boundary_may_act(self) -> bool:
+        """With no job waiting, could a round boundary change anything? Only through renewal
+        offers (``upgrade``: a running job that a better tier is free for; ``rebid``: any
+        running job) or the policy's migrations."""
+        mode = self._renewal
+        if mode == "upgrade":
+            if self._upgrades_offered and self.upgrade_possible():
+                return True
+        elif mode == "rebid" and self.n_running:
+            return True
+        return self.policy.may_migrate(self)
+
+    def best_tier_with_own(self, j: int) -> Tier:
+        """The most consolidated tier free now for running job ``j`` if its own GPUs were
+        free too (outside a boundary pass: the free GPUs are the idle ones)."""
+        spec = self.spec
+        g = self._num_gpus_list[j]
+        free = self.cluster.free_per_machine.copy()
+        np.add.at(free, spec.machine_of_gpu[self.gpus[j]], 1)
+        if g <= spec.gpus_per_machine and free.max() >= g:
+            return Tier.MACHINE
+        if g <= spec.gpus_per_rack:
+            per_rack = free.reshape(spec.racks, spec.machines_per_rack)
+            # A rack placement spans two machines (one machine would be the MACHINE tier).
+            if ((per_rack.sum(axis=1) >= g) & ((per_rack > 0).sum(axis=1) >= 2)).any():
+                return Tier.RACK
+        return Tier.NETWORK
+
+    def upgrade_possible(self) -> bool:
+        """Is a better tier than its own free now for some running job below its best tier
+        (counting its own GPUs as free)? Cached until GPUs change hands."""
+        c = self.cluster
+        if self.n_below_best == 0 or c.free_total == 0:
+            return False
+        if self._upgrade_version != c.version:
+            self._upgrade_version = c.version
+            below = np.flatnonzero(self.tier > self.best_possible_tier).tolist()
+            tier = self.tier
+            self._upgrade_value = any(self._upgrade_free_for(j) for j in below)
+        return self._upgrade_value
+
+    def _upgrade_free_for(self, j: int) -> bool:
+        """Outside a pass: would job ``j`` get a new upgrade offer at a boundary now? A better
+        tier is free for it, and it has not declined one with these very free GPUs."""
+        if self.best_tier_with_own(j) >= self.tier.item(j):
+            return False
+        declined = self._declined.get(j)
+        if declined is None:
+            return True
+        free = self.cluster.free_per_machine.copy()
+        np.add.at(free, self.spec.machine_of_gpu[self.gpus[j]], 1)
+        return free.tobytes() != declined
+
     def _pass(self, t: float, boundary: bool) -> Generator[Offer, Tier | None, None]:
+        self.passes += 1
         state = self.state
         cluster = self.cluster
         if boundary:
@@ -381,7 +496,7 @@ class Engine:
         order = self._priority_order(cand)
         if boundary:
             order = self._expire_leases(order)
-            if order is None:  # nobody waits: every lease is renewed as it stands
+            if order is None:  # nobody waits or bids: every lease is renewed as it stands
                 self._migrations(cand, t)
                 return
         queue, least_ahead, expired_pos = self._visit_plan(order, boundary)
@@ -399,8 +514,8 @@ class Engine:
                 if j in expired_set:
                     expired_set.discard(j)
                     held = self.gpus[j]
-                    if cluster.all_free(held):  # lease renewed on the same GPUs
-                        cluster.allocate(j, held, self._machine_of(j))
+                    if cluster.all_free(held):
+                        yield from self._renew(j, held, t)
                         continue
                     cluster.unmark(held)  # what it still had is free for anyone, itself included
                     self._preempt(j, t)
@@ -432,15 +547,25 @@ class Engine:
 
     def _expire_leases(self, order: np.ndarray) -> np.ndarray | None:
         """Open a round boundary's pass over ``order`` (waiting and running jobs, in priority
-        order). Running jobs ahead of every waiting job keep their GPUs: nobody before them
-        could claim any. The other running jobs' GPUs become claimable by higher-priority jobs
-        until their own turn comes (marked with their rank in the pass). Returns the jobs to
-        visit, from the first waiting one on, or None if no job waits."""
+        order). The pass starts at the first job that may act: a waiting job, or a running job
+        that gets a renewal offer (``upgrade``: one below its best tier; ``rebid``: any).
+        Running jobs ahead of it keep their GPUs: nobody before them could claim any. The other
+        running jobs' GPUs become claimable by higher-priority jobs until their own turn comes
+        (marked with their rank in the pass). Returns the jobs to visit, or None if none may
+        act."""
         state = self.state
-        waiting = np.flatnonzero(state[order] == WAITING)
-        if waiting.size == 0:
-            return None
-        visit = order[int(waiting[0]):]
+        mode = self._renewal
+        if mode == "rebid":
+            start = 0
+        else:
+            acts = state[order] == WAITING
+            if self._upgrades_offered and self.n_below_best:
+                acts |= self.tier[order] > self.best_possible_tier[order]  # tier is -1 unless running
+            first = np.flatnonzero(acts)
+            if first.size == 0:
+                return None
+            start = int(first[0])
+        visit = order[start:]
         expired = visit[state[visit] == RUNNING]
         if expired.size:
             rank = np.full(self.n, -1, dtype=np.int64)
@@ -452,6 +577,73 @@ class Engine:
             self.cluster.mark_reclaimable(gpus[later], ranks[later])
             self.expired_unvisited.update(expired.tolist())
         return visit
+
+    def _renew(self, j: int, held: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
+        """A lease-expired running job's turn in a boundary pass; its GPUs ``held`` are all
+        still free (nobody ahead claimed any). What happens depends on the renewal mode (see
+        :class:`EngineConfig`): it keeps them, is offered better tiers, or bids again."""
+        mode = self._renewal
+        current = self.tier.item(j)
+        if mode == "keep" or (mode == "upgrade" and (current == self.best_possible_tier.item(j)
+                                                      or not self._upgrades_offered)):
+            self.cluster.allocate(j, held, self._machine_of(j))  # renewed on the same GPUs
+            return
+        cluster = self.cluster
+        if mode == "upgrade" and self._offer_tiers(self._num_gpus_list[j])[0] >= current:
+            # Not even every free GPU (idle or reclaimable, its own included) would make a
+            # better tier: nothing to offer.
+            cluster.allocate(j, held, self._machine_of(j))
+            return
+        cluster.unmark(held)  # its own GPUs count as free (and idle) for it
+        # An upgrade may use idle GPUs only: GPUs of lease-expired jobs later in the order stay
+        # theirs (a running job improves its placement without displacing anyone). A rebid
+        # bids like a waiting job, for every free GPU.
+        if mode == "upgrade" and self._best_tier_in(cluster.idle_per_machine, self._num_gpus_list[j]) >= current:
+            cluster.allocate(j, held, self._machine_of(j))  # the idle GPUs make no better tier
+            return
+        hidden = cluster.hide_marked() if mode == "upgrade" else None
+        try:
+            g = self._num_gpus_list[j]
+            tiers = self._offer_tiers(g)
+            if mode == "upgrade":
+                tiers = tuple(tier for tier in tiers if tier < current)
+                free_now = cluster.free_per_machine.tobytes()
+                if tiers and self._declined.get(j) == free_now:
+                    tiers = ()  # it declined these very GPUs before: its answer stands
+                starvation = t - self.starve_anchor_s.item(j)
+            else:
+                starvation = 0.0  # rebid: its clock restarts at the boundary
+            answer = None
+            if tiers:
+                offer = Offer(j, self._job_id_list[j], g, t, starvation, tiers, self._best_tier_list[j],
+                              _TIERS[current], mode)
+                answer = yield offer
+                if answer is not None and answer not in tiers:
+                    raise EngineError(
+                        f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
+                        f"tiers or None"
+                    )
+            if answer is None:
+                if mode == "upgrade":
+                    if tiers:
+                        self._declined[j] = free_now
+                    cluster.allocate(j, held, self._machine_of(j))  # keeps its GPUs at no cost
+                else:
+                    self._preempt(j, t)  # rebid and declined: it waits, its GPUs free for anyone
+                return
+            if int(answer) == current:  # rebid won back at its own tier: the same GPUs, no cost
+                cluster.allocate(j, held, self._machine_of(j))
+                return
+            self._close_segment(j, t)
+            if int(answer) < current:
+                self.upgrades[j] += 1
+            else:
+                self.preemptions[j] += 1  # a rebid moved it to a worse tier: it lost its GPUs
+            self.starve_anchor_s[j] = t  # it gives up its GPUs and gets new ones at once
+            self._start(j, _TIERS[int(answer)], t, restarted=True, kind=mode)
+        finally:
+            if hidden is not None:
+                cluster.unhide(hidden)
 
     def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[list[int], list[int], list[int]]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
@@ -517,6 +709,20 @@ class Engine:
             )
         return tiers
 
+    def _best_tier_in(self, per_machine: np.ndarray, g: int) -> int:
+        """The most consolidated tier (as an int; 3: none) at which ``g`` GPUs fit in
+        ``per_machine`` available GPUs (the offer rule of :meth:`_offer_tiers`)."""
+        spec = self.spec
+        if g <= spec.gpus_per_machine and _largest(per_machine) >= g:
+            return 0
+        per_rack = per_machine.reshape(spec.racks, spec.machines_per_rack)
+        rack_total = per_rack.sum(axis=1)
+        if g >= 2 and ((rack_total >= g) & ((per_rack > 0).sum(axis=1) >= 2)).any():
+            return 1
+        if g >= 2 and np.count_nonzero(rack_total) >= 2 and rack_total.sum() >= g:
+            return 2
+        return 3
+
     def _compute_tier_limits(self) -> tuple[int, int, bool]:
         """What the free GPUs allow, whatever the demand: the most free GPUs on one machine;
         the most on one rack among racks with free GPUs on at least two machines (a rack
@@ -553,6 +759,9 @@ class Engine:
         self.now_s = t
 
     def _close_segment(self, j: int, t: float) -> None:
+        if self.tier.item(j) > self.best_possible_tier.item(j):
+            self.n_below_best -= 1
+            self._declined.pop(j, None)
         self.tier_s[j, self.tier[j]] += t - self.hold_start_s[j]
         self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
         self.speed[j] = 0.0
@@ -598,7 +807,7 @@ class Engine:
         self._close_segment(j, t)
         self.migrations[j] += 1
         self.starve_anchor_s[j] = t  # it gives up its GPUs and gets new ones at once
-        self._start(j, target, t, restarted=True)
+        self._start(j, target, t, restarted=True, kind="migration")
 
     def _speed_factor(self, j: int, shape) -> float:
         key = (self._model_index_list[j], shape)
@@ -610,7 +819,7 @@ class Engine:
             self._speed_cache[key] = s
         return s
 
-    def _start(self, j: int, tier: Tier, t: float, restarted: bool = False) -> None:
+    def _start(self, j: int, tier: Tier, t: float, restarted: bool = False, kind: str = "new") -> None:
         g = self._num_gpus_list[j]
         level = int(tier)
         prev = self.last_gpus[j]
@@ -637,6 +846,8 @@ class Engine:
         self.cluster.allocate(j, gpus, self._machine_of(j))
         self._set_state(j, RUNNING)
         self.tier[j] = level
+        if level > self.best_possible_tier.item(j):
+            self.n_below_best += 1
         self.speed[j] = speed
         self.speed_seen[j, level] = speed
         rate = speed / self._iter_time_list[j]
@@ -650,14 +861,16 @@ class Engine:
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1
+        self.placement_kind = kind
         self.policy.on_start(self, j, tier, t - self.starve_anchor_s.item(j), t)
+        self.placement_kind = "new"
 
     def _check_placement(self, j: int, gpus: np.ndarray, tier: Tier) -> None:
         g = int(self.num_gpus[j])
         name = self.policy.name
         if gpus.ndim != 1 or len(gpus) != g or len(np.unique(gpus)) != g:
             raise EngineError(f"{name!r} placed job {self.job_id[j]} on {gpus.tolist()}, not {g} distinct GPUs")
-        if gpus.min() < 0 or gpus.max() >= self.spec.num_gpus or not self.cluster.all_free(gpus):
+        if gpus.min() < 0 or gpus.max() >= self.spec.num_gpus or not (self.cluster.owner[gpus] == -1).all():
             raise EngineError(f"{name!r} placed job {self.job_id[j]} on GPUs that are not free: {gpus.tolist()}")
         got = tier_of_shape(self.spec.shape_of(gpus))
         if got != tier:

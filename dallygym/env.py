@@ -39,7 +39,7 @@ OBS_FEATURES: tuple[str, ...] = (
     "timer_machine", "timer_rack", "past_timer_machine", "past_timer_rack",
     "free_gpus", "machines_that_fit", "racks_that_fit", "max_free_machine", "max_free_rack",
     "queue_jobs", "queue_gpu_demand", "running_jobs", "jobs_remaining",
-    "time_elapsed", "time_in_round",
+    "time_elapsed", "time_in_round", "job_current_tier",
 )
 OBS_DIM = len(OBS_FEATURES)
 
@@ -73,6 +73,13 @@ class DallyEnv(gym.Env):
     agent decides: accept at an offered tier, or wait. This is the decision Dally's delay
     timers make (Algorithm 1, lines 10 and 18).
 
+    At a round boundary a running job whose lease expired may get an offer too (the engine's
+    ``renewal`` mode, SPEC §4): under ``"upgrade"`` (default) a job below its best tier is
+    offered the strictly better tiers free for it (idle GPUs and its own); accepting moves it
+    (restart overhead), waiting keeps its GPUs. Feature 31 tells such offers apart; one at the
+    job's best possible tier is accepted automatically, like any other. Under ``"rebid"`` every
+    lease-expired job bids again and waiting gives its GPUs up.
+
     ## Action Space
 
     ``Discrete(4)``: 0 = wait (reject the offer; always valid), 1 = accept on one machine,
@@ -82,7 +89,7 @@ class DallyEnv(gym.Env):
 
     ## Observation Space
 
-    ``Box(0, 1, (31,), float32)`` (values stay in [0, 1]). Times ``t`` are shown as
+    ``Box(0, 1, (32,), float32)`` (values stay in [0, 1]). Times ``t`` are shown as
     ``log1p(t / lease_s) / log1p(10000)``. In order:
 
     | # | feature | meaning |
@@ -110,6 +117,7 @@ class DallyEnv(gym.Env):
     | 28 | jobs_remaining | unfinished jobs / jobs in the trace |
     | 29 | time_elapsed | time since the first arrival |
     | 30 | time_in_round | position in the current lease, in [0, 1) |
+    | 31 | job_current_tier | 0 for a waiting job; for a renewal offer (a running job whose lease expired) the tier it holds: 1/3 machine, 2/3 rack, 1 network |
 
     Network sensitivity (``sensitivity``) decides features 13–15. ``"hidden"`` (default; the
     paper's constraint that the scheduler does not know the model): all 0. ``"observed"``: the
@@ -145,8 +153,8 @@ class DallyEnv(gym.Env):
 
     ``gym.make("Dally-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
     trace="batch-500", priority="dally", latency="dally-paper", lease_s=3600.0,
-    restart_overhead_s=0.0, reward="jct", reward_scale_s=None, sensitivity="hidden",
-    strict=False, render_mode=None)``
+    restart_overhead_s=0.0, renewal="upgrade", reward="jct", reward_scale_s=None,
+    sensitivity="hidden", strict=False, render_mode=None)``
 
     * ``trace``: a shipped trace name or CSV path; a DataFrame; a generator name prefixed with
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
@@ -158,7 +166,8 @@ class DallyEnv(gym.Env):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Before the engine's lease-renewal offers (SPEC §4) it had 31
+      features and running jobs never got offers; agents saved then need retraining.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -173,6 +182,7 @@ class DallyEnv(gym.Env):
         latency: str | LatencyModel = "dally-paper",
         lease_s: float = 3600.0,
         restart_overhead_s: float = 0.0,
+        renewal: str = "upgrade",
         reward: str = "jct",
         reward_scale_s: float | None = None,
         sensitivity: str = "hidden",
@@ -188,7 +198,7 @@ class DallyEnv(gym.Env):
         if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
             raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
-        self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s)
+        self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s, renewal=renewal)
         self.latency = get_latency_model(latency) if isinstance(latency, str) else latency
         self._priority = priority
         if isinstance(priority, str):
@@ -256,6 +266,7 @@ class DallyEnv(gym.Env):
             lease_s=self.config.lease_s,
             restart_overhead_s=self.config.restart_overhead_s,
             seed=int(self.np_random.integers(2**31 - 1)),
+            renewal=self.config.renewal,
         )
         self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config)
         n = self.engine.n
@@ -415,6 +426,7 @@ class DallyEnv(gym.Env):
             (n - e.finished) / n,
             t_(elapsed),
             (elapsed % lease) / lease,
+            0.0 if offer.current_tier is None else (int(offer.current_tier) + 1) / 3.0,
         )
 
     def _cluster_features(self, g: int) -> tuple:

@@ -41,6 +41,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "placements_network",
     "preemptions",
     "migrations",
+    "upgrades",
 )
 
 
@@ -100,6 +101,7 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "overhead_s": engine.overhead_s,
         "preemptions": engine.preemptions,
         "migrations": engine.migrations,
+        "upgrades": engine.upgrades,
         "machine_s": engine.tier_s[:, Tier.MACHINE],
         "rack_s": engine.tier_s[:, Tier.RACK],
         "network_s": engine.tier_s[:, Tier.NETWORK],
@@ -153,6 +155,7 @@ def summarize(engine: Engine, jobs: dict[str, np.ndarray] | None = None) -> dict
         "placements_network": int(placements[Tier.NETWORK]),
         "preemptions": int(jobs["preemptions"].sum()),
         "migrations": int(jobs["migrations"].sum()),
+        "upgrades": int(jobs["upgrades"].sum()),
     }
 
 

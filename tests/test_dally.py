@@ -158,9 +158,13 @@ def test_nowait_accepts_rack_at_once_where_manual_waits():
     assert manual_offers[0][1:] == (10.0, 0.0, (R,), None)
     assert manual.tier_s[2].tolist()[:2] == [manual.end_s[2] - H, 0.0]
     engine, offers = _run_waiter(DallyNoWaitPolicy, job_id=2)
-    assert offers == [(2, 10.0, 0.0, (R,), R)]
+    # W ends at 4500 s and frees its machine; at the 2 h boundary H1's lease renewal is an
+    # offer of that machine (its clock, as it is, counts from its arrival at 10 s), which it
+    # accepts: it moves there.
+    assert offers == [(2, 10.0, 0.0, (R,), R), (2, 2 * H, 2 * H - 10.0, (M,), M)]
     assert engine.end_s[1] == 4500.0
     assert engine.preemptions.tolist() == [0, 0, 0]
+    assert engine.upgrades.tolist() == [0, 0, 1]
 
 
 def test_consolidated_rejects_rack_however_long_and_accepts_freed_machine():

@@ -216,6 +216,7 @@ def test_migration_hook_moves_job_to_better_tier_with_overhead():
     # other 75 run at speed 1 after 5 s of overhead, so J2 ends at 50 + 5 + 75 = 130.
     class Migrate(Policy):
         name = "migrate"
+        accepts_upgrades = False  # moves by the hook, not by renewal offers
 
         def migrate(self, view, job, now_s):
             return Tier.MACHINE if view.tier[job] > Tier.MACHINE else None
@@ -227,6 +228,33 @@ def test_migration_hook_moves_job_to_better_tier_with_overhead():
     assert engine.end_s[2] == 130.0
     assert engine.placements_by_tier.tolist() == [3, 1, 0]
     assert collect(engine).jobs["overhead_s"].tolist() == [0.0, 0.0, 5.0]
+
+
+def test_upgrade_at_lease_renewal_moves_job_to_better_tier_with_overhead():
+    # The same scenario without a migrate hook, under the default renewal="upgrade": at the
+    # boundary at 50 J2's lease renewal is an offer of the machine tier (machine 0's 3 idle
+    # GPUs plus J2's own one there); the base policy accepts the best tier offered, so J2 moves
+    # with the same arithmetic: it ends at 50 + 5 + 75 = 130, counted as an upgrade.
+    offers = []
+
+    class Greedy(Policy):
+        name = "greedy"
+
+        def decide(self, offer, view):
+            offers.append((offer.job_id, offer.now_s, offer.renewal, offer.current_tier, offer.tiers))
+            return offer.best_tier
+
+    spec = ClusterSpec(1, 2, 4)
+    trace = make_trace([(0, 0, 3, 20, 1.0), (1, 0, 3, 1000, 1.0), (2, 0, 2, 100, 1.0)])
+    engine = run_engine(trace, spec, Greedy(), lease_s=50.0, restart_overhead_s=5.0)
+    assert offers[-1] == (2, 50.0, "upgrade", Tier.RACK, (Tier.MACHINE,))
+    assert engine.upgrades.tolist() == [0, 0, 1] and engine.migrations.tolist() == [0, 0, 0]
+    assert engine.end_s[2] == 130.0
+    assert engine.placements_by_tier.tolist() == [3, 1, 0]
+    assert collect(engine).jobs["overhead_s"].tolist() == [0.0, 0.0, 5.0]
+    # renewal="keep": J2 stays on its rack placement at speed 0.5 and ends at 200.
+    kept = run_engine(trace, spec, Greedy(), lease_s=50.0, restart_overhead_s=5.0, renewal="keep")
+    assert kept.upgrades.tolist() == [0, 0, 0] and kept.end_s[2] == 200.0
 
 
 def test_all_jobs_finish_with_exact_iterations():

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dallygym.cluster import ClusterSpec
-from dallygym.engine import DONE, RUNNING, Engine, EngineConfig
+from dallygym.engine import DONE, RENEWAL_MODES, RUNNING, Engine, EngineConfig
 from dallygym.metrics import collect
 from dallygym.policies import POLICIES as SHIPPED
 from dallygym.policies import Policy
@@ -56,16 +56,19 @@ def small_runs(draw):
                      draw(st.integers(1, 400)), draw(st.sampled_from([0.5, 1.0, 7.25]))))
     lease = draw(st.sampled_from([300.0, 1000.0, 3600.0]))
     overhead = draw(st.sampled_from([0.0, 30.0]))
-    return spec, make_trace(rows), EngineConfig(lease_s=lease, restart_overhead_s=overhead, seed=draw(st.integers(0, 3)))
+    config = EngineConfig(lease_s=lease, restart_overhead_s=overhead, seed=draw(st.integers(0, 3)),
+                          renewal=draw(st.sampled_from(RENEWAL_MODES)))
+    return spec, make_trace(rows), config
 
 
-def check_holdings(engine: Engine) -> None:
+def check_holdings(engine: Engine, offer=None) -> None:
     """No GPU held twice; the counters agree with the owner array; held <= total."""
     owner = engine.cluster.owner
     held = np.zeros_like(owner)
+    renewing = offer.job if offer is not None and offer.is_renewal else -1
     for j in np.flatnonzero(engine.state == RUNNING):
-        if j in engine.expired_unvisited:
-            continue  # lease expired, not visited yet in this pass: it holds nothing now
+        if j in engine.expired_unvisited or j == renewing:
+            continue  # lease expired, not visited yet in this pass (or being offered): it holds nothing now
         gpus = engine.gpus[j]
         assert gpus is not None and len(gpus) == engine.num_gpus[j]
         assert (owner[gpus] == j).all()
@@ -76,10 +79,23 @@ def check_holdings(engine: Engine) -> None:
     assert engine.n_running == int((state == RUNNING).sum())
     assert engine.waiting_gpus == int(engine.num_gpus[state == 1].sum())
     assert np.array_equal(engine.running_jobs(), np.flatnonzero(state == RUNNING))
-    used = int((owner >= 0).sum())
+    used = int((owner != -1).sum())  # held, or hidden from an upgrade offer (owner -2)
     assert used == engine.spec.num_gpus - engine.cluster.free_total <= engine.spec.num_gpus
-    per_machine = np.bincount(engine.spec.machine_of_gpu[owner < 0], minlength=engine.spec.num_machines)
+    per_machine = np.bincount(engine.spec.machine_of_gpu[owner == -1], minlength=engine.spec.num_machines)
     assert np.array_equal(per_machine, engine.cluster.free_per_machine)
+
+
+def check_renewal_offer(engine: Engine, offer) -> None:
+    """Renewal offers go to running jobs only, in the engine's mode; an upgrade offer goes to a
+    job below its best tier and offers only strictly better tiers."""
+    if not offer.is_renewal:
+        assert offer.current_tier is None and engine.state[offer.job] == 1
+        return
+    assert offer.renewal == engine.config.renewal != "keep"
+    assert engine.state[offer.job] == RUNNING and int(offer.current_tier) == engine.tier[offer.job]
+    if offer.renewal == "upgrade":
+        assert offer.current_tier > offer.best_possible_tier
+        assert all(tier < offer.current_tier for tier in offer.tiers)
 
 
 def drive(engine: Engine, check=True):
@@ -89,8 +105,9 @@ def drive(engine: Engine, check=True):
         offer = next(gen)
         while True:
             if check:
-                check_holdings(engine)
+                check_holdings(engine, offer)
                 assert offer.starvation_s >= 0
+                check_renewal_offer(engine, offer)
             offer = gen.send(decide(offer, engine))
     except StopIteration:
         pass

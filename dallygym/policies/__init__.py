@@ -12,7 +12,7 @@ from .dally import DallyConsolidatedPolicy, DallyManualPolicy, DallyNoWaitPolicy
 from .fifo import FifoPolicy
 from .gandiva import GandivaPolicy
 from .random_policy import RandomPolicy
-from .tiresias import TiresiasPolicy
+from .tiresias import TiresiasLasPolicy, TiresiasPolicy
 
 #: Shipped policies by CLI name, in the order ``dallygym compare`` runs them.
 POLICIES: dict[str, type[Policy]] = {
@@ -23,6 +23,7 @@ POLICIES: dict[str, type[Policy]] = {
         DallyNoWaitPolicy,
         DallyConsolidatedPolicy,
         TiresiasPolicy,
+        TiresiasLasPolicy,
         GandivaPolicy,
         FifoPolicy,
         RandomPolicy,
@@ -53,6 +54,7 @@ __all__ = [
     "GandivaPolicy",
     "Policy",
     "RandomPolicy",
+    "TiresiasLasPolicy",
     "TiresiasPolicy",
     "make_policy",
 ]

@@ -28,12 +28,19 @@ class Policy:
     Override:
       * :meth:`priority` -- sort keys of the given jobs, lower is offered first (ties: earlier
         arrival, then lower job index);
-      * :meth:`decide` -- accept an offer at one of ``offer.tiers`` or wait (``None``);
+      * :meth:`decide` -- accept an offer at one of ``offer.tiers`` or wait (``None``); it also
+        answers renewal offers (``offer.renewal`` set: a running job whose lease expired, see
+        :class:`~dallygym.engine.EngineConfig`), where in ``"upgrade"`` mode accepting moves the
+        job to a strictly better tier and ``None`` keeps its GPUs;
       * optionally :meth:`place` (choose the GPUs), :meth:`migrate` (move a running job at a
         round boundary), :meth:`on_start` (bookkeeping when any job starts), :meth:`reset`.
     """
 
     name: ClassVar[str] = "base"
+    #: Whether :meth:`decide` may accept ``"upgrade"`` renewal offers. A policy that never
+    #: moves running jobs this way (it keeps placements, or has its own :meth:`migrate`) sets
+    #: False: the engine then makes it no such offers and can step over more round boundaries.
+    accepts_upgrades: ClassVar[bool] = True
 
     def reset(self, view: Engine, rng: np.random.Generator) -> None:
         """Called once when a run starts; ``rng`` is the run's seeded generator."""
@@ -43,7 +50,10 @@ class Policy:
         return view.arrival_s[jobs]
 
     def decide(self, offer: Offer, view: Engine) -> Tier | None:
-        """Accept the offer at a tier from ``offer.tiers``, or return None to keep waiting."""
+        """Accept the offer at a tier from ``offer.tiers``, or return None to keep waiting.
+
+        The default accepts the best tier offered, renewal offers included (an ``"upgrade"``
+        renewal only offers tiers better than the job's own, so it moves to the best one)."""
         return offer.best_tier
 
     def place(self, view: Engine, job: int, tier: Tier) -> np.ndarray | None:
@@ -65,7 +75,10 @@ class Policy:
         return type(self).migrate is not Policy.migrate
 
     def on_start(self, view: Engine, job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
-        """Called whenever a job is given a new placement (not when a lease is renewed)."""
+        """Called whenever a job is given a new placement (not when a lease is renewed on the
+        same GPUs). ``view.placement_kind`` says why: ``"new"`` (a waiting job accepted an
+        offer), ``"upgrade"`` / ``"rebid"`` (a renewal offer moved a running job) or
+        ``"migration"`` (:meth:`migrate`)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -233,9 +233,21 @@ class DallyPolicy(Policy):
             entries in the window (default 12 h and 24 h, the paper's values).
         floors, caps: the reference simulator's clamps of tuned timers (default off).
 
-    Deviations of the paper's reference simulator not followed here (SPEC §5): it clamped
-    tuned timers to floors of 6 / 12 leases and caps of 0.8 H / H; the paper has no such
-    clamps, so they are off unless asked for.
+    Choices the paper leaves open, and where the paper's reference simulator differs (SPEC §5):
+
+    * Timer clamps: the reference clamped tuned timers to floors of 6 / 12 leases and caps of
+      0.8 H / H; the paper has no such clamps, so they are off unless asked for.
+    * Zero waits: every machine or rack acceptance is recorded, including those with zero
+      starvation (Algorithm 1 records every acceptance); the reference recorded only waits of
+      at least one lease, which raises the tuned timers. Upgrades of running jobs at lease
+      renewal are not recorded (no waiting job accepted anything).
+    * Nw_sens ties: broken by earlier arrival, then job index (the engine's rule; never-run
+      jobs all have Nw_sens 0, so among them the order is FIFO). The reference broke ties by
+      fewer GPUs held, then longest starving.
+    * Lease renewal: the engine's ``EngineConfig.renewal`` (default ``"upgrade"``: a
+      lease-expired job below its best tier is offered better tiers from idle GPUs and its own
+      and accepts at once, see :meth:`decide`). The reference ended every lease and re-admitted
+      every job in Nw_sens order, delay timers applying again: ``renewal="rebid"``.
     """
 
     name: ClassVar[str] = "dally"
@@ -297,8 +309,17 @@ class DallyPolicy(Policy):
         return t_machine, t_rack
 
     def decide(self, offer: Offer, view: Engine) -> Tier | None:
-        """Algorithm 1 "On Resource Offer"."""
+        """Algorithm 1 "On Resource Offer".
+
+        A renewal offer in ``"upgrade"`` mode (a running job whose lease expired, offered only
+        tiers strictly better than its own) is accepted at its best tier: the job is running,
+        not starving, so no delay applies -- it takes a better tier whenever one is free, which
+        is how Nw_sens's high priority for network-slowed jobs turns into more consolidated
+        placements (§IV-B1, §VI-3). In ``"rebid"`` mode the offer carries a starvation clock
+        reset at the boundary and Algorithm 1 applies as to any waiting job."""
         tiers = offer.tiers
+        if offer.renewal == "upgrade":
+            return tiers[0]
         # Lines 5-8: the job fits on one machine of the offer -> accept at once.
         if Tier.MACHINE in tiers:
             return Tier.MACHINE
@@ -318,8 +339,10 @@ class DallyPolicy(Policy):
         return Tier.NETWORK if Tier.NETWORK in tiers else None
 
     def on_start(self, view: Engine, job: int, tier: Tier, starvation_s: float, now_s: float) -> None:
-        # Algorithm 1, lines 7 and 15 (update_demand_delay); the tuner ignores NETWORK.
-        if self.tuner is not None:
+        # Algorithm 1, lines 7 and 15 (update_demand_delay); the tuner ignores NETWORK. An
+        # upgrade of a running job is not an acceptance after waiting: it is not recorded (the
+        # tuner learns how long waiting jobs wait for a tier).
+        if self.tuner is not None and view.placement_kind != "upgrade":
             self.tuner.record(tier, int(view.num_gpus[job]), starvation_s, now_s)
 
     def __repr__(self) -> str:

@@ -13,6 +13,15 @@ class FifoPolicy(Policy):
     gang) is still ahead of every later job: at the next round boundary it claims the GPUs of
     later-arriving running jobs, whose leases expired. So large jobs are not starved, at the
     cost of preempting later ones.
+
+    Renewal offers (``EngineConfig.renewal``): in ``"upgrade"`` mode a running job keeps its
+    GPUs (FIFO does not care where a job runs); in ``"rebid"`` mode it bids like any waiting
+    job and takes the best tier free at its turn.
     """
 
     name = "fifo"
+    accepts_upgrades = False  # running jobs keep their placement at lease renewal
+
+    def decide(self, offer, view):
+        # A running job keeps its placement (it is network-agnostic): no renewal upgrades.
+        return None if offer.renewal == "upgrade" else offer.best_tier

@@ -24,6 +24,14 @@ placement, answers its tier, and :meth:`place` hands back the same GPUs (cached 
 If the engine gives the job back its own previous GPUs instead (it does when they are free at
 the accepted tier), that placement stands.
 
+Order: FIFO by arrival (ties by trace order). The Dally paper's reference simulator ordered
+Gandiva's jobs most recently started first, never-started last; the Gandiva paper admits jobs
+FIFO, which is followed here.
+
+Lease renewal (``EngineConfig.renewal``): in ``"upgrade"`` mode a running job keeps its GPUs
+through the pass (Gandiva improves placements by its migration below, not by renewal offers);
+in ``"rebid"`` mode it bids again like a waiting job.
+
 Migration (Gandiva's introspective migration, Dally paper §V-C: "migrating jobs to more
 favorable GPU consolidation whenever resources become available"): at every round boundary,
 after the pass, a running job spread over several machines moves to the most consolidated tier
@@ -46,6 +54,7 @@ class GandivaPolicy(PlannedPlacementPolicy):
     """FIFO, greedy, network-agnostic placement with affinity and migration (SPEC §5.3)."""
 
     name = "gandiva"
+    accepts_upgrades = False  # running jobs keep their placement at lease renewal
 
     def __init__(self) -> None:
         self.rng: np.random.Generator | None = None
@@ -53,33 +62,34 @@ class GandivaPolicy(PlannedPlacementPolicy):
     def reset(self, view, rng) -> None:
         self.rng = rng
         self._plan = None
+        self._may_key = None
+        self._may_value = False
 
     # priority: the base class's arrival order (FIFO admission).
 
     def decide(self, offer, view):
+        if offer.renewal == "upgrade":
+            return None  # Gandiva moves running jobs by its own migration (after the pass)
         tier = self.plan(offer, view, self.placement(view, offer.job))
         return offer.best_tier if tier is None else tier  # None cannot happen: the GPUs are free now
 
     def may_migrate(self, view) -> bool:
-        """Only a job spread over machines, with some GPU free, could move."""
-        return view.cluster.free_total > 0 and bool((view.tier > Tier.MACHINE).any())
+        """Exactly: would :meth:`migrate` move some running job now? (The engine steps over
+        round boundaries at which nothing can change, so this decides how many passes a run
+        makes.) Cached until the cluster's GPUs change hands."""
+        c = view.cluster
+        key = (id(c), c.version)
+        if key == self._may_key:
+            return self._may_value
+        value = c.free_total > 0 and view.upgrade_possible()
+        self._may_key, self._may_value = key, value
+        return value
 
     def migrate(self, view, job, now_s):
         current = int(view.tier[job])
         if current == Tier.MACHINE or view.cluster.free_total == 0:
             return None
-        spec = view.spec
-        g = int(view.num_gpus[job])
-        free = view.cluster.free_per_machine.copy()
-        np.add.at(free, spec.machine_of_gpu[view.gpus[job]], 1)  # its own GPUs count as free
-        if g <= spec.gpus_per_machine and free.max() >= g:
-            best = Tier.MACHINE
-        elif current == Tier.NETWORK and g <= spec.gpus_per_rack:
-            per_rack = free.reshape(spec.racks, spec.machines_per_rack)
-            ok = (per_rack.sum(axis=1) >= g) & ((per_rack > 0).sum(axis=1) >= 2)
-            best = Tier.RACK if ok.any() else Tier.NETWORK
-        else:
-            return None
+        best = view.best_tier_with_own(job)
         return best if best < current else None
 
     # --- placement -------------------------------------------------------------------

@@ -18,9 +18,15 @@ simulator (``dlas_sim_jobs``): "executed time" is wall time run since the last p
 job's attained service for queueing restarts from 0 at a promotion -- its real progress and its
 run time in the metrics are untouched), and "pending time" is the time waited since the later of
 its first start and its first restart after the last promotion. The public simulator runs
-without the guard by default (``dlas-gpu``) and offers knobs 0.5-1000 (``dlas-gpu-N``); the
-default here, 8, is the value third-party reimplementations cite from the paper (e.g.
-vodascheduler's ``TiresiasPromoteKnob = 8``). ``promote_knob=None`` turns the guard off.
+without the guard by default (``dlas-gpu``; knobs 0.5-1000 only in the ``dlas-gpu-N``
+variants), and the Tiresias paper's evaluation gives no single value, so the guard is off by
+default here (``promote_knob=None``). ``promote_knob=8`` -- the value third-party
+reimplementations use (e.g. vodascheduler's ``TiresiasPromoteKnob = 8``) -- turns it on
+(``TiresiasPolicy(promote_knob=8)``).
+
+``tiresias-las`` (:class:`TiresiasLasPolicy`): continuous least attained service -- priority is
+the attained service itself (GPUs x time run), no queues, no guard -- with the same placement
+rule. It is what the Dally paper's reference simulator ran as "Tiresias".
 
 Placement (paper §4, profile-based placement): a model whose skew -- largest layer's parameters
 / total parameters, :attr:`dallygym.models.ModelProfile.skew` -- exceeds ``skew_threshold``
@@ -28,6 +34,12 @@ Placement (paper §4, profile-based placement): a model whose skew -- largest la
 possible, ``ceil(g / gpus_per_machine)``, and waits until such a placement is free. Other models
 accept the best tier offered at once (engine best-fit placement). The paper's scheduler does not
 know the network tiers, but SPEC §5.2 has it know the model profile.
+
+Lease renewal (``EngineConfig.renewal``): a renewal offer is answered by the same rule as any
+offer. In ``"upgrade"`` mode a running high-skew job whose lease expired moves when a
+fewest-machines placement at a better tier is free (idle GPUs and its own); a low-skew job
+accepts the better tier offered, as it accepts any offer. In ``"rebid"`` mode every job bids
+again like a waiting job.
 
 Tiresias sees machines, not racks ("partial knowledge of the network", Dally paper §V-C): a
 consolidated placement over k >= 2 machines is put inside one rack when some rack has k machines
@@ -53,8 +65,8 @@ WAITING = 1  # engine.WAITING (the engine imports this package, so it is not imp
 
 #: Public Tiresias simulator defaults (``simulator/jobs.py``: 3 queues, limits in GPU-seconds).
 DEFAULT_QUEUE_LIMITS_GPU_S: tuple[float, ...] = (3250.0, 7200.0)
-#: PROMOTEKNOB (paper §3.2), as cited by reimplementations; None disables promotion.
-DEFAULT_PROMOTE_KNOB: float = 8.0
+#: PROMOTEKNOB (paper §3.2): off by default, as in the public simulator's ``dlas-gpu``.
+DEFAULT_PROMOTE_KNOB: float | None = None
 #: Skew above which a model is consolidated (SPEC §5.2).
 DEFAULT_SKEW_THRESHOLD: float = 0.3
 
@@ -103,7 +115,8 @@ class TiresiasPolicy(PlannedPlacementPolicy):
         queue_limits_gpu_s: increasing attained-service thresholds (GPU-seconds) between the
             K = len + 1 queues. Default (3250, 7200): the public simulator's.
         promote_knob: a waiting job is promoted to the top queue when its pending time reaches
-            ``promote_knob`` x its executed time (see module docstring); None disables it.
+            ``promote_knob`` x its executed time (see module docstring); None (default, as the
+            public simulator's ``dlas-gpu``) disables it.
         skew_threshold: models with skew above it wait for a fewest-machines placement.
         skews: optional per-model skew overriding the shipped profiles (for models without a
             shipped profile).
@@ -171,7 +184,7 @@ class TiresiasPolicy(PlannedPlacementPolicy):
 
     def decide(self, offer, view):
         if not self.high_skew[offer.job]:
-            return offer.best_tier
+            return offer.best_tier  # low skew accepts any offer, a renewal offer too
         if offer.num_gpus <= view.spec.gpus_per_machine:
             return Tier.MACHINE if Tier.MACHINE in offer.tiers else None
         gpus = consolidated_placement(view.cluster, offer.num_gpus)
@@ -191,3 +204,23 @@ class TiresiasPolicy(PlannedPlacementPolicy):
             f"TiresiasPolicy(queue_limits_gpu_s={tuple(self.queue_limits_gpu_s.tolist())}, "
             f"promote_knob={self.promote_knob}, skew_threshold={self.skew_threshold})"
         )
+
+
+class TiresiasLasPolicy(TiresiasPolicy):
+    """Continuous least attained service (LAS) with Tiresias's skew-based placement.
+
+    Priority is the attained service ``GPUs x time run`` (GPU-seconds), lower first, with no
+    queues and no starvation guard: the order the Dally paper's reference simulator used for
+    its Tiresias baseline. Ties (e.g. all never-run jobs) go by arrival, the engine's rule.
+    """
+
+    name = "tiresias-las"
+
+    def __init__(self, skew_threshold: float = DEFAULT_SKEW_THRESHOLD, skews: Mapping[str, float] | None = None) -> None:
+        super().__init__(promote_knob=None, skew_threshold=skew_threshold, skews=skews)
+
+    def priority(self, view, jobs):
+        return view.num_gpus[jobs] * view.run_s[jobs]
+
+    def __repr__(self) -> str:
+        return f"TiresiasLasPolicy(skew_threshold={self.skew_threshold})"
