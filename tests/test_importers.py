@@ -418,8 +418,10 @@ def test_gavel_job_type_without_any_rate_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     "bad, words",
     [
-        ("A3C\tx\t-n\t0\t500\t5.0\t4\textra", r"line 2: 8 tab-separated fields; a Gavel trace line has 7"),
-        ("A3C\tx\t-n\t0\tmany\t5.0\t4", r"line 2, column total_steps: expected a number, got 'many'"),
+        ("A3C\tx\t-n\t0\t500\t5.0\t4\textra",
+         r"line 2: 8 tab-separated fields; a Gavel trace line has 7"),
+        ("A3C\tx\t-n\t0\tmany\t5.0\t4",
+         r"line 2, column total_steps: expected a number, got 'many'"),
         ("A3C\tx\t-n\t0\t500\t5.0\t0", r"line 2, column scale_factor: must be at least 1"),
         ("", r"line 2: blank line inside the data"),
     ],

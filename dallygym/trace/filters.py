@@ -51,8 +51,8 @@ def check_oversize_mode(oversize: str) -> None:
 
 
 def check_max_jobs(max_jobs: int | None) -> None:
-    if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, (int, np.integer))
-                                 or max_jobs < 1):
+    whole = isinstance(max_jobs, (int, np.integer)) and not isinstance(max_jobs, bool)
+    if max_jobs is not None and (not whole or max_jobs < 1):
         raise TraceError(f"max_jobs must be a whole number >= 1, got {max_jobs!r}")
 
 
@@ -99,7 +99,7 @@ def handle_oversize(
         tail = f" (and {more} more such row{'s' if more != 1 else ''})" if more else ""
         raise TraceError(
             f"{where.at(i, column)}: a job of {int(gpus[i])} GPUs, more than {size}{tail}; "
-            f"oversize='drop' or 'clamp' imports the others"
+            f"oversize 'drop' or 'clamp' (--oversize) imports the others"
         )
     changes = []
     gpus = gpus.copy()
@@ -126,10 +126,10 @@ def first_jobs(count: int, max_jobs: int | None) -> np.ndarray:
     return keep
 
 
-def describe_change(source: str, change: dict, unit: str = "GPUs") -> str:
+def describe_change(source: str, change: dict) -> str:
     """One line for a dropped or clamped row: ``file, line N: job J of G GPUs: dropped ...``."""
     job = f"job {change['job']} " if change.get("job") is not None else "a job "
-    return f"{source}, {change['line']}: {job}of {change['num_gpus']} {unit} {change['action']} " \
+    return f"{source}, {change['line']}: {job}of {change['num_gpus']} GPUs {change['action']} " \
            f"(larger than the cluster)"
 
 

@@ -198,7 +198,8 @@ class ImportOptions:
     def __post_init__(self) -> None:
         self.models = tuple(self.models)
         if self.unknown_models not in ("draw", "error"):
-            raise ValueError(f"unknown_models must be 'draw' or 'error', got {self.unknown_models!r}")
+            raise ValueError("unknown_models must be 'draw' or 'error', "
+                             f"got {self.unknown_models!r}")
         if self.durations not in DURATION_READINGS:
             raise TraceError(f"durations must be one of {', '.join(DURATION_READINGS)}, "
                              f"got {self.durations!r}")
@@ -323,7 +324,8 @@ _TRAILING_NOTE = re.compile(r"\s*\([^()]*\)\s*$")
 
 
 def _family_name(name: str) -> str:
-    """The name without a trailing parenthesised note: ``ResNet-50 (batch size 64)`` -> ``ResNet-50``."""
+    """The name without a trailing note in parentheses: ``ResNet-50 (batch size 64)`` ->
+    ``ResNet-50``."""
     return _TRAILING_NOTE.sub("", name).strip()
 
 
@@ -363,7 +365,8 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
     for n in dict.fromkeys(names.tolist()):
         fate[n] = _resolve_name(n, opt)
     resolved = np.array([fate[n][0] for n in names.tolist()], dtype=object)
-    unknown = np.flatnonzero(np.array([fate[n][1] == "unknown" for n in names.tolist()], dtype=bool))
+    unknown = np.flatnonzero(np.array([fate[n][1] == "unknown" for n in names.tolist()],
+                                      dtype=bool))
     if len(unknown) and opt.unknown_models == "error":
         i = int(unknown[0])
         raise TraceError(
@@ -673,7 +676,9 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
 # ----------------------------------------------------------------------------------------------
 
 
-def load_gavel_throughputs(path: str | Path, worker_type: str = "v100") -> dict[tuple[str, int], float]:
+def load_gavel_throughputs(
+    path: str | Path, worker_type: str = "v100"
+) -> dict[tuple[str, int], float]:
     """Gavel's ``simulation_throughputs.json`` for one worker type: ``{(job type, scale
     factor): steps per second}`` -- each entry's isolated rate (its ``"null"`` key: the job
     running alone, not co-located with another).
@@ -699,7 +704,8 @@ def load_gavel_throughputs(path: str | Path, worker_type: str = "v100") -> dict[
             rate = entry["null"]
         except (ValueError, SyntaxError, TypeError, KeyError):
             raise TraceError(f"{path}, worker type {worker_type}, key {key!r}: expected "
-                             f"\"('job type', scale factor)\" with an isolated ('null') rate") from None
+                             f"\"('job type', scale factor)\" with an isolated ('null') "
+                             f"rate") from None
         if not (isinstance(rate, (int, float)) and np.isfinite(rate) and rate > 0):
             raise TraceError(f"{path}, worker type {worker_type}, key {key!r}: "
                              f"rate must be > 0 steps/s, got {rate!r}")
@@ -738,7 +744,8 @@ def _read_gavel_lines(path: Path) -> tuple[list[list[str]], int]:
 def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
                 missing_throughput: str, opt: ImportOptions) -> _Read:
     if missing_throughput not in ("scale", "error"):
-        raise TraceError(f"missing_throughput must be 'scale' or 'error', got {missing_throughput!r}")
+        raise TraceError("missing_throughput must be 'scale' or 'error', "
+                         f"got {missing_throughput!r}")
     rates_table = load_gavel_throughputs(throughputs, worker_type)
     path = Path(path)
     rows, count = _read_gavel_lines(path)

@@ -126,7 +126,8 @@ def regenerate_real(src_dir: str | Path, out_dir: str | Path) -> dict:
         report_path = out_dir / f".{trace.name}.report.json"
         argv = ["trace", "import", *(w.format(src=src_dir, out=out_dir) for w in trace.args),
                 "--report", str(report_path)]
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             status = main(argv)
         if status != 0:
             raise RuntimeError(f"importing {trace.name} failed: {err.getvalue().strip()}")
