@@ -5,7 +5,7 @@
     dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym latency [--format table|csv]
-    dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH
+    dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH [filters]
 
 Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
 impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
@@ -129,11 +129,45 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--out", required=True, help="output CSV path")
     imp = trs.add_parser("import", help="convert a public-format trace into a canonical CSV")
-    imp.add_argument("format", choices=("tiresias", "philly", "helios"))
+    imp.add_argument("format", choices=("tiresias", "philly", "helios", "gavel"))
     imp.add_argument("path", help="input file")
     imp.add_argument("--seed", type=int, default=0, help="seed for fields the format lacks (model draw)")
     imp.add_argument("--out", required=True, help="output CSV path")
+    imp.add_argument("--report", metavar="JSON", help="also write the full import report as JSON")
+    imp.add_argument("--durations", choices=("wall", "compute"), default="wall",
+                     help="recorded durations are wall time at the best placement (default) "
+                          "or compute-only time")
+    _cluster_args(imp)
+    imp.add_argument("--latency", default="dally-paper", help="latency model preset for --durations wall")
+    imp.add_argument("--throughputs", metavar="JSON", help="gavel: simulation_throughputs.json")
+    imp.add_argument("--worker-type", default="v100", help="gavel: worker type of the throughputs (default v100)")
+    imp.add_argument("--missing-throughput", choices=("scale", "error"), default="scale",
+                     help="gavel: a (job type, scale factor) missing from the table uses the "
+                          "1-GPU rate x scale factor (default) or is an error")
+    imp.add_argument("--start-h", type=float, help="keep jobs arriving at or after this many hours "
+                                                   "after the earliest arrival")
+    imp.add_argument("--end-h", type=float, help="keep jobs arriving before this many hours after the earliest arrival")
+    imp.add_argument("--start", metavar="DATE", help="philly/helios: keep jobs arriving at or after this date-time")
+    imp.add_argument("--end", metavar="DATE", help="philly/helios: keep jobs arriving before this date-time")
+    imp.add_argument("--cluster", action="append", metavar="VC",
+                     help="philly/helios: keep this virtual cluster (repeat for several)")
+    imp.add_argument("--max-jobs", type=int, help="keep the first N jobs (arrival order) left after the other filters")
+    imp.add_argument("--oversize", choices=("error", "drop", "clamp"), default="error",
+                     help="jobs larger than the cluster: error (default), drop, or clamp to the cluster")
+    imp.add_argument("--model-map", action="append", metavar="NAME=MODEL", default=[],
+                     help="map a model name of the file to a known model (repeat for several)")
     return parser
+
+
+def _model_map(pairs: list[str]) -> dict[str, str]:
+    """``NAME=MODEL`` pairs as a dict; the name may contain '=' only before the last one."""
+    mapping = {}
+    for pair in pairs:
+        name, sep, model = pair.rpartition("=")
+        if not sep or not name.strip() or not model.strip():
+            raise ValueError(f"--model-map expects NAME=MODEL, got {pair!r}")
+        mapping[name.strip()] = model.strip()
+    return mapping
 
 
 def _print_frame(frame: pd.DataFrame, fmt: str) -> None:
@@ -246,6 +280,9 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from . import trace as tr
 
     if args.trace_command == "list":
+        from .trace.real import shipped_trace_notes
+
+        notes = shipped_trace_notes()
         rows = []
         for name in tr.shipped_traces():
             frame = tr.load_trace(name)
@@ -257,17 +294,44 @@ def _cmd_trace(args: argparse.Namespace) -> int:
                 "span_h": round(float(frame["arrival_s"].max() - frame["arrival_s"].min()) / 3600, 1),
                 "duration_p50_s": round(float(duration.median())),
                 "gpu_hours": round(float((frame["num_gpus"] * duration).sum()) / 3600),
+                "source": notes.get(name, ""),
             })
-        _print_frame(pd.DataFrame(rows), "table")
+        frame = pd.DataFrame(rows)
+        # Padded to one width, the notes read left-aligned in pandas' right-aligned table.
+        frame["source"] = frame["source"].str.ljust(int(frame["source"].str.len().max()))
+        _print_frame(frame, "table")
     elif args.trace_command == "generate":
         frame = tr.generate_trace(args.name, seed=args.seed)
         tr.write_trace(frame, args.out)
         print(f"wrote {len(frame)} jobs to {args.out}")
     else:
-        frame = tr.import_trace(args.format, args.path, seed=args.seed)
+        from .trace.filters import describe_change
+        from .trace.importers import report_lines
+
+        options = dict(
+            seed=args.seed, durations=args.durations, latency=args.latency,
+            cluster=ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine),
+            start_h=args.start_h, end_h=args.end_h, start=args.start, end=args.end,
+            vc=args.cluster, max_jobs=args.max_jobs, oversize=args.oversize,
+            model_map=_model_map(args.model_map),
+        )
+        if args.format == "gavel":
+            options.update(throughputs=args.throughputs, worker_type=args.worker_type,
+                           missing_throughput=args.missing_throughput)
+        elif args.throughputs is not None:
+            raise ValueError("--throughputs applies to gavel files only")
+        frame = tr.import_trace(args.format, args.path, **options)
         tr.write_trace(frame, args.out)
-        report = frame.attrs.get("import_report")
-        print(f"wrote {len(frame)} jobs to {args.out}" + (f" ({report})" if report else ""))
+        report = frame.attrs["import_report"]
+        # Every dropped or clamped row, one line each on stderr (never silent).
+        for change in report["oversize"]["rows"]:
+            print(f"dallygym: note: {describe_change(report['source'], change)}", file=sys.stderr)
+        if args.report:
+            with open(args.report, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {len(frame)} jobs to {args.out}")
+        for line in report_lines(report):
+            print(f"  {line}")
     return 0
 
 

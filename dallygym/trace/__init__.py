@@ -5,7 +5,9 @@
   the shipped files (:func:`shipped_traces`).
 * :mod:`dallygym.trace.generators` -- seeded workloads matching the paper's traces
   (:data:`GENERATORS`, :func:`generate_trace`, :func:`regenerate_shipped`).
-* :mod:`dallygym.trace.importers` -- Tiresias, Philly and Helios formats (:func:`import_trace`).
+* :mod:`dallygym.trace.importers` -- Tiresias, Philly, Helios and Gavel formats
+  (:func:`import_trace`), with filters (:mod:`dallygym.trace.filters`) and the duration reading.
+* :mod:`dallygym.trace.real` -- the shipped real-trace windows and how each is regenerated.
 
 The format, the generators' statistics and each importer's rules are documented in
 ``docs/traces.md``.
@@ -26,9 +28,16 @@ from dallygym.trace.generators import (
     regenerate_shipped,
     workload_targets,
 )
+from dallygym.trace.filters import OVERSIZE_MODES
 from dallygym.trace.importers import (
+    DEFAULT_IMPORT_CLUSTER,
+    DURATION_READINGS,
+    FAMILY_ALIASES,
     IMPORTERS,
     MODEL_ALIASES,
+    ImportOptions,
+    best_speed_factors,
+    import_gavel,
     import_helios,
     import_philly,
     import_tiresias,
@@ -50,6 +59,13 @@ from dallygym.trace.schema import (
 )
 
 __all__ = [
+    "DEFAULT_IMPORT_CLUSTER",
+    "DURATION_READINGS",
+    "FAMILY_ALIASES",
+    "OVERSIZE_MODES",
+    "ImportOptions",
+    "best_speed_factors",
+    "import_gavel",
     "GENERATORS",
     "GENERATOR_VERSION",
     "IMPORTERS",

@@ -514,6 +514,11 @@ def load_trace(
     source: str | Path | pd.DataFrame,
     cluster: ClusterSpec | None = None,
     models: Iterable[str] = MODEL_NAMES,
+    *,
+    start_h: float | None = None,
+    end_h: float | None = None,
+    max_jobs: int | None = None,
+    oversize: str = "error",
 ) -> pd.DataFrame:
     """Load and validate a trace: the one way into the simulator.
 
@@ -524,6 +529,12 @@ def load_trace(
             mean the file.
         cluster: if given, fail when a job needs more GPUs than the cluster has.
         models: the known model identifiers.
+        start_h, end_h, max_jobs, oversize: optional filters, the same as the importers'
+            (:func:`dallygym.trace.filters.filter_trace`): jobs arriving in ``[start_h, end_h)``
+            hours after the earliest arrival (then shifted so the first arrives at 0 s), the
+            first ``max_jobs`` of them, and jobs larger than ``cluster`` refused (``"error"``,
+            the default), dropped (``"drop"``) or cut to the cluster (``"clamp"``). What they
+            removed or changed is in ``frame.attrs["load_report"]``.
 
     Returns:
         The validated canonical frame (see :func:`validate_trace`): rows sorted by
@@ -533,7 +544,11 @@ def load_trace(
         TraceError: unknown shipped name (listing the shipped names), missing file (naming the
             path), or any schema violation (naming file, line and column; the header is line 1).
     """
+    filtered = (start_h, end_h, max_jobs) != (None, None, None) or oversize != "error"
     if isinstance(source, pd.DataFrame):
+        if filtered:
+            return _load_filtered(source, RowLocator("<frame>"), cluster, models,
+                                  start_h, end_h, max_jobs, oversize)
         return validate_trace(source, "<frame>", cluster, models)
     if isinstance(source, str) and source in shipped_traces():
         path = shipped_trace_path(source)
@@ -550,7 +565,21 @@ def load_trace(
             f"a trace source is a shipped name, a path or a DataFrame, not {type(source).__name__}"
         )
     raw, where = read_csv_raw(path, text_columns=("model",))
+    if filtered:
+        return _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversize)
     return validate_trace(raw, str(path), cluster, models, locator=where)
+
+
+def _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversize):
+    """load_trace with filters: validate, filter (naming source rows), validate again."""
+    from dallygym.trace.filters import filter_trace  # filters imports this module
+
+    frame = validate_trace(raw, where.source, None, models, locator=where)
+    frame, report = filter_trace(frame, where, raw["job_id"], cluster, start_h, end_h,
+                                 max_jobs, oversize)
+    out = validate_trace(frame, where.source, cluster, models)
+    out.attrs["load_report"] = report
+    return out
 
 
 def _looks_like_path(text: str) -> bool:
