@@ -10,6 +10,9 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
 * ``speed``: the measured lines and both tables of ``results/speed.md``;
 * ``makespan``: the batch-500 makespan table of ``results/compare.md``;
 * ``claims``: the paper's-claims table of ``results/compare.md``;
+* ``section-vi``: the summary line of the paper's qualitative §VI claims and their table's rows
+  for the default renewal mode, from ``results/compare.md``;
+* ``jct-gap``: the computed sentences on the JCT gap to Tiresias in ``results/compare.md``;
 * ``agents``: the learned agents and the main heuristics from the first table of
   ``results/report/report.md``.
 
@@ -89,6 +92,23 @@ def claims_block() -> str:
     return "\n".join(first_table(section(text, "## The paper's claims beside ours"))) + "\n"
 
 
+def section_vi_block() -> str:
+    body = section((RESULTS / "compare.md").read_text(), "## The paper's qualitative claims")
+    summary = next(line for line in body.splitlines() if line.startswith("batch-500."))
+    table = first_table(body)
+    default = table[2].split("|")[2].strip()  # the renewal column of the first row
+    rows = [line for line in table[2:] if line.split("|")[2].strip() == default]
+    head = [table[0].replace("| renewal ", ""), table[1].replace("---|", "", 1)]
+    rows = ["|" + "|".join(cell for i, cell in enumerate(line.split("|")[1:]) if i != 1) for line in rows]
+    return "\n".join([summary, "", f"Under `{default}`:", "", *head, *rows]) + "\n"
+
+
+def jct_gap_block() -> str:
+    body = section((RESULTS / "compare.md").read_text(), "## Headline numbers against the paper")
+    lines = [line for line in body.splitlines() if line.startswith(("- *Why Tiresias", "- *JCT against Tiresias"))]
+    return "\n".join(lines) + "\n"
+
+
 def agents_block() -> str:
     text = (RESULTS / "report" / "report.md").read_text()
     rows = {}
@@ -103,7 +123,8 @@ def agents_block() -> str:
     return "\n".join(out) + "\n"
 
 
-BLOCKS = {"speed": speed_block, "makespan": makespan_block, "claims": claims_block, "agents": agents_block}
+BLOCKS = {"speed": speed_block, "makespan": makespan_block, "claims": claims_block, "agents": agents_block,
+          "section-vi": section_vi_block, "jct-gap": jct_gap_block}
 
 
 def synced(readme: str) -> str:

@@ -4,7 +4,9 @@
     python benchmarks/reference_results.py --check   # exit 1, naming the cells, if any differ
 
 The reference is every shipped policy's summary on ``batch-500`` and ``poisson-411`` at 2, 4, 8
-and 16 racks and on ``small`` (2 racks x 2 machines x 8 GPUs), and a SHA-256 of whole
+and 16 racks and on ``small`` (2 racks x 2 machines x 8 GPUs) under the default lease renewal
+(``upgrade``), the other renewal modes (``keep``, ``rebid``) for Dally, Dally-noWait and Tiresias
+on ``batch-500`` at 2 and 8 racks, and a SHA-256 of whole
 ``Dally-v0`` and ``DallySmall-v0`` episodes (every observation, reward and final summary) with
 the Dally agent and with seeded random masked actions. Summaries are compared exactly (floats
 through their JSON text), so "identical" means bit for bit. About 30 s.
@@ -26,6 +28,7 @@ import numpy as np
 
 import dallygym
 from dallygym import ClusterSpec, EngineConfig, simulate
+from dallygym.engine import RENEWAL_MODES
 from dallygym.policies import POLICIES
 
 OUT = Path(__file__).resolve().parent / "results" / "reference_results.json"
@@ -69,6 +72,11 @@ def reference() -> dict:
                                                                    config=EngineConfig()).summary)
         out[f"{policy}/small"] = _plain(simulate("small", ClusterSpec(2, 2, 8), policy=policy,
                                                  config=EngineConfig()).summary)
+    for renewal in RENEWAL_MODES[1:]:
+        for policy in ("dally", "dally-nowait", "tiresias"):
+            for racks in (2, 8):
+                out[f"{policy}/batch-500/{racks}/{renewal}"] = _plain(
+                    simulate("batch-500", racks, policy=policy, config=EngineConfig(renewal=renewal)).summary)
     for env_id, episodes in ENV_EPISODES.items():
         for agent in ("dally", "random"):
             out[f"env/{env_id}/{agent}"] = episode_digest(env_id, agent, episodes)

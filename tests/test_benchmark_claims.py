@@ -70,3 +70,52 @@ def test_seed_improvements_are_one_minus_dally_over_baseline(bench):
     assert row["jct_mean vs tiresias"] == pytest.approx(-100.0)
     assert row["makespan vs gandiva"] == pytest.approx(75.0)
     assert row["comm_mean vs gandiva"] == pytest.approx(50.0)
+
+
+def _grid_cell(racks, renewal="upgrade", **makespans):
+    rows = []
+    for policy in ("dally", "dally-nowait", "dally-consolidated", "tiresias", "gandiva", "dally-manual"):
+        rows.append({**_row(policy, racks, makespan_s=makespans.get(policy.replace("-", "_"), 100.0)),
+                     "renewal": renewal})
+    return rows
+
+
+def test_section_vi_claims_are_judged_per_size(bench):
+    # 2 racks: noWait better than Tiresias (agrees), Gandiva within 25 % of Dally (agrees);
+    # 8 racks: noWait better than Tiresias (disagrees: it should be worse), Gandiva 1.2 x (not
+    # "much worse": disagrees). Consolidated between Dally and Tiresias at 2 racks only.
+    grid = pd.DataFrame(
+        _grid_cell(2, dally=100.0, dally_nowait=90.0, tiresias=120.0, gandiva=110.0, dally_consolidated=110.0)
+        + _grid_cell(8, dally=100.0, dally_nowait=90.0, tiresias=120.0, gandiva=120.0, dally_consolidated=130.0))
+    table = bench.claims_table(grid).set_index("claim")
+    row = lambda key: table.loc[next(t for k, t in bench.SECTION_VI_CLAIMS if k == key)]  # noqa: E731
+    assert row("nowait-vs-tiresias")["2 racks"].startswith("agrees (noWait/Tiresias 0.75)")
+    assert row("nowait-vs-tiresias")["8 racks"].startswith("disagrees")
+    assert row("gandiva")["2 racks"].startswith("agrees") and row("gandiva")["8 racks"].startswith("disagrees")
+    assert row("consolidated")["2 racks"].startswith("agrees") and row("consolidated")["8 racks"].startswith("disagrees")
+    assert row("comm")["2 racks"].startswith("agrees")  # all equal: Dally is (one of) the lowest
+
+
+def test_versus_sentence_follows_the_sign_of_the_improvements(bench):
+    assert bench._versus(pd.Series([10.0, 20.0]), "X", [2, 4]).startswith("Dally is better than X at every size")
+    assert bench._versus(pd.Series([-10.0, -5.0]), "X", [2, 4]).startswith("X is better than Dally")
+    assert bench._versus(pd.Series([-10.0, 5.0]), "X", [2, 4]).startswith("it depends on the size")
+
+
+def _gap(policy, racks, preemptions, queue, jct):
+    return {"policy": policy, "racks": racks, "renewal": "upgrade", "jobs": 500, "preemptions": preemptions,
+            "one_gpu_jobs": 270, "one_gpu_queue_mean_s": queue, "one_gpu_queue_after_start_share": 0.99,
+            "one_gpu_jct_mean_s": queue, "jct_mean_s": jct, "jct_median_s": jct}
+
+
+def test_gap_sentence_is_computed_from_the_per_job_facts(bench):
+    gap = pd.DataFrame([_gap("dally", 2, 800, 300.0, 200.0), _gap("tiresias", 2, 1000, 100.0, 100.0),
+                        _gap("tiresias-las", 2, 9000, 10.0, 50.0)])
+    (line,) = bench._gap_lines(gap)
+    assert "Not time-sharing: Dally preempts 800 times" in line and "Tiresias (1,000" in line
+    assert "wait more than under Tiresias" in line and "3.0 × Tiresias's" in line and "2.00 × Tiresias's" in line
+    more = gap.assign(preemptions=[2000, 1000, 9000])
+    assert "so time-sharing contributes" in bench._gap_lines(more)[0]
+    none = gap.assign(jct_mean_s=[90.0, 100.0, 50.0])
+    assert "no gap to explain" in bench._gap_lines(none)[0]
+    assert bench._gap_lines(None) == []

@@ -270,3 +270,24 @@ def test_env_shows_renewal_offers_with_the_current_tier():
     # accepted automatically, so it is not a step.
     assert seen == [(2, None, 0.0)]
     assert info["summary"]["upgrades"] == 1
+
+
+def test_cli_renewal_flag_reaches_the_engine(capsys, tmp_path):
+    import json
+
+    from dallygym.cli import main
+
+    path = tmp_path / "three.csv"
+    three_jobs().to_csv(path, index=False)
+    args = ["simulate", "--policy", "dally-nowait", "--trace", str(path), "--racks", "2", "--machines-per-rack", "1",
+            "--gpus-per-machine", "4", "--format", "json"]
+    results = {}
+    for mode in RENEWAL_MODES:
+        assert main([*args, "--renewal", mode]) == 0
+        results[mode] = json.loads(capsys.readouterr().out)
+    assert results["upgrade"]["upgrades"] == 1 and results["keep"]["upgrades"] == 0
+    assert results["keep"]["makespan_s"] > 80 * results["upgrade"]["makespan_s"]  # J2 stuck across racks
+    with pytest.raises(SystemExit) as stop:
+        main([*args, "--renewal", "never"])
+    assert stop.value.code == 2
+    assert "invalid choice: 'never'" in capsys.readouterr().err
