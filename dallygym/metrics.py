@@ -2,7 +2,9 @@
 
 Definitions (seconds throughout):
 
-* JCT = end − arrival.
+* JCT = end − arrival, where end is the completion time moved forward by at most a few float64
+  steps where rounding left it short of arrival + ideal compute time
+  (:func:`completion_times`), so that JCT >= ideal compute time holds exactly.
 * queueing delay = JCT − run time: all time spent waiting, including after preemptions.
 * run time = time holding GPUs (including any restart overhead).
 * communication latency = run time − restart overhead − ideal compute time, where ideal compute
@@ -82,7 +84,8 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
     """Per-job metrics of a finished engine run, as arrays."""
     if not np.all(engine.state == DONE):
         raise ValueError("metrics need a finished run: some jobs have not completed")
-    jct = engine.end_s - engine.arrival_s
+    end = completion_times(engine)
+    jct = end - engine.arrival_s
     comm = engine.run_s - engine.overhead_s - engine.ideal_s
     return {
         "job_id": engine.job_id,
@@ -90,7 +93,7 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "num_gpus": engine.num_gpus,
         "arrival_s": engine.arrival_s,
         "first_start_s": engine.first_start_s,
-        "end_s": engine.end_s,
+        "end_s": end,
         "jct_s": jct,
         "queue_s": jct - engine.run_s,
         "run_s": engine.run_s,
@@ -104,6 +107,32 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "rack_s": engine.tier_s[:, Tier.RACK],
         "network_s": engine.tier_s[:, Tier.NETWORK],
     }
+
+
+#: How many float64 steps a completion time may be moved forward (see completion_times).
+_MAX_ULPS = 16
+
+
+def completion_times(engine: Engine) -> np.ndarray:
+    """Each job's end time, seconds: the engine's completion event, made consistent with
+    the jobs' ideal run times exactly.
+
+    The engine finishes a job at ``start + remaining iterations / rate`` with ``rate =
+    speed / iter_time_s``; rounding can put that a few float64 steps before ``arrival +
+    total_iterations x iter_time_s`` (1 GPU, 3 x 0.1 s: 0.3 against 0.30000000000000004).
+    Such an end is moved forward to the first float64 time at which ``end − arrival >=
+    ideal`` holds exactly, so JCT >= ideal run time without any tolerance. A shortfall larger
+    than a few steps is not rounding, and is left for the invariant checks to report.
+    """
+    end = engine.end_s.copy()
+    arrival = engine.arrival_s
+    ideal = engine.ideal_s
+    for _ in range(_MAX_ULPS):
+        short = end - arrival < ideal
+        if not short.any():
+            break
+        end[short] = np.nextafter(end[short], np.inf)
+    return end
 
 
 def job_frame(engine: Engine) -> pd.DataFrame:
