@@ -4,6 +4,7 @@
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
+    dallygym agent convert MODEL_ZIP [--out DIR]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH
 
@@ -103,15 +104,32 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write tensorboard logs (needs: pip install tensorboard)")
     tr_.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    ev = sub.add_parser("evaluate", help="evaluate heuristic and learned agents on traces, one row per agent")
+    ev = sub.add_parser(
+        "evaluate", help="evaluate heuristic and learned agents on traces, one row per agent",
+        description="Evaluate heuristic and learned agents on traces, one row per agent. What it trusts: a "
+                    "learned agent is read from policy.pth (tensors only, through torch.load(weights_only=True)) "
+                    "and config.json (JSON); nothing in them is executed. A stable-baselines3 model.zip is "
+                    "refused, since unpickling it can run any code: convert one you trust with "
+                    "'dallygym agent convert'.")
     ev.add_argument("--agent", action="append", required=True, metavar="NAME_OR_PATH",
-                    help="a policy name or a saved model (.zip or run directory); repeat for several")
+                    help="a policy name, or a learned agent: a run directory or its policy.pth "
+                         "(with config.json beside it); repeat for several")
     ev.add_argument("--trace", action="append", required=True, metavar="NAME_OR_PATH",
                     help="a shipped trace name or CSV path; repeat for several")
     _cluster_args(ev)
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--format", choices=FORMATS, default="table")
     ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
+
+    ag = sub.add_parser("agent", help="manage saved learned agents")
+    ags = ag.add_subparsers(dest="agent_command", required=True, parser_class=_Parser)
+    conv = ags.add_parser(
+        "convert", help="extract policy.pth from a stable-baselines3 model.zip, without unpickling it",
+        description="Write policy.pth (the policy's parameters) from a stable-baselines3 model.zip. Only the "
+                    "archive's policy.pth entry is read, through the tensors-only loader; its pickled 'data' "
+                    "entry is never read.")
+    conv.add_argument("path", help="model.zip, or a run directory holding one")
+    conv.add_argument("--out", metavar="DIR", help="directory to write policy.pth to (default: beside the zip)")
 
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -225,6 +243,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from .learn import convert_agent
+
+    print(f"wrote {convert_agent(args.path, args.out)}")
+    return 0
+
+
 def _cmd_latency(args: argparse.Namespace) -> int:
     from .latency import get_latency_model, table_i_frame
 
@@ -266,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "train": _cmd_train,
-                "evaluate": _cmd_evaluate, "latency": _cmd_latency, "trace": _cmd_trace}
+                "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:

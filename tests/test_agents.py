@@ -32,6 +32,7 @@ def test_committed_agents_have_their_provenance(run):
     assert meta["timesteps"] >= config["total_timesteps"] and meta["wall_s"] <= 3600
     assert meta["command"].startswith("dallygym train") and f"--seed {config['seed']}" in meta["command"]
     assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
+    assert (ROOT / "agents" / "runs" / run / "policy.pth").exists()  # what dallygym evaluate loads
 
 
 def test_agent_trained_under_another_priority_is_evaluated_under_it():
