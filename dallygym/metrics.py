@@ -16,6 +16,9 @@ Definitions (seconds throughout):
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,15 +72,56 @@ class RunResult:
         self._write(directory, "parquet")
 
     def _write(self, directory: str | Path, fmt: str) -> None:
+        """Write the three tables into ``directory`` all at once or not at all.
+
+        They are written into a fresh temporary directory beside it, which then takes its
+        place (the previous one is renamed aside first and removed last). A failure at any point
+        leaves the previous output as it was: never a mix of two runs' files. ``directory`` may
+        be new or hold only this kind of output (files named ``jobs``, ``timeline``,
+        ``summary``); any other file in it is reason to refuse, since replacing the directory
+        would delete it.
+        """
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        summary = pd.DataFrame([self.summary])
-        for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
-            path = out / f"{name}.{fmt}"
-            if fmt == "csv":
-                frame.to_csv(path, index=False)
-            else:
-                frame.to_parquet(path, index=False)
+        names = {f"{name}.{ext}" for name in ("jobs", "timeline", "summary") for ext in ("csv", "parquet")}
+        if out.exists():
+            if not out.is_dir():
+                raise ValueError(f"--out {out}: exists and is not a directory")
+            others = sorted(p.name for p in out.iterdir() if p.name not in names)
+            if others:
+                shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+                raise ValueError(f"--out {out}: holds other files ({shown}); the output replaces the whole "
+                                 f"directory, so give a new one or one holding only a previous run's output")
+        parent = out.resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=parent))
+        try:
+            summary = pd.DataFrame([self.summary])
+            for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
+                path = staging / f"{name}.{fmt}"
+                if fmt == "csv":
+                    frame.to_csv(path, index=False)
+                else:
+                    frame.to_parquet(path, index=False)
+            _replace_directory(staging, out.resolve())
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _replace_directory(new: Path, target: Path) -> None:
+    """Put directory ``new`` at ``target`` (same file system), replacing any directory there."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    os.replace(target, aside / target.name)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside / target.name, target)  # put the previous output back
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
