@@ -372,7 +372,7 @@ class DallyEnv(gym.Env):
 
         if self.engine is None:
             raise RuntimeError("call reset() before render()")
-        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine)
+        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine, self.offer)
 
     # --- the adapter -----------------------------------------------------------------------
 

@@ -225,6 +225,32 @@ def test_render_modes():
     assert used > 0  # some GPU is held by a machine-tier job
 
 
+@pytest.mark.parametrize("env_id, racks", [("DallySmall-v0", 2), ("Dally-v0", 8), ("Dally-v0", 16)])
+def test_rgb_frames_are_legible_video_frames_with_status_and_legend(env_id, racks):
+    from dallygym.render import FREE_RGB, TIER_RGB, _text
+
+    env = gym.make(env_id, racks=racks, render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    height, width, _ = frame.shape
+    assert width >= 960 and height >= 150 and width % 16 == 0 and height % 16 == 0
+    colours = {tuple(c) for c in frame.reshape(-1, 3).tolist()}
+    assert {FREE_RGB, *TIER_RGB} <= colours  # every legend swatch is drawn
+    # The status lines are the frame's first rows: time, queue, the offer and its tiers.
+    base = env.unwrapped
+    expected = np.full_like(frame[:48], 250)
+    _text(expected, 10, 10, f"t = {base.engine.now_s / 3600:,.2f} h")
+    assert np.array_equal(frame[10:24, 10:10 + 12 * 11], expected[10:24, 10:10 + 12 * 11])
+    offer = base.offer
+    line = f"offer: job {offer.job_id}, {offer.num_gpus} GPUs"
+    _text(expected, 10, 28, line)
+    assert np.array_equal(frame[28:42, 10:10 + 12 * len(line)], expected[28:42, 10:10 + 12 * len(line)])
+    # A later offer draws a different frame of the same size.
+    env.step(0)
+    later = env.render()
+    assert later.shape == frame.shape and not np.array_equal(later, frame)
+
+
 def test_async_vector_env_runs():
     envs = gym.vector.AsyncVectorEnv([lambda: gym.make("DallySmall-v0") for _ in range(2)])
     obs, infos = envs.reset(seed=0)
