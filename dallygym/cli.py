@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
     tr_.add_argument("--sensitivity", choices=("hidden", "observed", "oracle"), default=defaults.sensitivity)
     tr_.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
-    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps)
+    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
+                     help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
+                          "(--n-steps per environment) is adjusted to divide it (default 1000000)")
+    tr_.add_argument("--n-steps", type=int, default=defaults.n_steps,
+                     help="preferred steps per environment per rollout (default 512)")
     tr_.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
                      help="stop after this many minutes of training (default 60)")
     tr_.add_argument("--n-envs", type=int, default=defaults.n_envs)
@@ -222,7 +226,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
         sensitivity=args.sensitivity,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
-        n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
+        n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
         checkpoint_freq_steps=args.checkpoint_freq_steps, out_dir=args.out,
         tensorboard=args.tensorboard, progress_bar=not args.no_progress,
     )

@@ -12,10 +12,11 @@ that produced it and its training curve.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,9 @@ class TrainConfig:
     the policy's forward pass is batched over them, and on 2 cores that beats one process per
     environment. One torch thread: the 64 x 64 network's tensors are tiny, and more threads
     only contend (measured: 1,852 against 511 steps/s with two runs sharing 2 cores).
-    ``total_timesteps`` fixes the run (same seed, same model); ``time_limit_min`` is a guard.
+    ``total_timesteps`` fixes the run (same seed, same model) and is trained exactly: ``n_steps``
+    becomes the nearest rollout size that divides it (:func:`rollout_steps`; 500 for the
+    default million steps); ``time_limit_min`` is a guard (``meta.json`` says if it stopped a run).
     """
 
     env_id: str = "Dally-v0"
@@ -83,6 +86,25 @@ class TrainConfig:
         }
 
 
+def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
+    """Steps per environment per rollout such that training runs exactly ``total_timesteps``.
+
+    PPO collects whole rollouts of ``n_steps x n_envs`` steps until it has at least the
+    total, so 2,048 steps in rollouts of 8 x 512 train 4,096. This picks the divisor of
+    ``total_timesteps / n_envs`` nearest to ``n_steps`` (by ratio; the larger on a tie), so the
+    rollouts add up to the total exactly. The total must be a multiple of ``n_envs``: every
+    environment steps once per vectorised step.
+    """
+    if total_timesteps < 1 or n_envs < 1 or n_steps < 1:
+        raise ValueError(f"total_timesteps, n_envs and n_steps must be positive, got {total_timesteps}, {n_envs}, {n_steps}")
+    if total_timesteps % n_envs:
+        raise ValueError(f"total_timesteps ({total_timesteps}) must be a multiple of n_envs ({n_envs}): every "
+                         f"environment takes one step per vectorised step")
+    per_env = total_timesteps // n_envs
+    divisors = [d for i in range(1, math.isqrt(per_env) + 1) if per_env % i == 0 for d in (i, per_env // i)]
+    return min(divisors, key=lambda d: (abs(math.log(d / n_steps)), -d))
+
+
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
     name = config.trace[4:] if config.trace.startswith("gen:") else "batch-500"
     return [generate_trace(name, seed=s) for s in VALIDATION_SEEDS]
@@ -101,6 +123,8 @@ def train(config: TrainConfig) -> Path:
     import torch
 
     torch.set_num_threads(config.torch_threads)
+    # Rollouts that add up to exactly the requested steps (config.json records the size used).
+    config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
@@ -152,6 +176,7 @@ def train(config: TrainConfig) -> Path:
     torch.save(model.policy.state_dict(), out / POLICY_FILE)  # what `dallygym evaluate` loads
     venv.close()
     meta = {"command": _command_line(), "timesteps": int(model.num_timesteps), "wall_s": round(wall_s, 1),
+            "stopped_by_time_limit": int(model.num_timesteps) < config.total_timesteps,
             "env_kwargs": config.env_kwargs()}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     plot_training_curve(out)
