@@ -77,6 +77,7 @@ def one_line_error(capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_the_crafted_zip_really_runs_code_under_stable_baselines3_load(tmp_path):
     marker = tmp_path / "pwned-by-sb3-load"
     crafted = poisoned_zip(tmp_path, marker)

@@ -51,6 +51,7 @@ def test_committed_agent_loads_and_evaluates_on_the_small_env():
     assert summary["jobs"] == 60 and set(dallygym.SUMMARY_KEYS) <= set(summary)
 
 
+@pytest.mark.slow
 def test_committed_agent_evaluates_on_a_held_out_trace():
     frame = evaluate_agents([str(COMMITTED)], [str(HELDOUT_BATCH)], ClusterSpec(8))
     assert len(frame) == 1 and frame.loc[0, "jobs"] == 500
@@ -74,6 +75,7 @@ def test_evaluate_unknown_agent_exits_2_naming_it(capsys):
     assert "no-such-agent" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)

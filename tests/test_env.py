@@ -159,6 +159,7 @@ def test_dally_through_env_equals_native_run_small(variant):
     assert evaluate(env, heuristic_agent(variant, env)) == native.summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", EQUIVALENT)
 def test_dally_through_env_equals_native_run_batch_500_two_racks(variant):
     env = gym.make("Dally-v0", racks=2, priority=variant)
@@ -260,6 +261,7 @@ def test_async_vector_env_runs():
     envs.close()
 
 
+@pytest.mark.slow
 def test_maskable_ppo_learns_a_few_thousand_steps_without_error():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     env = gym.make("DallySmall-v0", trace="gen:small")
