@@ -113,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate heuristic and learned agents on traces, one row per agent. What it trusts: a "
                     "learned agent is read from policy.pth (tensors only, through torch.load(weights_only=True)) "
                     "and config.json (JSON); nothing in them is executed. A stable-baselines3 model.zip is "
-                    "refused, since unpickling it can run any code: convert one you trust with "
-                    "'dallygym agent convert'.")
+                    "refused, since unpickling it can run any code: extract its parameters with "
+                    "'dallygym agent convert', which reads only its tensors.")
     ev.add_argument("--agent", action="append", required=True, metavar="NAME_OR_PATH",
                     help="a policy name, or a learned agent: a run directory or its policy.pth "
                          "(with config.json beside it); repeat for several")
