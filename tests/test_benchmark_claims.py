@@ -36,12 +36,14 @@ def test_dally_losses_name_each_metric_where_dally_is_worse(bench):
 def test_lease_sentence_names_the_sizes_where_tiresias_keeps_the_lower_jct(bench):
     rows = []
     for lease in (1, 4):
-        rows += [{"racks": 2, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0},
+        rows += [{"racks": 2, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0 if lease == 1 else 8.0,
+                  "preemptions": 100 if lease == 1 else 40},
                  {"racks": 2, "lease_h": lease, "policy": "tiresias", "jct_mean_s": 5.0},
-                 {"racks": 8, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0},
+                 {"racks": 8, "lease_h": lease, "policy": "dally", "jct_mean_s": 10.0, "preemptions": 50},
                  {"racks": 8, "lease_h": lease, "policy": "tiresias", "jct_mean_s": 20.0 if lease == 4 else 5.0}]
     (line,) = bench._lease_lines(pd.DataFrame(rows))
     assert "keeps the lower mean JCT at every lease on 2 racks" in line
+    assert "at 2 racks its preemptions go from 100 to 40 and its mean JCT changes by -20 %" in line
     assert bench._lease_lines(None) == []
 
 
