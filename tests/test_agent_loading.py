@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sb3_contrib")
 
 from dallygym.cli import main  # noqa: E402
+from dallygym.env import OBS_DIM  # noqa: E402
 from dallygym.learn import AgentLoadError, LearnedAgent, convert_agent, load_agent  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,7 +166,7 @@ def test_committed_agents_load_safely_and_act_exactly_as_stable_baselines3_loads
     ours = LearnedAgent(ROOT / "agents" / "runs" / run)
     theirs = MaskablePPO.load(ROOT / "agents" / "runs" / run / "model.zip", device="cpu")  # committed: trusted
     rng = np.random.default_rng(0)
-    obs = rng.random((300, 31)).astype(np.float32)
+    obs = rng.random((300, OBS_DIM)).astype(np.float32)
     masks = rng.random((300, 4)) < 0.6
     masks[:, 0] = True
     a, _ = ours.predict(obs, action_masks=masks)
