@@ -2,6 +2,7 @@
 
     dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
+    dallygym sweep --policies ... --traces ... --racks ... [--seeds ...] --backend local|ray --out DIR
     dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR]
@@ -10,7 +11,7 @@
 
 Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
 impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
-exits with status 2, without a traceback.
+exits with status 2, without a traceback. A sweep whose cells all ran but some failed exits 1.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .engine import RENEWAL_MODES, EngineConfig, EngineError
 from .models import UnknownModelError
 
 EXIT_BAD_INPUT = 2
+EXIT_CELLS_FAILED = 1
 FORMATS = ("table", "json", "csv")
 
 
@@ -56,6 +58,18 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
 
 
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: processes on this machine; ray: a local Ray instance, or the cluster at "
+                        "--address (needs the ray extra). Default local")
+    p.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                   help="ray: join this running cluster (auto: the one started on this machine with "
+                        "'ray start --head') instead of starting a local instance")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local: processes (default: every core); ray without --address: CPUs of the local "
+                        "instance (default: every core); ray with --address: most tasks in flight")
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
     """What a simulation needs: trace, cluster, engine settings, output format."""
     p.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
@@ -78,6 +92,33 @@ def build_parser() -> argparse.ArgumentParser:
                       help="policies to run (default: every shipped policy)")
     _run_args(cmp_)
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    sw = sub.add_parser(
+        "sweep", help="run every policy x trace x cluster x seed x engine option, one task each, on this "
+                      "machine or on Ray; results stream to OUT/results.csv and a re-run resumes",
+        description="Run every combination of the given policies, traces, cluster sizes, seeds and engine "
+                    "options as independent tasks. Each finished cell is appended to OUT/results.csv (its keys "
+                    "and the summary keys of 'dallygym simulate'; also results.parquet when pyarrow is "
+                    "installed); cells already there are skipped. A failing cell is reported on stderr and in "
+                    "OUT/errors.csv and the others still run; the exit status is then 1. The same cells give "
+                    "the same results, bit for bit, on every backend.")
+    sw.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
+                    help="policies (default: every shipped policy)")
+    sw.add_argument("--traces", nargs="+", default=["batch-500"], metavar="TRACE",
+                    help="shipped trace names or CSV paths (default batch-500)")
+    sw.add_argument("--racks", type=int, nargs="+", default=[8], help="cluster sizes in racks (default 8)")
+    sw.add_argument("--machines-per-rack", type=int, default=8, help="machines per rack (default 8)")
+    sw.add_argument("--gpus-per-machine", type=int, default=8, help="GPUs per machine (default 8)")
+    sw.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the runs' generators (default 0)")
+    sw.add_argument("--lease-s", type=float, nargs="+", default=[3600.0], help="leases in seconds (default 3600)")
+    sw.add_argument("--renewal", nargs="+", choices=RENEWAL_MODES, default=[RENEWAL_MODES[0]],
+                    help="lease renewal modes (default upgrade)")
+    sw.add_argument("--restart-overhead-s", type=float, nargs="+", default=[0.0],
+                    help="restart overheads in seconds (default 0)")
+    sw.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+    _backend_args(sw)
+    sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
 
     tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
     from .learn import TrainConfig
@@ -262,6 +303,24 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .policies import POLICIES
+    from .sweep import grid, make_backend, sweep
+
+    cells = grid(args.policies or list(POLICIES), args.traces, args.racks, seeds=args.seeds, lease_s=args.lease_s,
+                 renewal=args.renewal, restart_overhead_s=args.restart_overhead_s,
+                 machines_per_rack=args.machines_per_rack, gpus_per_machine=args.gpus_per_machine,
+                 latency=args.latency)
+    with make_backend(args.backend, args.workers, args.address) as backend:
+        if not args.no_progress:
+            print(f"dallygym sweep: {len(cells)} cells on {backend.describe()}", file=sys.stderr, flush=True)
+        result = sweep(cells, args.out, backend, progress=not args.no_progress)
+    print(f"{os.path.join(args.out, 'results.csv')}: {len(result.results)} rows; this run: {result.ran} cells run, "
+          f"{result.skipped} already done, {result.failed} failed"
+          + (f" (listed in {os.path.join(args.out, 'errors.csv')})" if result.failed else ""))
+    return EXIT_CELLS_FAILED if result.failed else 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from .learn import TrainConfig, train
 
@@ -368,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trace import TraceError
 
     args = build_parser().parse_args(argv)
-    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "train": _cmd_train,
+    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "sweep": _cmd_sweep, "train": _cmd_train,
                 "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)
