@@ -21,6 +21,7 @@ Two layers:
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import time
@@ -393,22 +394,35 @@ class SweepResult:
         return len(self.errors)
 
 
-def _read_results(path: Path) -> pd.DataFrame:
-    """The rows of an earlier ``results.csv`` (exact floats); a torn last line (a run killed
-    while writing it) is dropped."""
+def read_results(path: str | Path) -> pd.DataFrame:
+    """The rows of a sweep's ``results.csv``, every number exactly as computed.
+
+    Numbers are parsed by Python (``int`` for whole-number columns, ``float`` for the others,
+    an empty field as NaN): the written text is each float's shortest round-trip form, so this
+    gives back the very same bits, whatever pandas' own float parser does. A torn last line (a
+    run killed while writing it) is dropped from the file.
+    """
+    path = Path(path)
     text = path.read_bytes()
     if text and not text.endswith(b"\n"):
         text = text[: text.rfind(b"\n") + 1]
         path.write_bytes(text)
     if not text.strip():
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
-    frame = pd.read_csv(path, dtype={k: str for k in CELL_KEYS if _KEY_TYPES[k] is str},
-                        float_precision="round_trip", keep_default_na=False,
-                        na_values={k: [""] for k in SUMMARY_KEYS})
-    if tuple(frame.columns) != RESULT_COLUMNS:
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if tuple(raw.columns) != RESULT_COLUMNS:
         raise ValueError(f"{path}: its columns are not those of this version's sweep results; "
                          "give another --out or remove it")
-    return frame
+    columns = {}
+    for name in RESULT_COLUMNS:
+        values = raw[name].tolist()
+        if name in _KEY_TYPES:
+            columns[name] = [_KEY_TYPES[name](v) for v in values]
+        elif all(v.lstrip("-").isdigit() for v in values):
+            columns[name] = [int(v) for v in values]
+        else:
+            columns[name] = [float(v) if v else math.nan for v in values]
+    return pd.DataFrame(pd.DataFrame(columns).to_dict("records"), columns=list(RESULT_COLUMNS))
 
 
 def _csv_rows(rows: list[dict], header: bool) -> str:
@@ -453,7 +467,7 @@ def sweep(
     out.mkdir(parents=True, exist_ok=True)
     results_path, errors_path = out / "results.csv", out / "errors.csv"
 
-    previous = _read_results(results_path) if results_path.exists() else pd.DataFrame(columns=list(RESULT_COLUMNS))
+    previous = read_results(results_path) if results_path.exists() else pd.DataFrame(columns=list(RESULT_COLUMNS))
     rows: dict[tuple, dict] = {}
     for record in previous.to_dict("records"):
         rows[_key_tuple(record)] = record
