@@ -51,15 +51,18 @@ class Failure:
     detail: str
 
 
+def _failure(exc: BaseException, detail: str = "") -> Failure:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return Failure(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, detail)
+
+
 def _guarded(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
     """``(True, fn(item))``, or ``(False, Failure)`` if it raised: one failing task never takes
     the pool, the Ray job or the other tasks down with it."""
     try:
         return True, fn(item)
     except Exception as exc:  # noqa: BLE001 - any failure of a cell is reported, not raised
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        error = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-        return False, Failure(error, traceback.format_exc())
+        return False, _failure(exc, traceback.format_exc())
 
 
 class Backend:
@@ -116,9 +119,23 @@ class LocalBackend(Backend):
 
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)))
         try:
-            futures = {pool.submit(_guarded, fn, item): i for i, item in enumerate(items)}
+            futures, unsent, broken = {}, [], None
+            for i, item in enumerate(items):
+                if broken is None:
+                    try:
+                        futures[pool.submit(_guarded, fn, item)] = i
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - a worker died while tasks were queued
+                        broken = exc
+                unsent.append(i)
+            for i in unsent:
+                yield (i, False, _failure(broken))
             for future in as_completed(futures):
-                yield (futures[future], *future.result())
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # noqa: BLE001 - the worker process died (killed, out of memory)
+                    outcome = (False, _failure(exc))
+                yield (futures[future], *outcome)
         finally:
             # On an early exit (an interrupt, a caller that stops reading) drop the queued tasks.
             pool.shutdown(wait=True, cancel_futures=True)
@@ -186,7 +203,11 @@ class RayBackend(Backend):
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
                     index = pending.pop(ref)
-                    yield (index, *ray.get(ref))
+                    try:
+                        outcome = ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - a worker or node lost beyond Ray's retries
+                        outcome = (False, _failure(exc))
+                    yield (index, *outcome)
         finally:
             for ref in pending:
                 ray.cancel(ref)

@@ -218,3 +218,19 @@ def test_ray_backend_gives_the_local_files_bit_for_bit_and_reports_failed_cells(
     finally:
         backend.close()
     assert not ray.is_initialized()
+
+
+def _dies_on_one_rack(cell):
+    if cell.racks == 1:
+        import os
+
+        os._exit(3)  # the worker process dies, as if killed or out of memory
+    return run_cell(cell)
+
+
+def test_a_worker_process_that_dies_fails_its_cells_instead_of_the_sweep(tmp_path):
+    cells = grid(**{**GRID, "seeds": [0]})
+    result = sweep(cells, tmp_path, LocalBackend(2), progress=False, run=_dies_on_one_rack)
+    assert result.failed >= 1 and result.failed + len(result.results) == len(cells)
+    assert result.errors["error"].str.contains("BrokenProcessPool").all()
+    assert set(result.errors["racks"]) >= {1}
