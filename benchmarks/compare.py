@@ -3,7 +3,8 @@ under each lease-renewal mode of the engine.
 
     python benchmarks/compare.py [--racks 2 4 8 16] [--traces batch-500 poisson-411]
                                  [--policies ...] [--renewal-modes upgrade keep rebid]
-                                 [--workers 2] [--out benchmarks/results]
+                                 [--workers 2] [--backend local|ray [--address auto|HOST:PORT]]
+                                 [--out benchmarks/results]
 
 Writes ``compare.csv`` (one row per run and renewal mode, with its wall time) and
 ``compare.md``: for the default mode (the first given), makespan normalised to Dally (the
@@ -13,7 +14,8 @@ runs; the grid under every renewal mode side by side and the paper's qualitative
 agrees / disagrees per size and mode; what drives the JCT gap to Tiresias, from per-job
 results (``jct_gap.csv``); then sweeps over knobs the paper leaves open, the lease
 (``lease_sweep.csv``) and Dally's auto-tuner history window (``history_sweep.csv``), and the
-claims on five other draws of the batch-500 generator (``seed_sweep.csv``).
+claims on five other draws of the batch-500 generator (``seed_sweep.csv``). Every run is one
+task of ``dallygym.sweep``: local processes by default, or Ray (``--backend ray``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import math
 import platform
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +35,7 @@ from dallygym.compare import compare
 from dallygym.engine import RENEWAL_MODES
 from dallygym.policies import POLICIES
 from dallygym.policies.dally import DallyPolicy, default_history_s
+from dallygym.sweep import Backend, make_backend, run_ordered
 from dallygym.trace import generate_trace
 
 # The paper's Tables II and III (JCT statistics in seconds, 8 racks), facts from §VI.
@@ -75,18 +77,19 @@ def _cell(args: tuple[str, int, tuple[str, ...], str]) -> pd.DataFrame:
     return frame
 
 
-def run_grid(traces, racks, policies, workers: int, renewals=(RENEWAL_MODES[0],)) -> pd.DataFrame:
-    """One row per (renewal mode, trace, racks, policy)."""
+def run_grid(traces, racks, policies, workers: int | Backend, renewals=(RENEWAL_MODES[0],)) -> pd.DataFrame:
+    """One row per (renewal mode, trace, racks, policy); ``workers``: local processes or a backend."""
     cells = [(t, r, tuple(policies), m) for m in renewals for t in traces for r in racks]
     start = time.perf_counter()
-    frames = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for i, frame in enumerate(pool.map(_cell, cells), 1):
-            frames.append(frame)
-            t, r, _, m = cells[i - 1]
-            print(f"[{i}/{len(cells)}] {m} {t} {r} racks: {frame['wall_s'].sum():.1f} s "
-                  f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
-    return pd.concat(frames, ignore_index=True)
+    done = []
+
+    def progress(index: int, frame: pd.DataFrame) -> None:
+        done.append(index)
+        t, r, _, m = cells[index]
+        print(f"[{len(done)}/{len(cells)}] {m} {t} {r} racks: {frame['wall_s'].sum():.1f} s "
+              f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+
+    return pd.concat(run_ordered(_cell, cells, workers, on_result=progress), ignore_index=True)
 
 
 def _md(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
@@ -197,13 +200,12 @@ def _lease_cell(args: tuple[int, int, str]) -> dict:
     return {"racks": racks, "lease_h": lease_h, "policy": policy, **s, "wall_s": time.perf_counter() - start}
 
 
-def _run_cells(run, cells: list, workers: int) -> pd.DataFrame:
-    """One row per cell, ``run(cell)`` on ``workers`` processes (the sweeps)."""
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return pd.DataFrame(list(pool.map(run, cells)))
+def _run_cells(run, cells: list, workers: int | Backend) -> pd.DataFrame:
+    """One row per cell, in the cells' order, ``run(cell)`` on ``workers`` processes or a backend (the sweeps)."""
+    return pd.DataFrame(run_ordered(run, cells, workers))
 
 
-def lease_sweep(workers: int) -> pd.DataFrame:
+def lease_sweep(workers: int | Backend) -> pd.DataFrame:
     """The lease is the knob the paper leaves open that matters most: batch-500 under Dally,
     Tiresias and Gandiva with leases of 1, 4, 12 and 24 h at 2 and 8 racks."""
     cells = [(r, h, p) for r in LEASE_SWEEP_RACKS for h in LEASE_SWEEP_H for p in LEASE_SWEEP_POLICIES]
@@ -225,7 +227,7 @@ def _history_cell(args: tuple[int, float | None]) -> dict:
     return {"racks": racks, "window_h": default_h if window_h is None else window_h, "default": window_h is None, **s}
 
 
-def history_sweep(workers: int) -> pd.DataFrame:
+def history_sweep(workers: int | Backend) -> pd.DataFrame:
     """Dally's auto-tuner history window, which the paper leaves open: batch-500 at every size
     with the default window and with 12 h, 24 h, 96 h and an unlimited one."""
     cells = [(r, h) for r in HISTORY_SWEEP_RACKS for h in (None, *HISTORY_SWEEP_H)]
@@ -281,7 +283,7 @@ def _seed_cell(args: tuple[int, int, str]) -> dict:
     return {"racks": racks, "seed": seed, "policy": policy, **s}
 
 
-def seed_sweep(racks: list[int], workers: int) -> pd.DataFrame:
+def seed_sweep(racks: list[int], workers: int | Backend) -> pd.DataFrame:
     """Dally, Tiresias and Gandiva on five other draws of the batch-500 generator at every size:
     how far the single-trace claims move from one draw to the next."""
     cells = [(r, seed, p) for r in racks for seed in SEED_SWEEP_SEEDS for p in SEED_SWEEP_POLICIES]
@@ -504,7 +506,7 @@ def _jct_gap_cell(args: tuple[int, str, str]) -> dict:
     }
 
 
-def jct_gap(racks: list[int], workers: int, renewal: str = RENEWAL_MODES[0]) -> pd.DataFrame:
+def jct_gap(racks: list[int], workers: int | Backend, renewal: str = RENEWAL_MODES[0]) -> pd.DataFrame:
     """Per-job facts behind the mean-JCT gap between Dally and Tiresias on batch-500: preemption
     counts, and the queueing of the one-GPU jobs (full speed anywhere: Nw_sens = 1 once run)."""
     cells = [(r, p, renewal) for r in racks for p in ("dally", "dally-consolidated", "tiresias", "tiresias-las")]
@@ -641,7 +643,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--renewal-modes", nargs="+", choices=RENEWAL_MODES, default=list(RENEWAL_MODES),
                         help="engine renewal modes to run the grid under; the first is the default shown in full")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="local processes, or with --backend ray the CPUs of a local Ray instance (default 2)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--address", default=None, help="ray: join this cluster (auto or HOST:PORT)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--no-seed-sweep", dest="seed_sweep", action="store_false",
                         help="skip the runs on other batch-500 draws")
@@ -650,9 +655,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lease-sweep", dest="lease_sweep", action="store_false",
                         help="skip the lease-sensitivity runs")
     args = parser.parse_args(argv)
+    workers = make_backend(args.backend, args.workers, args.address)  # every run below goes through it
 
     start = time.perf_counter()
-    grid_all = run_grid(args.traces, args.racks, args.policies, args.workers, args.renewal_modes)
+    grid_all = run_grid(args.traces, args.racks, args.policies, workers, args.renewal_modes)
     total = time.perf_counter() - start
     default_mode = args.renewal_modes[0]
     grid = grid_all[grid_all["renewal"] == default_mode].drop(columns="renewal").reset_index(drop=True)
@@ -665,17 +671,17 @@ def main(argv: list[str] | None = None) -> int:
     text += "\n" + claims_report(grid_all) + "\n" + renewal_report(grid_all)
     gap = None
     if {"dally", "tiresias", "tiresias-las"} <= set(args.policies) and "batch-500" in args.traces:
-        gap = jct_gap(args.racks, args.workers, default_mode)
+        gap = jct_gap(args.racks, workers, default_mode)
         gap.to_csv(out / "jct_gap.csv", index=False)
     sweep = history = seeds = None
     if args.lease_sweep:
-        sweep = lease_sweep(args.workers)
+        sweep = lease_sweep(workers)
         sweep.to_csv(out / "lease_sweep.csv", index=False)
     if args.history_sweep:
-        history = history_sweep(args.workers)
+        history = history_sweep(workers)
         history.to_csv(out / "history_sweep.csv", index=False)
     if args.seed_sweep:
-        seeds = seed_sweep(args.racks, args.workers)
+        seeds = seed_sweep(args.racks, workers)
         seeds.to_csv(out / "seed_sweep.csv", index=False)
     text += "\n" + analysis(grid, sweep, history, seeds, gap)
     if sweep is not None:
@@ -685,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
     if seeds is not None:
         text += "\n" + seed_report(seeds)
     (out / "compare.md").write_text(text + "\n")
+    workers.close()
     print(f"wrote {out / 'compare.csv'} and {out / 'compare.md'} ({len(grid)} runs, {total:.0f} s)")
     return 0
 

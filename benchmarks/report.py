@@ -2,13 +2,15 @@
 
     python benchmarks/report.py [--agent agents/runs/ppo-hidden ...] [--racks 2 4 8 16]
                                 [--batch-traces ...] [--poisson-traces ...] [--out DIR]
+                                [--workers N] [--backend local|ray [--address auto|HOST:PORT]]
 
 Runs every agent x racks x {held-out batch, held-out Poisson} trace, plus the question of the
 project -- does a learned agent beat auto-tuned Dally? -- on every held-out batch trace at 8
 racks and on the imported Helios-format trace. Writes ``report.csv``, ``report.md`` and PNG plots
 (makespan normalised to Dally, JCT CDF, mean communication latency, utilisation and
 jobs-remaining timelines at 8 racks) to ``--out``. Heuristics run natively; learned agents act
-through ``Dally-v0`` offers in the observation mode they were trained with.
+through ``Dally-v0`` offers in the observation mode they were trained with. Every run is one task
+of ``dallygym.sweep`` (in this process by default; ``--workers``/``--backend`` fan them out).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dallygym import ClusterSpec
 from dallygym.learn import LearnedAgent, load_agent, run_agent, training_curve
 from dallygym.metrics import SUMMARY_KEYS
 from dallygym.policies import POLICIES
+from dallygym.sweep import make_backend, run_ordered
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"
@@ -58,29 +61,39 @@ class OracleThresholdProbe:
         return np.int64(0), state
 
 
-def _progress(items, desc: str):
+def _progress(total: int, desc: str):
     try:
         from tqdm import tqdm
-    except ImportError:  # the agents extra brings tqdm; without it, plain iteration
-        return items
-    return tqdm(items, desc=desc, file=sys.stderr, leave=False)
+    except ImportError:  # the agents extra brings tqdm; without it, no bar
+        return None
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
 
 
 def _label(name: str, agent) -> str:
     return agent.name if isinstance(agent, LearnedAgent) else name
 
 
-def run_all(agents: dict, cells: list[tuple[str, str, int]], spec_of) -> tuple[pd.DataFrame, dict]:
-    """Run every agent on every (workload, trace, racks) cell. Returns the rows and the full
-    results of the 8-rack runs on each workload's first trace (for the plots)."""
-    rows, kept = [], {}
-    jobs = [(label, agent, cell) for label, agent in agents.items() for cell in cells]
-    for label, agent, (workload, trace, racks) in _progress(jobs, "runs"):
-        start = time.perf_counter()
-        result = run_agent(agent, trace, spec_of(racks))
-        rows.append({"agent": label, "workload": workload, "trace": Path(trace).stem, "racks": racks,
-                     **{k: result.summary[k] for k in SUMMARY_KEYS}, "wall_s": time.perf_counter() - start})
-        kept[(label, workload, Path(trace).stem, racks)] = result
+def _run_one(job) -> tuple[dict, object]:
+    """One agent on one (workload, trace, racks) cell: its row and its full result."""
+    label, agent, (workload, trace, racks), spec = job
+    start = time.perf_counter()
+    result = run_agent(agent, trace, spec)
+    row = {"agent": label, "workload": workload, "trace": Path(trace).stem, "racks": racks,
+           **{k: result.summary[k] for k in SUMMARY_KEYS}, "wall_s": time.perf_counter() - start}
+    return row, result
+
+
+def run_all(agents: dict, cells: list[tuple[str, str, int]], spec_of, workers=1) -> tuple[pd.DataFrame, dict]:
+    """Run every agent on every (workload, trace, racks) cell, each run one task on ``workers``
+    (local processes or a ``dallygym.sweep`` backend; one: this process). Returns the rows and the
+    full results of every run (the plots use the 8-rack runs on each workload's first trace)."""
+    jobs = [(label, agent, cell, spec_of(cell[2])) for label, agent in agents.items() for cell in cells]
+    bar = _progress(len(jobs), "runs")
+    outcomes = run_ordered(_run_one, jobs, workers, on_result=None if bar is None else lambda i, r: bar.update(1))
+    if bar is not None:
+        bar.close()
+    rows = [row for row, _ in outcomes]
+    kept = {(row["agent"], row["workload"], row["trace"], row["racks"]): result for row, result in outcomes}
     return pd.DataFrame(rows), kept
 
 
@@ -353,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-thresholds", type=float, nargs="*", default=[0.9, 0.7],
                         help="oracle-threshold knowledge probes to run (none: no probe)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "report"))
+    parser.add_argument("--workers", type=int, default=1,
+                        help="local processes (default 1: this process), or with --backend ray the CPUs of a "
+                             "local Ray instance")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--address", default=None, help="ray: join this cluster (auto or HOST:PORT)")
     args = parser.parse_args(argv)
     args.given = sys.argv[1:] if argv is None else list(argv)
 
@@ -380,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     cells += [("poisson", args.poisson_traces[0], r) for r in args.racks]
     cells += [("poisson", t, args.goal_racks) for t in args.poisson_traces[1:]]
     cells += [("imported", t, args.goal_racks) for t in args.imported_traces]
-    rows, kept = run_all(agents, cells, spec_of)
+    with make_backend(args.backend, args.workers, args.address) as backend:
+        rows, kept = run_all(agents, cells, spec_of, backend)
     total = time.perf_counter() - start
 
     out = Path(args.out)

@@ -2,7 +2,9 @@
 
     dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
+    dallygym sweep --policies ... --traces ... --racks ... [--seeds ...] --backend local|ray --out DIR
     dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
+    dallygym train-sweep --seeds 0 1 2 [--sensitivity ...] --backend local|ray --out DIR
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR]
     dallygym latency [--format table|csv]
@@ -10,7 +12,7 @@
 
 Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
 impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
-exits with status 2, without a traceback.
+exits with status 2, without a traceback. A sweep whose cells all ran but some failed exits 1.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .engine import RENEWAL_MODES, EngineConfig, EngineError
 from .models import UnknownModelError
 
 EXIT_BAD_INPUT = 2
+EXIT_CELLS_FAILED = 1
 FORMATS = ("table", "json", "csv")
 
 
@@ -56,6 +59,63 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
 
 
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: processes on this machine; ray: a local Ray instance, or the cluster at "
+                        "--address (needs the ray extra). Default local")
+    p.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                   help="ray: join this running cluster (auto: the one started on this machine with "
+                        "'ray start --head') instead of starting a local instance")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local: processes (default: every core); ray without --address: CPUs of the local "
+                        "instance (default: every core); ray with --address: most tasks in flight")
+
+
+SENSITIVITIES = ("hidden", "observed", "oracle")
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    """The settings of a training run that ``train`` and ``train-sweep`` share."""
+    from .learn import TrainConfig
+
+    defaults = TrainConfig()
+    p.add_argument("--env-id", default=defaults.env_id)
+    p.add_argument("--racks", type=int, default=defaults.racks)
+    p.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
+    p.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
+    p.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
+    p.add_argument("--priority", default=defaults.priority,
+                   help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
+    p.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
+    p.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
+                   help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
+                        "(--n-steps per environment) is adjusted to divide it (default 1000000)")
+    p.add_argument("--n-steps", type=int, default=defaults.n_steps,
+                   help="preferred steps per environment per rollout (default 512)")
+    p.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
+                   help="stop after this many minutes of training (default 60)")
+    p.add_argument("--n-envs", type=int, default=defaults.n_envs)
+    p.add_argument("--vec-env", choices=("dummy", "subproc"), default=defaults.vec_env,
+                   help="step the environments in this process (dummy) or one process each (subproc)")
+    p.add_argument("--torch-threads", type=int, default=defaults.torch_threads,
+                   help="torch CPU threads (default 1: the network is tiny, more threads contend)")
+    p.add_argument("--eval-freq-steps", type=int, default=defaults.eval_freq_steps)
+    p.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
+
+
+def _train_config(args: argparse.Namespace, **given):
+    from .learn import TrainConfig
+
+    settings = dict(
+        env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
+        gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
+        reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
+        n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
+        eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,
+    )
+    return TrainConfig(**{**settings, **given})
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
     """What a simulation needs: trace, cluster, engine settings, output format."""
     p.add_argument("--trace", default="batch-500", help="shipped trace name or CSV path (default batch-500)")
@@ -79,38 +139,61 @@ def build_parser() -> argparse.ArgumentParser:
     _run_args(cmp_)
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
-    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
-    from .learn import TrainConfig
+    sw = sub.add_parser(
+        "sweep", help="run every policy x trace x cluster x seed x engine option, one task each, on this "
+                      "machine or on Ray; results stream to OUT/results.csv and a re-run resumes",
+        description="Run every combination of the given policies, traces, cluster sizes, seeds and engine "
+                    "options as independent tasks. Each finished cell is appended to OUT/results.csv (its keys "
+                    "and the summary keys of 'dallygym simulate'; also results.parquet when pyarrow is "
+                    "installed); cells already there are skipped. A failing cell is reported on stderr and in "
+                    "OUT/errors.csv and the others still run; the exit status is then 1. The same cells give "
+                    "the same results, bit for bit, on every backend.")
+    sw.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
+                    help="policies (default: every shipped policy)")
+    sw.add_argument("--traces", nargs="+", default=["batch-500"], metavar="TRACE",
+                    help="shipped trace names or CSV paths (default batch-500)")
+    sw.add_argument("--racks", type=int, nargs="+", default=[8], help="cluster sizes in racks (default 8)")
+    sw.add_argument("--machines-per-rack", type=int, default=8, help="machines per rack (default 8)")
+    sw.add_argument("--gpus-per-machine", type=int, default=8, help="GPUs per machine (default 8)")
+    sw.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the runs' generators (default 0)")
+    sw.add_argument("--lease-s", type=float, nargs="+", default=[3600.0], help="leases in seconds (default 3600)")
+    sw.add_argument("--renewal", nargs="+", choices=RENEWAL_MODES, default=[RENEWAL_MODES[0]],
+                    help="lease renewal modes (default upgrade)")
+    sw.add_argument("--restart-overhead-s", type=float, nargs="+", default=[0.0],
+                    help="restart overheads in seconds (default 0)")
+    sw.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+    _backend_args(sw)
+    sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
 
-    defaults = TrainConfig()
-    tr_.add_argument("--env-id", default=defaults.env_id)
-    tr_.add_argument("--racks", type=int, default=defaults.racks)
-    tr_.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
-    tr_.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
-    tr_.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
-    tr_.add_argument("--priority", default=defaults.priority,
-                     help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
-    tr_.add_argument("--sensitivity", choices=("hidden", "observed", "oracle"), default=defaults.sensitivity)
-    tr_.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
-    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
-                     help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
-                          "(--n-steps per environment) is adjusted to divide it (default 1000000)")
-    tr_.add_argument("--n-steps", type=int, default=defaults.n_steps,
-                     help="preferred steps per environment per rollout (default 512)")
-    tr_.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
-                     help="stop after this many minutes of training (default 60)")
-    tr_.add_argument("--n-envs", type=int, default=defaults.n_envs)
-    tr_.add_argument("--vec-env", choices=("dummy", "subproc"), default=defaults.vec_env,
-                     help="step the environments in this process (dummy) or one process each (subproc)")
-    tr_.add_argument("--seed", type=int, default=defaults.seed)
-    tr_.add_argument("--torch-threads", type=int, default=defaults.torch_threads,
-                     help="torch CPU threads (default 1: the network is tiny, more threads contend)")
-    tr_.add_argument("--eval-freq-steps", type=int, default=defaults.eval_freq_steps)
-    tr_.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
-    tr_.add_argument("--out", default=defaults.out_dir, help="run directory (model.zip, config, curve)")
+    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
+    _train_args(tr_)
+    tr_.add_argument("--sensitivity", choices=SENSITIVITIES, default="hidden")
+    tr_.add_argument("--seed", type=int, default=0)
+    tr_.add_argument("--out", default="agents/runs/ppo", help="run directory (model.zip, config, curve)")
     tr_.add_argument("--tensorboard", action="store_true",
                      help="also write tensorboard logs (needs: pip install tensorboard)")
     tr_.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    ts = sub.add_parser(
+        "train-sweep", help="independent training runs over seeds and observation modes, one task each, on this "
+                            "machine or on Ray; their curves and evaluations in one table",
+        description="Train one MaskablePPO agent per (observation mode, seed), each run one task with one CPU "
+                    "(torch threads pinned by --torch-threads), on local processes or on Ray; then evaluate each "
+                    "trained agent on the --eval-trace traces. Writes OUT/RUN/ for each run (policy.pth, "
+                    "config.json, meta.json, ...), OUT/runs.csv (one row per run and evaluation trace: the run's "
+                    "facts and the summary keys of 'dallygym simulate') and OUT/curves.csv (validation and "
+                    "training returns against timesteps). A failing run is reported and the others go on; the "
+                    "exit status is then 1.")
+    _train_args(ts)
+    ts.add_argument("--sensitivity", nargs="+", choices=SENSITIVITIES, default=["hidden"],
+                    help="observation modes (default hidden)")
+    ts.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default 0 1 2)")
+    ts.add_argument("--eval-trace", action="append", default=None, metavar="NAME_OR_PATH",
+                    help="evaluate every trained agent on this trace (repeat for several; default: the held-out "
+                         "batch-500 traces, seeds 2001-2003)")
+    _backend_args(ts)
+    ts.add_argument("--out", required=True, metavar="DIR", help="directory of the runs and the tables")
 
     ev = sub.add_parser(
         "evaluate", help="evaluate heuristic and learned agents on traces, one row per agent",
@@ -262,20 +345,47 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from .learn import TrainConfig, train
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .policies import POLICIES
+    from .sweep import grid, make_backend, sweep
 
-    config = TrainConfig(
-        env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
-        gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
-        sensitivity=args.sensitivity,
-        reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
-        n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
-        checkpoint_freq_steps=args.checkpoint_freq_steps, out_dir=args.out,
-        tensorboard=args.tensorboard, progress_bar=not args.no_progress,
-    )
+    cells = grid(args.policies or list(POLICIES), args.traces, args.racks, seeds=args.seeds, lease_s=args.lease_s,
+                 renewal=args.renewal, restart_overhead_s=args.restart_overhead_s,
+                 machines_per_rack=args.machines_per_rack, gpus_per_machine=args.gpus_per_machine,
+                 latency=args.latency)
+    with make_backend(args.backend, args.workers, args.address) as backend:
+        if not args.no_progress:
+            print(f"dallygym sweep: {len(cells)} cells on {backend.describe()}", file=sys.stderr, flush=True)
+        result = sweep(cells, args.out, backend, progress=not args.no_progress)
+    print(f"{os.path.join(args.out, 'results.csv')}: {len(result.results)} rows; this run: {result.ran} cells run, "
+          f"{result.skipped} already done, {result.failed} failed"
+          + (f" (listed in {os.path.join(args.out, 'errors.csv')})" if result.failed else ""))
+    return EXIT_CELLS_FAILED if result.failed else 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .learn import train
+
+    config = _train_config(args, sensitivity=args.sensitivity, seed=args.seed, out_dir=args.out,
+                           tensorboard=args.tensorboard, progress_bar=not args.no_progress)
     print(f"saved {train(config)}")
     return 0
+
+
+def _cmd_train_sweep(args: argparse.Namespace) -> int:
+    from .learn import default_eval_traces, run_name, train_sweep
+    from .sweep import make_backend
+
+    configs = [_train_config(args, sensitivity=mode, seed=seed, progress_bar=False,
+                             out_dir=os.path.join(args.out, run_name(mode, args.priority, seed)))
+               for mode in dict.fromkeys(args.sensitivity) for seed in dict.fromkeys(args.seeds)]
+    eval_traces = args.eval_trace if args.eval_trace is not None else default_eval_traces()
+    with make_backend(args.backend, args.workers, args.address) as backend:
+        print(f"dallygym train-sweep: {len(configs)} runs on {backend.describe()}", file=sys.stderr, flush=True)
+        runs, curves, failed = train_sweep(configs, eval_traces, backend, args.out)
+    print(f"wrote {os.path.join(args.out, 'runs.csv')} ({runs['run'].nunique() if len(runs) else 0} runs) and "
+          f"{os.path.join(args.out, 'curves.csv')}" + (f"; {len(failed)} runs failed" if failed else ""))
+    return EXIT_CELLS_FAILED if failed else 0
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -368,7 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trace import TraceError
 
     args = build_parser().parse_args(argv)
-    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "train": _cmd_train,
+    handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "sweep": _cmd_sweep, "train": _cmd_train,
+                "train-sweep": _cmd_train_sweep,
                 "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)

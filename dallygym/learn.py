@@ -404,6 +404,106 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
     return collect(env.engine)
 
 
+def run_name(sensitivity: str, priority: str, seed: int) -> str:
+    """The directory name of one run of a training sweep: ``ppo-hidden-seed0``, and
+    ``ppo-hidden-tiresias-order-seed0`` for offers in another priority order."""
+    order = "" if priority == "dally" else f"-{priority}-order"
+    return f"ppo-{sensitivity}{order}-seed{seed}"
+
+
+def default_eval_traces() -> list[str]:
+    """The held-out batch-500 traces (seeds 2001-2003) shipped with the package, if any."""
+    from .trace.schema import shipped_trace_dir
+
+    directory = shipped_trace_dir()
+    if directory is None:
+        return []
+    return [str(p) for p in (directory / "heldout" / f"batch-500-seed{s}.csv" for s in (2001, 2002, 2003))
+            if p.is_file()]
+
+
+#: The files of a run that a training sweep brings back from the worker that trained it.
+_RUN_FILES = (POLICY_FILE, CONFIG_FILE, "meta.json")
+
+
+def _train_task(job: tuple[TrainConfig, list[str]]) -> dict:
+    """One run of a training sweep, on whatever worker gets it: train, read the curves,
+    evaluate the agent on the evaluation traces; return all of it and the run's small files."""
+    config, eval_traces = job
+    train(config)
+    out = Path(config.out_dir)
+    episodes, evals = training_curve(out)
+    agent = LearnedAgent(out)
+    cluster = ClusterSpec(config.racks, config.machines_per_rack, config.gpus_per_machine)
+    evaluation = []
+    for trace in eval_traces:
+        summary = run_agent(agent, load_trace(trace, cluster=cluster), cluster).summary
+        evaluation.append({"trace": Path(trace).stem, **{k: summary[k] for k in SUMMARY_KEYS}})
+    return {
+        "meta": json.loads((out / "meta.json").read_text()),
+        "validation": evals.to_dict("records"),
+        "training": episodes[["timesteps", "r"]].to_dict("records") if not episodes.empty else [],
+        "evaluation": evaluation,
+        "files": {name: (out / name).read_bytes() for name in _RUN_FILES},
+    }
+
+
+def train_sweep(configs: list[TrainConfig], eval_traces: list[str], backend=None,
+                out: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Independent training runs as tasks of a :mod:`dallygym.sweep` backend (one CPU each).
+
+    Each run trains into its ``config.out_dir``; on a cluster that directory is on the node that
+    trained it, so the run's ``policy.pth``, ``config.json`` and ``meta.json`` come back with
+    its results and are written here too. Returns ``(runs, curves, failed)``: ``runs`` has one
+    row per run and evaluation trace (the run, its seed, mode, steps, wall time, last and best
+    validation return, and the summary keys of ``simulate``), ``curves`` the validation and
+    training returns against timesteps, ``failed`` the runs that raised (each also on stderr).
+    With ``out``, both tables are written there as ``runs.csv`` and ``curves.csv``.
+    """
+    from .sweep import LocalBackend
+
+    backend = backend or LocalBackend(1)
+    for trace in eval_traces:
+        load_trace(trace)  # a bad evaluation trace fails here, before hours of training
+    runs, curves, failed = [], [], []
+    for index, ok, value in backend.imap_unordered(_train_task, [(c, list(eval_traces)) for c in configs]):
+        config = configs[index]
+        name = Path(config.out_dir).name
+        if not ok:
+            failed.append(name)
+            print(f"dallygym: run failed: {name} (seed {config.seed}, {config.sensitivity}): {value.error}",
+                  file=sys.stderr, flush=True)
+            continue
+        here = Path(config.out_dir)
+        here.mkdir(parents=True, exist_ok=True)
+        for file_name, data in value["files"].items():
+            if not (here / file_name).is_file() or (here / file_name).read_bytes() != data:
+                (here / file_name).write_bytes(data)
+        meta, validation = value["meta"], value["validation"]
+        returns = [v["mean_return"] for v in validation]
+        facts = {"run": name, "seed": config.seed, "sensitivity": config.sensitivity, "priority": config.priority,
+                 "timesteps": meta["timesteps"], "wall_s": meta["wall_s"],
+                 "stopped_by_time_limit": meta["stopped_by_time_limit"],
+                 "final_validation_return": returns[-1] if returns else math.nan,
+                 "best_validation_return": max(returns) if returns else math.nan}
+        runs += [{**facts, **row} for row in value["evaluation"]] or [facts]
+        curves += [{"run": name, "seed": config.seed, "kind": "validation", "timesteps": int(v["timesteps"]),
+                    "return": float(v["mean_return"])} for v in validation]
+        curves += [{"run": name, "seed": config.seed, "kind": "training", "timesteps": int(e["timesteps"]),
+                    "return": float(e["r"])} for e in value["training"]]
+        print(f"dallygym: run done: {name} ({meta['timesteps']} steps, {meta['wall_s']} s)", file=sys.stderr,
+              flush=True)
+    order = {Path(c.out_dir).name: i for i, c in enumerate(configs)}
+    runs_frame = pd.DataFrame(sorted(runs, key=lambda r: order[r["run"]]))  # stable: trace order kept
+    curves_frame = pd.DataFrame(sorted(curves, key=lambda r: order[r["run"]]),
+                                columns=["run", "seed", "kind", "timesteps", "return"])
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        runs_frame.to_csv(Path(out) / "runs.csv", index=False)
+        curves_frame.to_csv(Path(out) / "curves.csv", index=False)
+    return runs_frame, curves_frame, failed
+
+
 def evaluate_agents(agents: list[str], traces: list[str], cluster: ClusterSpec, seed: int = 0) -> pd.DataFrame:
     """One row per (agent, trace): ``agent, trace`` and the summary keys of ``simulate``."""
     loaded = [load_agent(a) for a in agents]

@@ -16,6 +16,8 @@ Definitions (seconds throughout):
 
 from __future__ import annotations
 
+import math
+
 import os
 import shutil
 import tempfile
@@ -207,7 +209,9 @@ def summarize(engine: Engine, jobs: dict[str, np.ndarray] | None = None) -> dict
     used = np.array([row[1] for row in engine.timeline], dtype=np.float64)
     if makespan > 0:
         spans = np.diff(np.append(t, last))
-        utilization = float(np.dot(used, spans) / (engine.spec.num_gpus * makespan))
+        # math.fsum, not np.dot: BLAS splits a long dot product over its threads, so its last
+        # bits depended on the machine's core count (and differed between a sweep's backends).
+        utilization = math.fsum((used * spans).tolist()) / (engine.spec.num_gpus * makespan)
     else:
         utilization = 0.0
     placements = engine.placements_by_tier

@@ -49,3 +49,20 @@ def test_metrics_of_an_unfinished_run_are_refused():
     engine = Engine(make_trace([(0, 0, 1, 10, 1.0)]), ClusterSpec(1, 1, 1), FifoPolicy(), TierLatency())
     with pytest.raises(ValueError, match="finished run"):
         summarize(engine)
+
+
+def test_utilization_does_not_depend_on_the_number_of_blas_threads():
+    """A long timeline (about 26,000 events): a BLAS dot product split over threads rounded
+    differently with 1 and 2 threads, so results depended on the machine and the sweep backend."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import dallygym; print(repr(dallygym.simulate('batch-500', 2, policy='gandiva')"
+            ".summary['utilization']))")
+    values = set()
+    for threads in ("1", "2"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        values.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True, timeout=300).stdout.strip())
+    assert len(values) == 1, values
