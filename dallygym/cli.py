@@ -2,7 +2,7 @@
 
     dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
-    dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
+    dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH [filters]
@@ -78,11 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     _run_args(cmp_)
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
-    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
+    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 or DallyQueue-v0 (needs the agents extra)")
     from .learn import TrainConfig
 
     defaults = TrainConfig()
-    tr_.add_argument("--env-id", default=defaults.env_id)
+    tr_.add_argument("--env-id", default=defaults.env_id,
+                     help="Dally-v0 (tier offers; default), DallyQueue-v0 (job order) or their Small variants")
     tr_.add_argument("--racks", type=int, default=defaults.racks)
     tr_.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
     tr_.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
@@ -90,7 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     tr_.add_argument("--priority", default=defaults.priority,
                      help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
     tr_.add_argument("--sensitivity", choices=("hidden", "observed", "oracle"), default=defaults.sensitivity)
-    tr_.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
+    tr_.add_argument("--offer-rule", default=defaults.offer_rule,
+                     help="DallyQueue: the rule that answers offers (dally, consolidated, nowait, manual or a policy name)")
+    tr_.add_argument("--reward", choices=("jct", "makespan", "comm", "jct-makespan"), default=defaults.reward,
+                     help="default: the environment's (Dally-v0: jct; DallyQueue-v0: jct-makespan)")
+    tr_.add_argument("--makespan-weight", type=float, default=defaults.makespan_weight,
+                     help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
+    tr_.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
+                     help="DallyQueue: candidate slots (default: the registered id's)")
     tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps)
     tr_.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
                      help="stop after this many minutes of training (default 60)")
@@ -246,6 +254,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = TrainConfig(
         env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
+        offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         sensitivity=args.sensitivity,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,

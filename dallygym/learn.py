@@ -1,4 +1,5 @@
-"""Learned agents: MaskablePPO training on ``Dally-v0``, loading, and evaluation on held-out traces.
+"""Learned agents: MaskablePPO training on ``Dally-v0`` or ``DallyQueue-v0``, loading, and
+evaluation on held-out traces.
 
 One implementation behind ``dallygym train`` / ``dallygym evaluate`` and the scripts in
 ``agents/``. Training needs the ``agents`` extra (torch, stable-baselines3, sb3-contrib).
@@ -43,6 +44,10 @@ class TrainConfig:
     environment. One torch thread: the 64 x 64 network's tensors are tiny, and more threads
     only contend (measured: 1,852 against 511 steps/s with two runs sharing 2 cores).
     ``total_timesteps`` fixes the run (same seed, same model); ``time_limit_min`` is a guard.
+
+    For a ``DallyQueue`` id (:func:`is_queue_env`) the environment takes ``offer_rule`` instead
+    of ``priority``, the reward defaults to the environment's (``"jct-makespan"``) and the
+    network is :class:`dallygym.nets.JobPointerPolicy` (``net_arch`` is not used).
     """
 
     env_id: str = "Dally-v0"
@@ -52,7 +57,10 @@ class TrainConfig:
     trace: str = "gen:batch-500"
     priority: str = "dally"
     sensitivity: str = "hidden"
-    reward: str = "jct"
+    reward: str | None = None
+    offer_rule: str = "dally"
+    makespan_weight: float | None = None
+    max_candidates: int | None = None
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
     n_envs: int = 8
@@ -75,12 +83,28 @@ class TrainConfig:
 
     def env_kwargs(self) -> dict:
         """Keyword arguments of the training environments (the evaluation uses the same
-        cluster shape and observation mode)."""
-        return {
+        cluster shape and observation mode). Options left None take the environment's default."""
+        kwargs = {
             "racks": self.racks, "machines_per_rack": self.machines_per_rack,
             "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
-            "priority": self.priority, "sensitivity": self.sensitivity, "reward": self.reward,
+            "sensitivity": self.sensitivity, "reward": self.reward,
         }
+        if is_queue_env(self.env_id):
+            kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
+                          max_candidates=self.max_candidates)
+        else:
+            kwargs["priority"] = self.priority
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def is_queue_env(env_id: str) -> bool:
+    """Whether a registered id is a ``DallyQueueEnv`` (the agent picks jobs, not tiers)."""
+    import gymnasium as gym
+
+    import dallygym  # noqa: F401 - registers the ids
+
+    entry = gym.spec(env_id.split(":")[-1]).entry_point
+    return isinstance(entry, str) and entry.endswith(":DallyQueueEnv")
 
 
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
@@ -117,10 +141,16 @@ def train(config: TrainConfig) -> Path:
     eval_env = Monitor(gym.make(env_id, **eval_kwargs))
 
     # 3. The model.
+    if is_queue_env(config.env_id):
+        from .nets import JobPointerPolicy
+
+        policy, policy_kwargs = JobPointerPolicy, {}
+    else:
+        policy, policy_kwargs = "MlpPolicy", {"net_arch": list(config.net_arch)}
     model = MaskablePPO(
-        "MlpPolicy", venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
+        policy, venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
         learning_rate=config.learning_rate, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        ent_coef=config.ent_coef, policy_kwargs={"net_arch": list(config.net_arch)}, seed=config.seed,
+        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed,
         tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
     )
 
@@ -220,9 +250,13 @@ class LearnedAgent:
         self.model = MaskablePPO.load(self.path, device="cpu")
         config_path = self.path.parent / "config.json"
         config = json.loads(config_path.read_text()) if config_path.exists() else {}
-        self.sensitivity = config.get("sensitivity", "hidden")
-        self.reward = config.get("reward", "jct")
-        self.priority = config.get("priority", "dally")
+        known = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
+        #: The settings it was trained with (defaults for a model saved without them).
+        self.config = TrainConfig(**known)
+        self.env_id = self.config.env_id
+        self.sensitivity = self.config.sensitivity
+        self.reward = self.config.reward
+        self.priority = self.config.priority
         self.name = self.path.parent.name if self.path.name == "model.zip" else self.path.stem
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
@@ -247,19 +281,21 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
     """Full results (:class:`~dallygym.metrics.RunResult`) of one agent on one trace.
 
     A heuristic name runs natively (its own priority and decisions: exactly ``simulate``); a
-    learned agent answers ``Dally-v0`` offers with the priority rule and observation mode it
-    was trained with (Dally's Nw_sens by default).
+    learned agent acts in the environment it was trained in (its saved config: ``Dally-v0``
+    offers under its priority rule, or ``DallyQueue-v0`` picks under its offer rule), with its
+    observation settings, on this trace and cluster.
     """
-    from .env import DallyEnv
+    import gymnasium as gym
+
     from .heuristics import evaluate
     from .metrics import collect
 
     if isinstance(agent, str):
         return simulate(trace, cluster, policy=agent)
-    env = DallyEnv(racks=cluster.racks, machines_per_rack=cluster.machines_per_rack,
-                   gpus_per_machine=cluster.gpus_per_machine, trace=trace,
-                   priority=getattr(agent, "priority", "dally"),
-                   sensitivity=agent.sensitivity, reward=agent.reward)
+    kwargs = {**agent.config.env_kwargs(), "racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
+              "gpus_per_machine": cluster.gpus_per_machine, "trace": trace}
+    env_id = agent.env_id if ":" in agent.env_id else f"dallygym:{agent.env_id}"
+    env = gym.make(env_id, **kwargs).unwrapped
     evaluate(env, agent, seed=seed)
     return collect(env.engine)
 
