@@ -4,6 +4,7 @@
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
+    dallygym agent convert MODEL_ZIP [--out DIR]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH [filters]
 
@@ -99,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
     tr_.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
                      help="DallyQueue: candidate slots (default: the registered id's)")
-    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps)
+    tr_.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
+                     help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
+                          "(--n-steps per environment) is adjusted to divide it (default 1000000)")
+    tr_.add_argument("--n-steps", type=int, default=defaults.n_steps,
+                     help="preferred steps per environment per rollout (default 512)")
     tr_.add_argument("--time-limit-min", type=float, default=defaults.time_limit_min,
                      help="stop after this many minutes of training (default 60)")
     tr_.add_argument("--n-envs", type=int, default=defaults.n_envs)
@@ -115,15 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write tensorboard logs (needs: pip install tensorboard)")
     tr_.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    ev = sub.add_parser("evaluate", help="evaluate heuristic and learned agents on traces, one row per agent")
+    ev = sub.add_parser(
+        "evaluate", help="evaluate heuristic and learned agents on traces, one row per agent",
+        description="Evaluate heuristic and learned agents on traces, one row per agent. What it trusts: a "
+                    "learned agent is read from policy.pth (tensors only, through torch.load(weights_only=True)) "
+                    "and config.json (JSON); nothing in them is executed. A stable-baselines3 model.zip is "
+                    "refused, since unpickling it can run any code: extract its parameters with "
+                    "'dallygym agent convert', which reads only its tensors.")
     ev.add_argument("--agent", action="append", required=True, metavar="NAME_OR_PATH",
-                    help="a policy name or a saved model (.zip or run directory); repeat for several")
+                    help="a policy name, or a learned agent: a run directory or its policy.pth "
+                         "(with config.json beside it); repeat for several")
     ev.add_argument("--trace", action="append", required=True, metavar="NAME_OR_PATH",
                     help="a shipped trace name or CSV path; repeat for several")
     _cluster_args(ev)
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--format", choices=FORMATS, default="table")
     ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
+
+    ag = sub.add_parser("agent", help="manage saved learned agents")
+    ags = ag.add_subparsers(dest="agent_command", required=True, parser_class=_Parser)
+    conv = ags.add_parser(
+        "convert", help="extract policy.pth from a stable-baselines3 model.zip, without unpickling it",
+        description="Write policy.pth (the policy's parameters) from a stable-baselines3 model.zip. Only the "
+                    "archive's policy.pth entry is read, through the tensors-only loader; its pickled 'data' "
+                    "entry is never read.")
+    conv.add_argument("path", help="model.zip, or a run directory holding one")
+    conv.add_argument("--out", metavar="DIR", help="directory to write policy.pth to (default: beside the zip)")
 
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -257,7 +279,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         sensitivity=args.sensitivity,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
-        n_envs=args.n_envs, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
+        n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, seed=args.seed, torch_threads=args.torch_threads, eval_freq_steps=args.eval_freq_steps,
         checkpoint_freq_steps=args.checkpoint_freq_steps, out_dir=args.out,
         tensorboard=args.tensorboard, progress_bar=not args.no_progress,
     )
@@ -275,6 +297,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.out:
         frame.to_csv(args.out, index=False)
     _print_frame(frame, args.format)
+    return 0
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from .learn import convert_agent
+
+    print(f"wrote {convert_agent(args.path, args.out)}")
     return 0
 
 
@@ -349,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "train": _cmd_train,
-                "evaluate": _cmd_evaluate, "latency": _cmd_latency, "trace": _cmd_trace}
+                "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import gymnasium as gym
@@ -58,6 +58,38 @@ _MASKS = {tiers: np.array((True, *offered)) for tiers, offered in _OFFERED.items
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
 
+#: Keys ``reset(options=...)`` understands (none yet: an empty dict or None).
+RESET_OPTIONS: tuple[str, ...] = ()
+
+
+def check_reset_options(options) -> None:
+    """Raise unless ``options`` is None or a dict of known keys (:data:`RESET_OPTIONS`)."""
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise TypeError(f"reset(options=...) takes a dict or None, got {type(options).__name__} {options!r}")
+        unknown = sorted(map(repr, set(options) - set(RESET_OPTIONS)))
+        if unknown:
+            known = ", ".join(RESET_OPTIONS) or "none"
+            raise ValueError(f"reset(options=...): unknown option(s) {', '.join(unknown)}; known: {known}")
+
+
+def action_index(action) -> int | None:
+    """``action`` as a Python int if it is an integer action, else None.
+
+    Integers are Python ``int``, numpy integer scalars and 0-d numpy integer arrays (what
+    stable-baselines3 passes). Not integers, and never converted: ``bool``, floats (even
+    ``1.0``), strings, bytes, ``None``, lists and arrays with any dimension.
+    """
+    if isinstance(action, np.ndarray):
+        if action.ndim != 0:
+            return None
+        action = action[()]
+    if isinstance(action, (bool, np.bool_)):
+        return None
+    if isinstance(action, (int, np.integer)):
+        return int(action)
+    return None
+
 
 class DallyEnv(gym.Env):
     """Delay scheduling of distributed deep-learning jobs on a hierarchical GPU cluster.
@@ -83,9 +115,20 @@ class DallyEnv(gym.Env):
     ## Action Space
 
     ``Discrete(4)``: 0 = wait (reject the offer; always valid), 1 = accept on one machine,
-    2 = accept on one rack, 3 = accept anywhere on the network. :meth:`action_masks` (and
-    ``info["action_mask"]``) gives the valid ones; an invalid action is treated as wait and
-    flagged in ``info["invalid_action"]`` (``strict=True`` raises instead).
+    2 = accept on one rack, 3 = accept anywhere on the network. An action is an integer: a
+    Python ``int``, a numpy integer scalar or a 0-d numpy integer array. Nothing else is
+    converted: ``bool``, floats (even ``1.0``), strings, bytes, ``None``, lists and 1-d arrays
+    are not actions.
+
+    :meth:`action_masks` (and ``info["action_mask"]``) gives the valid ones. Through wrappers
+    (``gym.make``'s own, ``NormalizeObservation``, ``Monitor``, ...) reach it the Gymnasium 1.x
+    way, ``env.get_wrapper_attr("action_masks")()``, which is what sb3-contrib's MaskablePPO
+    and ``get_action_masks`` call (also through ``DummyVecEnv`` and ``SubprocVecEnv``);
+    ``gymnasium.vector`` environments give all masks with ``envs.call("action_masks")``.
+
+    An invalid action -- not an integer, outside 0..3, or a tier not offered -- is treated
+    as wait and flagged in ``info["invalid_action"]``; with ``strict=True`` it raises a
+    ``ValueError`` naming the action instead.
 
     ## Observation Space
 
@@ -141,7 +184,8 @@ class DallyEnv(gym.Env):
     list), starts the engine and runs it to the first offer that is a real choice. If no offer
     of the whole episode is a real choice, the episode ends inside ``reset``: the observation
     is all zeros, only "wait" is valid, and the first ``step`` returns ``terminated=True`` with
-    the episode's reward.
+    the episode's reward. ``options`` takes no keys yet: ``None`` or ``{}``; anything else
+    raises (a ``TypeError`` for a non-dict, a ``ValueError`` naming unknown keys).
 
     ## Episode End
 
@@ -259,6 +303,7 @@ class DallyEnv(gym.Env):
     # --- Gymnasium API ---------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        check_reset_options(options)
         super().reset(seed=seed)
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
@@ -303,22 +348,24 @@ class DallyEnv(gym.Env):
             info = self._info(invalid=False)
             info["summary"] = summarize(self.engine)
             return self._obs.copy(), float(self._reward()), True, False, info
-        action = int(action)
+        index = action_index(action)
         invalid = False
-        if not 0 <= action < 4:
+        if index is None or not 0 <= index < 4:
             if self.strict:
-                raise ValueError(f"action {action} is outside Discrete(4)")
+                what = "not an integer" if index is None else "outside 0..3"
+                raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: "
+                                 f"Discrete(4) takes the integers 0 (wait) to 3")
             invalid = True
             answer = None
-        elif action == WAIT:
+        elif index == WAIT:
             answer = None
         else:
-            tier = ACTION_TIERS[action - 1]
+            tier = ACTION_TIERS[index - 1]
             if tier in self.offer.tiers:
                 answer = tier
             else:
                 if self.strict:
-                    raise ValueError(f"action {action} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
+                    raise ValueError(f"action {index} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
                 invalid = True
                 answer = None
         self.steps += 1
@@ -341,7 +388,7 @@ class DallyEnv(gym.Env):
 
         if self.engine is None:
             raise RuntimeError("call reset() before render()")
-        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine)
+        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine, self.offer)
 
     # --- the adapter -----------------------------------------------------------------------
 

@@ -13,10 +13,11 @@ that produced it and its training curve.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,9 @@ class TrainConfig:
     the policy's forward pass is batched over them, and on 2 cores that beats one process per
     environment. One torch thread: the 64 x 64 network's tensors are tiny, and more threads
     only contend (measured: 1,852 against 511 steps/s with two runs sharing 2 cores).
-    ``total_timesteps`` fixes the run (same seed, same model); ``time_limit_min`` is a guard.
+    ``total_timesteps`` fixes the run (same seed, same model) and is trained exactly: ``n_steps``
+    becomes the nearest rollout size that divides it (:func:`rollout_steps`; 500 for the
+    default million steps); ``time_limit_min`` is a guard (``meta.json`` says if it stopped a run).
 
     For a ``DallyQueue`` id (:func:`is_queue_env`) the environment takes ``offer_rule`` instead
     of ``priority``, the reward defaults to the environment's (``"jct-makespan"``) and the
@@ -107,6 +110,25 @@ def is_queue_env(env_id: str) -> bool:
     return isinstance(entry, str) and entry.endswith(":DallyQueueEnv")
 
 
+def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
+    """Steps per environment per rollout such that training runs exactly ``total_timesteps``.
+
+    PPO collects whole rollouts of ``n_steps x n_envs`` steps until it has at least the
+    total, so 2,048 steps in rollouts of 8 x 512 train 4,096. This picks the divisor of
+    ``total_timesteps / n_envs`` nearest to ``n_steps`` (by ratio; the larger on a tie), so the
+    rollouts add up to the total exactly. The total must be a multiple of ``n_envs``: every
+    environment steps once per vectorised step.
+    """
+    if total_timesteps < 1 or n_envs < 1 or n_steps < 1:
+        raise ValueError(f"total_timesteps, n_envs and n_steps must be positive, got {total_timesteps}, {n_envs}, {n_steps}")
+    if total_timesteps % n_envs:
+        raise ValueError(f"total_timesteps ({total_timesteps}) must be a multiple of n_envs ({n_envs}): every "
+                         f"environment takes one step per vectorised step")
+    per_env = total_timesteps // n_envs
+    divisors = [d for i in range(1, math.isqrt(per_env) + 1) if per_env % i == 0 for d in (i, per_env // i)]
+    return min(divisors, key=lambda d: (abs(math.log(d / n_steps)), -d))
+
+
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
     name = config.trace[4:] if config.trace.startswith("gen:") else "batch-500"
     return [generate_trace(name, seed=s) for s in VALIDATION_SEEDS]
@@ -125,6 +147,8 @@ def train(config: TrainConfig) -> Path:
     import torch
 
     torch.set_num_threads(config.torch_threads)
+    # Rollouts that add up to exactly the requested steps (config.json records the size used).
+    config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
@@ -179,8 +203,10 @@ def train(config: TrainConfig) -> Path:
     wall_s = time.perf_counter() - start
     path = out / "model.zip"
     model.save(path)
+    torch.save(model.policy.state_dict(), out / POLICY_FILE)  # what `dallygym evaluate` loads
     venv.close()
     meta = {"command": _command_line(), "timesteps": int(model.num_timesteps), "wall_s": round(wall_s, 1),
+            "stopped_by_time_limit": int(model.num_timesteps) < config.total_timesteps,
             "env_kwargs": config.env_kwargs()}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     plot_training_curve(out)
@@ -240,40 +266,189 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
     return path
 
 
+#: The saved form of a learned agent that ``dallygym evaluate`` loads: the policy network's
+#: parameters (a state dict of tensors) and, next to it, ``config.json`` (the settings it was
+#: trained with).
+POLICY_FILE = "policy.pth"
+CONFIG_FILE = "config.json"
+
+
+class AgentLoadError(ValueError):
+    """A saved agent that cannot be loaded safely or does not match the environment."""
+
+
+def _read_state_dict(data: bytes, where: str) -> dict:
+    """Parameters from ``torch.save`` bytes, through torch's tensors-only unpickler.
+
+    ``weights_only=True`` admits tensors, plain containers and numbers and refuses every other
+    object before building it, so a crafted file cannot run code here.
+    """
+    import io
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AgentLoadError(f"{where}: not a file of plain tensors, refused ({first})") from None
+    if not isinstance(state, dict) or not state or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise AgentLoadError(f"{where}: expected a state dict (parameter name -> tensor)")
+    return state
+
+
+def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write ``policy.pth`` from a stable-baselines3 ``model.zip``, without unpickling it.
+
+    Only the archive's ``policy.pth`` entry is read, with the tensors-only loader; its other
+    entries (``data`` holds cloudpickle blobs that would run code if loaded) are never read.
+    The result goes next to the zip unless ``out_dir`` is given; the zip's ``config.json``
+    must be there too (``dallygym train`` writes it). Returns the path written.
+    """
+    import zipfile
+
+    import torch
+
+    zip_path = Path(zip_path)
+    if zip_path.is_dir():
+        zip_path = zip_path / "model.zip"
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            if POLICY_FILE not in archive.namelist():
+                raise AgentLoadError(f"{zip_path}: no {POLICY_FILE} entry: not a stable-baselines3 model archive")
+            data = archive.read(POLICY_FILE)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise AgentLoadError(f"{zip_path}: cannot read the archive ({exc})") from None
+    state = _read_state_dict(data, f"{zip_path} entry {POLICY_FILE}")
+    out = Path(out_dir) if out_dir is not None else zip_path.parent
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / POLICY_FILE
+    torch.save(state, path)
+    return path
+
+
+def _queue_policy_network(state: dict, config: dict, where: str):
+    """The :class:`~dallygym.nets.JobPointerPolicy` of a ``DallyQueue`` agent, ``state`` loaded;
+    its spaces are those of the environment its config names."""
+    import gymnasium as gym
+
+    from .nets import JobPointerPolicy
+
+    env_id = config.get("env_id", "DallyQueue-v0")
+    slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise AgentLoadError(f"{where}: max_candidates must be a positive integer, got {slots!r}")
+    from .queue_env import CLUSTER_DIM, JOB_DIM
+
+    trained = state.get("features_extractor.phi.0.weight")
+    if trained is not None and trained.ndim == 2 and trained.shape[1] != JOB_DIM:
+        raise AgentLoadError(f"{where}: the agent was trained on {trained.shape[1]} job features; this "
+                             f"version of {env_id} has {JOB_DIM}")
+    obs_space = gym.spaces.Dict({
+        "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+        "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
+        "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+    })
+    policy = JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0)
+    try:
+        policy.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        detail = " ".join(str(exc).split())
+        raise AgentLoadError(f"{where}: parameters do not fit the {env_id} network ({detail[:200]})") from None
+    policy.set_training_mode(False)
+    return policy
+
+
+def _policy_network(state: dict, config: dict, where: str):
+    """The MaskablePPO policy network of ``config``'s architecture, with ``state`` loaded."""
+    from gymnasium import spaces
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    from .env import OBS_DIM
+
+    if is_queue_env(str(config.get("env_id", "Dally-v0"))):
+        return _queue_policy_network(state, config, where)
+
+    net_arch = config.get("net_arch", TrainConfig().net_arch)
+    if not (isinstance(net_arch, list) and net_arch and all(isinstance(n, int) and n > 0 for n in net_arch)):
+        raise AgentLoadError(f"{where}: net_arch must be a list of positive integers, got {net_arch!r}")
+    trained_dim = state.get("mlp_extractor.policy_net.0.weight")
+    if trained_dim is not None and trained_dim.ndim == 2 and trained_dim.shape[1] != OBS_DIM:
+        raise AgentLoadError(f"{where}: the agent was trained on {trained_dim.shape[1]} observation "
+                             f"features; this version of Dally-v0 has {OBS_DIM}")
+    policy = MaskableActorCriticPolicy(
+        spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
+        lr_schedule=lambda _: 0.0, net_arch=list(net_arch),
+    )
+    try:
+        policy.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        detail = " ".join(str(exc).split())
+        raise AgentLoadError(f"{where}: parameters do not fit net_arch {net_arch} ({detail[:200]})") from None
+    policy.set_training_mode(False)
+    return policy
+
+
 class LearnedAgent:
-    """A saved MaskablePPO model with the environment settings it was trained with."""
+    """A learned agent loaded from parameters and JSON only: nothing in its files is executed.
+
+    ``path`` is a run directory, or a ``policy.pth`` inside one. What is read: ``policy.pth``
+    through torch's tensors-only loader (``weights_only=True``), and ``config.json`` with the
+    ``json`` module (the network's ``net_arch`` and the environment settings the agent was
+    trained with: ``sensitivity``, ``reward``, ``priority``). The network is rebuilt from those
+    and the parameters loaded into it, strictly (every name and shape must match). A
+    stable-baselines3 ``model.zip`` is never loaded: its ``data`` entry is a set of cloudpickle
+    blobs that can run any code when unpickled. :func:`convert_agent` (``dallygym agent
+    convert``) extracts ``policy.pth`` from a zip without unpickling it.
+    """
 
     def __init__(self, path: str | Path) -> None:
-        from sb3_contrib import MaskablePPO
-
-        self.path = Path(path)
-        self.model = MaskablePPO.load(self.path, device="cpu")
-        config_path = self.path.parent / "config.json"
-        config = json.loads(config_path.read_text()) if config_path.exists() else {}
+        path = Path(path)
+        self.path = path / POLICY_FILE if path.is_dir() else path
+        if self.path.suffix == ".zip":
+            raise AgentLoadError(
+                f"{self.path}: a stable-baselines3 archive is not loaded (unpickling its 'data' entry can run "
+                f"any code); extract its parameters with: dallygym agent convert {self.path}")
+        if not self.path.is_file():
+            hint = f"; if it holds a model.zip you trust, run: dallygym agent convert {path}" if path.is_dir() else ""
+            raise AgentLoadError(f"{self.path}: no such file (a learned agent is {POLICY_FILE} + {CONFIG_FILE}){hint}")
+        config_path = self.path.parent / CONFIG_FILE
+        if not config_path.is_file():
+            raise AgentLoadError(f"{config_path}: no such file (the settings the agent was trained with)")
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise AgentLoadError(f"{config_path}: not valid JSON ({exc})") from None
+        if not isinstance(config, dict):
+            raise AgentLoadError(f"{config_path}: expected a JSON object")
+        state = _read_state_dict(self.path.read_bytes(), str(self.path))
         known = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
-        #: The settings it was trained with (defaults for a model saved without them).
+        #: The settings it was trained with (TrainConfig defaults for keys it lacks).
         self.config = TrainConfig(**known)
+        self.policy = _policy_network(state, config, str(self.path))
         self.env_id = self.config.env_id
         self.sensitivity = self.config.sensitivity
         self.reward = self.config.reward
         self.priority = self.config.priority
-        self.name = self.path.parent.name if self.path.name == "model.zip" else self.path.stem
+        self.name = self.path.parent.name
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
-        return self.model.predict(observation, state=state, episode_start=episode_start,
-                                  deterministic=deterministic, action_masks=action_masks)
+        return self.policy.predict(observation, state=state, episode_start=episode_start,
+                                   deterministic=deterministic, action_masks=action_masks)
 
 
 def load_agent(name_or_path: str) -> str | LearnedAgent:
-    """A shipped policy name (returned as is) or a saved model (``.zip``) loaded."""
+    """A shipped policy name (returned as is) or a saved agent (run directory or its
+    ``policy.pth``) loaded without executing anything from its files (:class:`LearnedAgent`)."""
     if name_or_path in POLICIES:
         return name_or_path
     path = Path(name_or_path)
-    if path.is_dir():
-        path = path / "model.zip"
     if not path.exists():
         raise ValueError(f"agent {name_or_path!r} is neither a policy name ({', '.join(POLICIES)}) "
-                         f"nor a saved model file")
+                         f"nor a saved agent (a run directory or its {POLICY_FILE})")
     return LearnedAgent(path)
 
 

@@ -2,7 +2,9 @@
 
 Definitions (seconds throughout):
 
-* JCT = end − arrival.
+* JCT = end − arrival, where end is the completion time moved forward by at most a few float64
+  steps where rounding left it short of arrival + ideal compute time
+  (:func:`completion_times`), so that JCT >= ideal compute time holds exactly.
 * queueing delay = JCT − run time: all time spent waiting, including after preemptions.
 * run time = time holding GPUs (including any restart overhead).
 * communication latency = run time − restart overhead − ideal compute time, where ideal compute
@@ -14,6 +16,9 @@ Definitions (seconds throughout):
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,22 +73,64 @@ class RunResult:
         self._write(directory, "parquet")
 
     def _write(self, directory: str | Path, fmt: str) -> None:
+        """Write the three tables into ``directory`` all at once or not at all.
+
+        They are written into a fresh temporary directory beside it, which then takes its
+        place (the previous one is renamed aside first and removed last). A failure at any point
+        leaves the previous output as it was: never a mix of two runs' files. ``directory`` may
+        be new or hold only this kind of output (files named ``jobs``, ``timeline``,
+        ``summary``); any other file in it is reason to refuse, since replacing the directory
+        would delete it.
+        """
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        summary = pd.DataFrame([self.summary])
-        for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
-            path = out / f"{name}.{fmt}"
-            if fmt == "csv":
-                frame.to_csv(path, index=False)
-            else:
-                frame.to_parquet(path, index=False)
+        names = {f"{name}.{ext}" for name in ("jobs", "timeline", "summary") for ext in ("csv", "parquet")}
+        if out.exists():
+            if not out.is_dir():
+                raise ValueError(f"--out {out}: exists and is not a directory")
+            others = sorted(p.name for p in out.iterdir() if p.name not in names)
+            if others:
+                shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+                raise ValueError(f"--out {out}: holds other files ({shown}); the output replaces the whole "
+                                 f"directory, so give a new one or one holding only a previous run's output")
+        parent = out.resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=parent))
+        try:
+            summary = pd.DataFrame([self.summary])
+            for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
+                path = staging / f"{name}.{fmt}"
+                if fmt == "csv":
+                    frame.to_csv(path, index=False)
+                else:
+                    frame.to_parquet(path, index=False)
+            _replace_directory(staging, out.resolve())
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _replace_directory(new: Path, target: Path) -> None:
+    """Put directory ``new`` at ``target`` (same file system), replacing any directory there."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    os.replace(target, aside / target.name)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside / target.name, target)  # put the previous output back
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
     """Per-job metrics of a finished engine run, as arrays."""
     if not np.all(engine.state == DONE):
         raise ValueError("metrics need a finished run: some jobs have not completed")
-    jct = engine.end_s - engine.arrival_s
+    end = completion_times(engine)
+    jct = end - engine.arrival_s
     comm = engine.run_s - engine.overhead_s - engine.ideal_s
     return {
         "job_id": engine.job_id,
@@ -91,7 +138,7 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "num_gpus": engine.num_gpus,
         "arrival_s": engine.arrival_s,
         "first_start_s": engine.first_start_s,
-        "end_s": engine.end_s,
+        "end_s": end,
         "jct_s": jct,
         "queue_s": jct - engine.run_s,
         "run_s": engine.run_s,
@@ -106,6 +153,32 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "rack_s": engine.tier_s[:, Tier.RACK],
         "network_s": engine.tier_s[:, Tier.NETWORK],
     }
+
+
+#: How many float64 steps a completion time may be moved forward (see completion_times).
+_MAX_ULPS = 16
+
+
+def completion_times(engine: Engine) -> np.ndarray:
+    """Each job's end time, seconds: the engine's completion event, made consistent with
+    the jobs' ideal run times exactly.
+
+    The engine finishes a job at ``start + remaining iterations / rate`` with ``rate =
+    speed / iter_time_s``; rounding can put that a few float64 steps before ``arrival +
+    total_iterations x iter_time_s`` (1 GPU, 3 x 0.1 s: 0.3 against 0.30000000000000004).
+    Such an end is moved forward to the first float64 time at which ``end − arrival >=
+    ideal`` holds exactly, so JCT >= ideal run time without any tolerance. A shortfall larger
+    than a few steps is not rounding, and is left for the invariant checks to report.
+    """
+    end = engine.end_s.copy()
+    arrival = engine.arrival_s
+    ideal = engine.ideal_s
+    for _ in range(_MAX_ULPS):
+        short = end - arrival < ideal
+        if not short.any():
+            break
+        end[short] = np.nextafter(end[short], np.inf)
+    return end
 
 
 def job_frame(engine: Engine) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 from .cluster import Tier
 from .engine import RUNNING, Engine, EngineConfig, Offer, Pick
-from .env import _LOG_1000, _LOG_LONG, LONG_LEASES, DallyEnv, TraceSource
+from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index, check_reset_options
 from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
@@ -249,6 +249,7 @@ class DallyQueueEnv(DallyEnv):
     # --- Gymnasium API ---------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        check_reset_options(options)
         gym.Env.reset(self, seed=seed)
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
@@ -280,13 +281,15 @@ class DallyQueueEnv(DallyEnv):
             info = self._info(invalid=False)
             info["summary"] = summarize(self.engine)
             return self._observation(), float(self._reward()), True, False, info
-        action = int(action)
-        invalid = not (0 <= action <= self.max_candidates and self._mask[action])
+        index = action_index(action)
+        invalid = index is None or not (0 <= index <= self.max_candidates and self._mask[index])
         if invalid:
             if self.strict:
-                raise ValueError(f"action {action} is not valid here: valid actions "
+                what = "not an integer" if index is None else "not valid here"
+                raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: valid actions "
                                  f"{np.flatnonzero(self._mask).tolist()} of Discrete({self.max_candidates + 1})")
-            action = 0
+            index = 0
+        action = index
         answer = None if action == self.stop_action else self.pick.candidates[action]
         self.steps += 1
         reward = self._advance(answer)

@@ -32,6 +32,7 @@ def test_committed_agents_have_their_provenance(run):
     assert meta["timesteps"] >= config["total_timesteps"] and meta["wall_s"] <= 3600
     assert meta["command"].startswith("dallygym train") and f"--seed {config['seed']}" in meta["command"]
     assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
+    assert (ROOT / "agents" / "runs" / run / "policy.pth").exists()  # what dallygym evaluate loads
 
 
 def test_agent_trained_under_another_priority_is_evaluated_under_it():
@@ -50,6 +51,7 @@ def test_committed_agent_loads_and_evaluates_on_the_small_env():
     assert summary["jobs"] == 60 and set(dallygym.SUMMARY_KEYS) <= set(summary)
 
 
+@pytest.mark.slow
 def test_committed_agent_evaluates_on_a_held_out_trace():
     frame = evaluate_agents([str(COMMITTED)], [str(HELDOUT_BATCH)], ClusterSpec(8))
     assert len(frame) == 1 and frame.loc[0, "jobs"] == 500
@@ -73,6 +75,7 @@ def test_evaluate_unknown_agent_exits_2_naming_it(capsys):
     assert "no-such-agent" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)

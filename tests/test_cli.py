@@ -105,3 +105,42 @@ def test_entry_point_exit_status_and_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "total_iterations" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _checksums(directory):
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+def test_a_failed_out_run_leaves_the_previous_output_intact(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert run_cli(capsys, "simulate", *SMALL, "--policy", "fifo", "--out", str(out))[0] == 0
+    before = _checksums(out)
+    assert set(before) == {"jobs.csv", "timeline.csv", "summary.csv"}
+
+    real = pd.DataFrame.to_csv
+
+    def fail_on_timeline(self, path=None, *args, **kwargs):
+        if path is not None and str(path).endswith("timeline.csv"):
+            raise OSError(28, "No space left on device")
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", fail_on_timeline)
+    code, _, err = run_cli(capsys, "simulate", *SMALL, "--policy", "dally", "--out", str(out))
+    assert code == 2 and "No space left" in err and err.count("\n") == 1
+    assert _checksums(out) == before  # the fifo run's files, byte for byte: no mix
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging directory left behind
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", real)
+    assert run_cli(capsys, "simulate", *SMALL, "--policy", "dally", "--out", str(out))[0] == 0
+    after = _checksums(out)
+    assert after.keys() == before.keys() and after["summary.csv"] != before["summary.csv"]
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_out_refuses_a_directory_holding_other_files(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "simulate", *SMALL, "--out", str(tmp_path))
+    assert code == 2 and "notes.txt" in err and err.count("\n") == 1
+    assert (tmp_path / "notes.txt").read_text() == "mine"

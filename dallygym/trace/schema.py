@@ -5,16 +5,18 @@ A trace is a table of jobs with exactly the columns of :data:`TRACE_COLUMNS`:
 ========================  =========  ==============================================================
 column                    dtype      meaning
 ========================  =========  ==============================================================
-``job_id``                int64      unique, >= 0
-``arrival_s``             float64    arrival time in seconds, >= 0
-``num_gpus``              int64      gang size (all or nothing), >= 1
+``job_id``                int64      unique, 0 <= id <= 2**53
+``arrival_s``             float64    arrival time in seconds, 0 <= t <= 1e9
+``num_gpus``              int64      gang size (all or nothing), 1 <= g <= 2**53
 ``model``                 object     one of the known model identifiers (``dallygym.models``)
-``total_iterations``      int64      iterations the job must run, >= 1
-``iter_time_s``           float64    compute-only seconds per iteration at speed factor 1, > 0
+``total_iterations``      int64      iterations the job must run, 1 <= n <= 2**53
+``iter_time_s``           float64    compute-only seconds per iteration at speed factor 1, >= 1e-6
 ========================  =========  ==============================================================
 
 The ideal (contention- and communication-free) run time of a job is
-``total_iterations * iter_time_s`` seconds.
+``total_iterations * iter_time_s`` seconds, at most 1e9 (:data:`MAX_TIME_S`). Whole numbers
+stop at 2**53 because the engine computes with float64; the time bounds keep its clock finer
+than a microsecond and every sum of times finite.
 
 Every way of obtaining a trace (a shipped name, a CSV path, a DataFrame, a generator, an
 importer) ends in :func:`validate_trace`, so there is one definition of "a valid trace".
@@ -55,8 +57,21 @@ TRACE_DTYPES: dict[str, str] = {
     "iter_time_s": "float64",
 }
 
-# Integers above 2**53 cannot pass through float64 unchanged; no real trace needs them.
+# Integers above 2**53 cannot pass through float64 unchanged (the engine keeps progress in
+# floats); no real trace needs them.
 _MAX_EXACT_INT = 2**53
+
+#: Largest arrival time and largest ideal run time (total_iterations x iter_time_s) a trace may
+#: have, seconds (about 31.7 years). Far beyond any real job, and small enough that the engine's
+#: float64 clock keeps a resolution finer than a microsecond (its spacing at 1e9 s is 1.2e-7 s)
+#: and that no sum of times can overflow. Without a bound, an arrival of 1e18 s swallows an
+#: 18 s job (1e18 + 18 == 1e18) and an iteration time of 1e308 s overflows to infinity.
+MAX_TIME_S = 1e9
+
+#: Smallest iteration time, seconds. The engine runs a job at 1 / iter_time_s iterations per
+#: second, which must stay a finite, well-behaved number; no training iteration takes less
+#: than a microsecond.
+MIN_ITER_TIME_S = 1e-6
 
 
 class TraceError(ValueError):
@@ -166,14 +181,24 @@ def read_csv_raw(
 
 def _read_header(path: Path) -> list[str]:
     with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
         try:
-            first = next(csv.reader(handle))
+            first = next(reader)
+            second = next(reader, None)
         except StopIteration:
             raise TraceError(f"{path}: the file is empty (a header line is required)") from None
         except UnicodeDecodeError as exc:
             raise TraceError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    if not any(name.strip() for name in first):
-        raise TraceError(f"{path}, line 1: the header line is blank")
+        except csv.Error as exc:
+            raise TraceError(f"{path}, line {reader.line_num}: {exc}") from None
+        if not any(name.strip() for name in first):
+            raise TraceError(f"{path}, line 1: the header line is blank")
+        # pandas reads a first data line with one field more than the header as if that field
+        # were an index column (with index_col=False it drops it, silently when it is empty:
+        # a trailing comma); later lines with extra fields are parser errors. So check the
+        # first data line here.
+    if second is not None and len(second) > len(first):
+        raise TraceError(f"{path}, line 2: {len(second)} fields, but the header has {len(first)}")
     return first
 
 
@@ -284,7 +309,12 @@ def parse_numbers(
                     "expected a number")
     _fail_first(missing, values, column, where, "missing value (empty or NaN)")
     if integer and parsed.dtype.kind in "iu":
-        ints = parsed.to_numpy(dtype=np.int64)
+        # Check the size before any conversion: a uint64 above 2**63 would wrap to a negative
+        # int64, and integers above 2**53 do not survive the engine's float arithmetic.
+        raw = parsed.to_numpy()
+        big = raw > _MAX_EXACT_INT if raw.dtype.kind == "u" else np.abs(raw) > _MAX_EXACT_INT
+        _fail_first(big, values, column, where, _TOO_LARGE)
+        ints = raw.astype(np.int64)
         low = ints <= minimum if strict else ints < minimum
         _fail_first(low, values, column, where, _bound_words(minimum, strict, integer))
         return ints
@@ -292,11 +322,13 @@ def parse_numbers(
     _fail_first(~np.isfinite(floats), values, column, where, "expected a finite number")
     if integer:
         _fail_first(floats != np.floor(floats), values, column, where, "expected a whole number")
-        _fail_first(np.abs(floats) > _MAX_EXACT_INT, values, column, where,
-                    "whole number too large")
+        _fail_first(np.abs(floats) > _MAX_EXACT_INT, values, column, where, _TOO_LARGE)
     low = floats <= minimum if strict else floats < minimum
     _fail_first(low, values, column, where, _bound_words(minimum, strict, integer))
     return floats.astype(np.int64) if integer else floats
+
+
+_TOO_LARGE = f"whole number too large (the limit is 2**53 = {_MAX_EXACT_INT})"
 
 
 def _bound_words(minimum: float, strict: bool, integer: bool) -> str:
@@ -398,7 +430,10 @@ def validate_trace(
     arrival = parse_numbers(frame["arrival_s"], "arrival_s", where, integer=False, minimum=0.0)
     gpus = parse_numbers(frame["num_gpus"], "num_gpus", where, integer=True, minimum=1)
     model = parse_labels(frame["model"], "model", where)
-    unknown = ~np.isin(model.astype(str), np.array(known, dtype=str))
+    # Exact string comparison: numpy's fixed-width str arrays drop trailing NUL characters,
+    # so np.isin would take "resnet50\x00" for "resnet50".
+    known_set = set(known)
+    unknown = np.fromiter((m not in known_set for m in model), dtype=bool, count=len(model))
     if unknown.any():
         rows = np.flatnonzero(unknown)
         raise TraceError(
@@ -412,6 +447,7 @@ def validate_trace(
         frame["iter_time_s"], "iter_time_s", where, integer=False, minimum=0.0, strict=True
     )
     _check_unique_ids(ids, where)
+    _check_times(arrival, iterations, iter_time, frame, where)
 
     out = pd.DataFrame(
         {
@@ -429,6 +465,27 @@ def validate_trace(
     out["model"] = out["model"].astype(object)
     out.attrs["source"] = where.source
     return out
+
+
+def _check_times(arrival: np.ndarray, iterations: np.ndarray, iter_time: np.ndarray,
+                 frame: pd.DataFrame, where: RowLocator) -> None:
+    """Times the engine's float64 clock can represent finely (see :data:`MAX_TIME_S`)."""
+    _fail_first(arrival > MAX_TIME_S, frame["arrival_s"].reset_index(drop=True), "arrival_s", where,
+                f"must be at most {MAX_TIME_S:g} s (about 31.7 years)")
+    _fail_first(iter_time < MIN_ITER_TIME_S, frame["iter_time_s"].reset_index(drop=True), "iter_time_s",
+                where, f"must be at least {MIN_ITER_TIME_S:g} s")
+    # The product of two in-range numbers can overflow to inf; inf > MAX_TIME_S catches it.
+    with np.errstate(over="ignore"):
+        ideal = iterations.astype(np.float64) * iter_time
+    long = ideal > MAX_TIME_S
+    if long.any():
+        rows = np.flatnonzero(long)
+        i = int(rows[0])
+        raise TraceError(
+            f"{where.at(i, 'iter_time_s')}: ideal run time total_iterations x iter_time_s = "
+            f"{int(iterations[i])} x {show_value(iter_time[i])} = {ideal[i]:g} s is more than "
+            f"{MAX_TIME_S:g} s (about 31.7 years){_more(len(rows) - 1)}"
+        )
 
 
 def _check_unique_ids(ids: np.ndarray, where: RowLocator) -> None:
@@ -641,6 +698,8 @@ def trace_stats(frame: pd.DataFrame) -> dict:
 
 
 __all__ = [
+    "MAX_TIME_S",
+    "MIN_ITER_TIME_S",
     "TRACE_COLUMNS",
     "TRACE_DTYPES",
     "RowLocator",

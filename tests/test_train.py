@@ -1,0 +1,45 @@
+"""Training runs exactly the requested number of steps and saves an agent that loads safely."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dallygym.learn import rollout_steps
+
+
+@pytest.mark.parametrize("total, envs, preferred, expected", [
+    (2048, 8, 512, 256), (1_000_000, 8, 512, 500), (4096, 8, 512, 512), (96, 2, 512, 48),
+    (8 * 1009, 8, 512, 1009), (10, 1, 3, 2),
+])
+def test_rollout_size_divides_the_total_nearest_the_preferred_one(total, envs, preferred, expected):
+    n_steps = rollout_steps(total, envs, preferred)
+    assert n_steps == expected
+    assert total % (n_steps * envs) == 0
+
+
+def test_a_total_that_is_not_a_multiple_of_the_environments_is_refused():
+    with pytest.raises(ValueError, match="multiple of n_envs"):
+        rollout_steps(2049, 8, 512)
+
+
+@pytest.mark.slow
+def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path, capsys):
+    pytest.importorskip("sb3_contrib")
+    from dallygym.cli import main
+
+    out = tmp_path / "run"
+    code = main(["train", "--env-id", "DallySmall-v0", "--trace", "gen:small", "--racks", "2",
+                 "--machines-per-rack", "2", "--total-timesteps", "96", "--n-envs", "2", "--n-steps", "40",
+                 "--eval-freq-steps", "1000000", "--checkpoint-freq-steps", "1000000", "--no-progress",
+                 "--out", str(out)])
+    assert code == 0
+    meta = json.loads((out / "meta.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    assert meta["timesteps"] == 96 and meta["stopped_by_time_limit"] is False
+    assert config["n_steps"] == 48 and config["total_timesteps"] == 96
+    capsys.readouterr()
+    assert main(["evaluate", "--agent", str(out), "--racks", "2", "--machines-per-rack", "2",
+                 "--trace", "small", "--format", "csv"]) == 0
+    assert str(out) in capsys.readouterr().out
