@@ -615,14 +615,16 @@ class Engine:
         expired = self.expired_unvisited
         num_gpus = self._num_gpus_list
         remaining = queue
-        contested = True
+        demand = sum(num_gpus[j] for j in remaining)
+        biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
         while remaining:
-            if contested:
+            free = cluster.free_total
+            if biggest_waiting > free:
                 # A waiting job too big for the free GPUs now stays too big all pass long.
-                free = cluster.free_total
                 remaining = [j for j in remaining if j in expired or num_gpus[j] <= free]
-                contested = len(remaining) > 1 and sum(num_gpus[j] for j in remaining) > free
-            if not contested:
+                demand = sum(num_gpus[j] for j in remaining)
+                biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
+            if len(remaining) < 2 or demand <= free:
                 for j in remaining:
                     yield from self._visit(j, t)
                 return
@@ -638,6 +640,8 @@ class Engine:
                 remaining.remove(answer)
             except ValueError:
                 raise EngineError(f"picked {answer!r}, which is not a candidate of {pick!r}") from None
+            # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
+            demand -= num_gpus[answer]
             yield from self._visit(answer, t)
 
     def _may_stop(self) -> bool:

@@ -204,9 +204,16 @@ class DallyEnv(gym.Env):
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
       fresh seeded trace at each reset (training); or a list of those, cycled in order at each
       reset (held-out evaluation).
+      The registered ids draw a fresh trace per reset (``Dally-v0``: ``"gen:batch-500"``,
+      ``DallySmall-v0``: ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``;
+      ``trace="batch-500"`` replays the paper's fixed trace.
     * ``priority``: the policy whose priority order (and hooks) the engine uses; default
       ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed).
     * The rest as in ``dallygym simulate``.
+
+    The baseline to beat is the constant policy "always wait" (action 0): it equals
+    ``dally-consolidated`` and does better than auto-tuned Dally on mean JCT. The order in which
+    jobs get GPUs, which decides JCT far more, is the agent's question in ``DallyQueue-v0``.
 
     ## Version History
 

@@ -353,11 +353,16 @@ def _queue_policy_network(state: dict, config: dict, where: str):
         "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
     })
     policy = JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0)
+    return _loaded(policy, state, f"{where}: parameters do not fit the {env_id} network")
+
+
+def _loaded(policy, state: dict, problem: str):
+    """``policy`` with ``state`` loaded strictly (every name and shape), in evaluation mode."""
     try:
         policy.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         detail = " ".join(str(exc).split())
-        raise AgentLoadError(f"{where}: parameters do not fit the {env_id} network ({detail[:200]})") from None
+        raise AgentLoadError(f"{problem} ({detail[:200]})") from None
     policy.set_training_mode(False)
     return policy
 
@@ -383,13 +388,7 @@ def _policy_network(state: dict, config: dict, where: str):
         spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
         lr_schedule=lambda _: 0.0, net_arch=list(net_arch),
     )
-    try:
-        policy.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        detail = " ".join(str(exc).split())
-        raise AgentLoadError(f"{where}: parameters do not fit net_arch {net_arch} ({detail[:200]})") from None
-    policy.set_training_mode(False)
-    return policy
+    return _loaded(policy, state, f"{where}: parameters do not fit net_arch {net_arch}")
 
 
 class LearnedAgent:

@@ -21,7 +21,7 @@ from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
-from .policies.protected import ProtectedRemainingPolicy
+from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
 
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
 #: Short names of the offer rules the issue asks for (any shipped policy name works too).
@@ -241,8 +241,7 @@ class DallyQueueEnv(DallyEnv):
             "cluster": spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
         })
         self.pick: Pick | None = None
-        self._zero_obs = {key: np.zeros(space.shape, dtype=np.float32) for key, space in self.observation_space.items()}
-        self._obs = self._zero_obs
+        self._obs = self._zeros()
         self._mask = np.zeros(max_candidates + 1, dtype=bool)
         self._beyond = 0
 
@@ -261,6 +260,9 @@ class DallyQueueEnv(DallyEnv):
         self._num_gpus = float(self.spec_cluster.num_gpus)
         self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
         self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
+        # The protected-remaining estimate's Nw_sens for a never-run job (feature 9).
+        self._never_run_nw = np.where(engine.num_gpus > self.spec_cluster.gpus_per_machine,
+                                      NEVER_RUN_MULTI_MACHINE_NW_SENS, 1.0)
         self._oracle_cache: dict = {}
         self._done = False
         self._reported = 0.0
@@ -271,16 +273,8 @@ class DallyQueueEnv(DallyEnv):
         return self._observation(), self._info(invalid=False)
 
     def step(self, action):
-        if self.engine is None:
-            raise RuntimeError("call reset() before step()")
-        if self._done:
-            if not self._terminal_pending:
-                raise RuntimeError("the episode has ended; call reset()")
-            self._terminal_pending = False  # no real choice in this episode: report its end
-            self.steps += 1
-            info = self._info(invalid=False)
-            info["summary"] = summarize(self.engine)
-            return self._observation(), float(self._reward()), True, False, info
+        if self.engine is None or self._done:
+            return super().step(action)  # the errors, or the end of an episode without a pick
         index = action_index(action)
         invalid = index is None or not (0 <= index <= self.max_candidates and self._mask[index])
         if invalid:
@@ -326,7 +320,7 @@ class DallyQueueEnv(DallyEnv):
         except StopIteration:
             self._done = True
             self.pick = None
-            self._obs = self._zero_obs
+            self._obs = self._zeros()
             self._mask[:] = False
         else:
             self.pick = decision
@@ -353,6 +347,9 @@ class DallyQueueEnv(DallyEnv):
         if self.pick is not None:
             info["candidates"] = len(self.pick.candidates)
         return info
+
+    def _zeros(self) -> dict:
+        return {key: np.zeros(space.shape, dtype=np.float32) for key, space in self.observation_space.items()}
 
     def _observation(self) -> dict:
         return {key: value.copy() for key, value in self._obs.items()}
@@ -399,16 +396,24 @@ class DallyQueueEnv(DallyEnv):
         view[:, 2] = best == 1
         view[:, 3] = best == 2
         view[:, 4] = best_free
-        view[:, 5] = self._time(starvation)
+        # The five times at once: starvation, remaining ideal, remaining estimate, service.
+        times = np.empty((4, k))
+        times[0] = starvation
+        times[1] = remaining_ideal
+        times[2] = remaining_ideal / np.where(nw > 0, nw, self._never_run_nw[c])
+        times[3] = g * run_s / self._num_gpus
+        times = self._time(times)
+        view[:, 5] = times[0]
         view[:, 6] = np.minimum(nw, 1.0)
         view[:, 7] = e.done_iters[c] / e.total_iterations[c]
-        view[:, 8] = self._time(remaining_ideal)
-        view[:, 9] = self._time(ProtectedRemainingPolicy.remaining_estimate_s(e, c))
-        view[:, 10] = self._time(g * run_s / self._num_gpus)
+        view[:, 8] = times[1]
+        view[:, 9] = times[2]
+        view[:, 10] = times[3]
         view[:, 11] = np.minimum(e.preemptions[c], 20) / 20.0
         view[:, 12] = holds
         view[:, 13] = np.where(tier >= 0, (tier + 1) / 3.0, 0.0)
-        view[:, 14:17] = self._job_speeds(c)
+        if self.sensitivity != "hidden":
+            view[:, 14:17] = self._job_speeds(c)
         view[:, 17] = past_machine
         view[:, 18] = past_rack
 
@@ -442,9 +447,7 @@ class DallyQueueEnv(DallyEnv):
         self._mask[self.stop_action] = pick.may_stop
 
     def _job_speeds(self, c: np.ndarray) -> np.ndarray:
-        """Job features 14-16 for candidates ``c`` (see ``sensitivity``)."""
-        if self.sensitivity == "hidden":
-            return 0.0
+        """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""
         e = self.engine
         if self.sensitivity == "observed":
             return e.speed_seen[c]

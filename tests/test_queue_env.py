@@ -9,6 +9,7 @@ from conftest import TierLatency, make_trace
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_env import play, random_masked
 from test_invariants import check_holdings
 
 import dallygym
@@ -19,23 +20,6 @@ from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv
 
 QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
 ORDERS = ["dally", "tiresias", "fifo"]
-
-
-def play(env, seed: int, choose) -> list:
-    """One episode; ``choose(rng, mask)`` picks actions. Returns (obs, reward, terminated, info)."""
-    obs, info = env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    out = [(obs, 0.0, False, info)]
-    done = env.unwrapped._done
-    while not done:
-        obs, reward, terminated, truncated, info = env.step(choose(rng, info["action_mask"]))
-        out.append((obs, reward, terminated, info))
-        done = terminated or truncated
-    return out
-
-
-def random_masked(rng, mask):
-    return int(rng.choice(np.flatnonzero(mask)))
 
 
 def one_gpu_env(rows, lease_s=1e6, **kwargs) -> DallyQueueEnv:
