@@ -24,6 +24,9 @@ from .policies.dally import DallyPolicy
 from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
 
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
+#: Default reward scale in leases: returns of a few tens at 8 racks (a makespan of thousands of
+#: hours would otherwise give value targets in the thousands, which swamp a shared network).
+REWARD_SCALE_LEASES = 100.0
 #: Short names of the offer rules the issue asks for (any shipped policy name works too).
 OFFER_RULES = {"dally": "dally", "consolidated": "dally-consolidated", "nowait": "dally-nowait",
                "manual": "dally-manual"}
@@ -151,15 +154,16 @@ class DallyQueueEnv(DallyEnv):
 
     ## Rewards
 
-    Every reward is minus a quantity accrued since the previous step, so the episode return is
-    minus its total:
+    Every reward is minus a quantity accrued since the previous step, divided by
+    ``reward_scale_s`` (default 100 x ``lease_s``), so the episode return is minus its total
+    over that scale:
 
-    * ``"jct-makespan"`` (default): −(job-seconds in the system + ``makespan_weight`` x jobs x
-      seconds elapsed) / (``lease_s`` x jobs). Return = −(mean JCT + ``makespan_weight`` x
-      makespan) / ``lease_s``. Mean JCT alone is won by starving the longest jobs, which
+    * ``"jct-makespan"`` (default): −(job-seconds in the system / jobs + ``makespan_weight`` x
+      seconds elapsed) / ``reward_scale_s``. Return = −(mean JCT + ``makespan_weight`` x
+      makespan) / ``reward_scale_s``. Mean JCT alone is won by starving the longest jobs, which
       stretches the makespan; the second term keeps the makespan part of the objective.
-    * ``"jct"``: return = −mean JCT / ``lease_s`` (Decima's reward).
-    * ``"makespan"``: return = −makespan / ``lease_s``.
+    * ``"jct"``: return = −mean JCT / ``reward_scale_s`` (Decima's reward, per job).
+    * ``"makespan"``: return = −makespan / ``reward_scale_s``.
 
     (Makespan = last completion − first arrival; the time before the first step is in the
     first step's reward.)
@@ -183,7 +187,7 @@ class DallyQueueEnv(DallyEnv):
     ``gym.make("DallyQueue-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
     trace="gen:batch-500", offer_rule="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="jct-makespan", makespan_weight=1.0,
-    max_candidates=512, sensitivity="hidden", strict=False, render_mode=None)``
+    reward_scale_s=None, max_candidates=512, sensitivity="hidden", strict=False, render_mode=None)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -212,6 +216,7 @@ class DallyQueueEnv(DallyEnv):
         renewal: str = "upgrade",
         reward: str = "jct-makespan",
         makespan_weight: float = 1.0,
+        reward_scale_s: float | None = None,
         max_candidates: int = 512,
         sensitivity: str = "hidden",
         strict: bool = False,
@@ -227,7 +232,8 @@ class DallyQueueEnv(DallyEnv):
         super().__init__(
             racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
             priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
-            restart_overhead_s=restart_overhead_s, renewal=renewal, reward="jct", sensitivity=sensitivity,
+            restart_overhead_s=restart_overhead_s, renewal=renewal, reward="jct", reward_scale_s=reward_scale_s,
+            sensitivity=sensitivity,
             strict=strict, render_mode=render_mode,
         )
         self.reward_kind = reward
@@ -257,6 +263,7 @@ class DallyQueueEnv(DallyEnv):
         engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True)
         self._gen = engine.decisions()
         self._lease_s = float(self.config.lease_s)
+        self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
         self._num_gpus = float(self.spec_cluster.num_gpus)
         self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
         self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
@@ -339,7 +346,7 @@ class DallyQueueEnv(DallyEnv):
             total = engine.in_system_area_s / n + self.makespan_weight * elapsed
         delta = total - self._reported
         self._reported = total
-        return -delta / self._lease_s
+        return -delta / self._reward_scale_s
 
     def _info(self, invalid: bool) -> dict:
         info = {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s),

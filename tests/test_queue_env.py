@@ -44,7 +44,7 @@ def test_choosing_the_short_job_first_halves_its_wait():
         assert terminated  # one decision in the whole episode
         assert info["summary"]["jct_mean_s"] == pytest.approx(jct_mean)
         assert info["summary"]["makespan_s"] == pytest.approx(110.0)
-        assert reward == pytest.approx(-jct_mean / 1e6)  # the return is -mean JCT / lease
+        assert reward == pytest.approx(-jct_mean / 1e8)  # the return is -mean JCT / (100 leases)
 
 
 def test_at_a_boundary_a_waiting_job_served_first_preempts_the_running_one():
@@ -95,10 +95,10 @@ def test_jct_makespan_return_adds_the_weighted_makespan():
     env = one_gpu_env(rows, reward="jct-makespan", makespan_weight=2.0)
     env.reset(seed=0)
     _, reward, _, _, _ = env.step(1)
-    assert reward == pytest.approx(-(60.0 + 2.0 * 110.0) / 1e6)
-    env = one_gpu_env(rows, reward="makespan")
+    assert reward == pytest.approx(-(60.0 + 2.0 * 110.0) / 1e8)
+    env = one_gpu_env(rows, reward="makespan", reward_scale_s=10.0)
     env.reset(seed=0)
-    assert env.step(1)[1] == pytest.approx(-110.0 / 1e6)
+    assert env.step(1)[1] == pytest.approx(-110.0 / 10.0)
 
 
 # --- the engine's pick decision ------------------------------------------------------------------
@@ -274,7 +274,7 @@ def test_same_seed_same_actions_identical_episode_and_seeds_differ():
 def test_episode_return_is_the_documented_metric(reward, key):
     episode = play(gym.make("DallyQueueSmall-v0", trace="small", reward=reward), 0, random_masked)
     total = sum(r for _, r, _, _ in episode)
-    assert total == pytest.approx(-episode[-1][3]["summary"][key] / 3600.0)
+    assert total == pytest.approx(-episode[-1][3]["summary"][key] / (100 * 3600.0))
 
 
 @pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
@@ -311,3 +311,14 @@ def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp
     obs, info = env.reset(seed=3)
     action, _ = loaded.predict(obs, action_masks=info["action_mask"], deterministic=True)
     assert info["action_mask"][int(action)]
+
+
+def test_a_window_smaller_than_the_candidates_shows_the_first_in_priority_order_and_counts_the_rest():
+    env = gym.make("DallyQueueSmall-v0", trace="small", max_candidates=2)
+    assert env.action_space == gym.spaces.Discrete(3)
+    episode = play(env, 0, random_masked)
+    beyond = [info["beyond_window"] for _, _, _, info in episode[:-1]]
+    assert max(beyond) > 0
+    for _, _, _, info in episode[:-1]:
+        assert info["beyond_window"] == max(0, info["candidates"] - 2)
+    assert episode[-1][3]["summary"]["jobs"] == 60
