@@ -7,8 +7,9 @@ The reference is every shipped policy's summary on ``batch-500`` and ``poisson-4
 and 16 racks and on ``small`` (2 racks x 2 machines x 8 GPUs) under the default lease renewal
 (``upgrade``), the other renewal modes (``keep``, ``rebid``) for Dally, Dally-noWait and Tiresias
 on ``batch-500`` at 2 and 8 racks, and a SHA-256 of whole
-``Dally-v0`` and ``DallySmall-v0`` episodes (every observation, reward and final summary) with
-the Dally agent and with seeded random masked actions. Summaries are compared exactly (floats
+``Dally-v0``, ``DallySmall-v0`` and ``DallyQueueSmall-v0`` episodes on the fixed shipped traces
+(every observation, reward and final summary) with the Dally agent and with seeded random
+masked actions. Summaries are compared exactly (floats
 through their JSON text), so "identical" means bit for bit. About 30 s.
 
 A change that is meant to alter results (a fix, a new rule) rewrites the reference in the same
@@ -32,22 +33,30 @@ from dallygym.engine import RENEWAL_MODES
 from dallygym.policies import POLICIES
 
 OUT = Path(__file__).resolve().parent / "results" / "reference_results.json"
-ENV_EPISODES = {"Dally-v0": 2, "DallySmall-v0": 6}
+#: Environment episodes hashed: id -> (episodes, the fixed trace they replay; the registered ids
+#: draw a fresh trace per reset, which would make the cell depend on the generators too).
+ENV_EPISODES = {"Dally-v0": (2, "batch-500"), "DallySmall-v0": (6, "small"), "DallyQueueSmall-v0": (3, "small")}
 
 
 def _plain(summary: dict) -> dict:
     return {k: (float(v) if isinstance(v, (int, float, np.number)) else str(v)) for k, v in summary.items()}
 
 
-def episode_digest(env_id: str, agent: str, episodes: int, seed: int = 5) -> str:
+def _obs_bytes(obs) -> bytes:
+    if isinstance(obs, dict):  # DallyQueue: a Dict observation, hashed key by key
+        return b"".join(obs[key].tobytes() for key in sorted(obs))
+    return obs.tobytes()
+
+
+def episode_digest(env_id: str, agent: str, episodes: int, trace: str, seed: int = 5) -> str:
     """SHA-256 over whole episodes: observations, rewards and each episode's final summary."""
-    env = gym.make(env_id)
+    env = gym.make(env_id, trace=trace)
     rng = np.random.default_rng(seed)
     heuristic = dallygym.heuristic_agent("dally", env) if agent == "dally" else None
     digest = hashlib.sha256()
     for episode in range(episodes):
         obs, info = env.reset(seed=episode)
-        digest.update(obs.tobytes())
+        digest.update(_obs_bytes(obs))
         done = env.unwrapped._done
         while not done:
             if heuristic is not None:
@@ -55,7 +64,7 @@ def episode_digest(env_id: str, agent: str, episodes: int, seed: int = 5) -> str
             else:
                 action = rng.choice(np.flatnonzero(info["action_mask"]))
             obs, reward, terminated, truncated, info = env.step(int(action))
-            digest.update(obs.tobytes())
+            digest.update(_obs_bytes(obs))
             digest.update(np.float64(reward).tobytes())
             done = terminated or truncated
         summary = info.get("summary") or dallygym.metrics.summarize(env.unwrapped.engine)
@@ -77,9 +86,9 @@ def reference() -> dict:
             for racks in (2, 8):
                 out[f"{policy}/batch-500/{racks}/{renewal}"] = _plain(
                     simulate("batch-500", racks, policy=policy, config=EngineConfig(renewal=renewal)).summary)
-    for env_id, episodes in ENV_EPISODES.items():
+    for env_id, (episodes, trace) in ENV_EPISODES.items():
         for agent in ("dally", "random"):
-            out[f"env/{env_id}/{agent}"] = episode_digest(env_id, agent, episodes)
+            out[f"env/{env_id}/{agent}"] = episode_digest(env_id, agent, episodes, trace)
     return out
 
 

@@ -10,6 +10,8 @@ figure):
 * the end-to-end CLI time of ``dallygym simulate --policy fifo --racks 8 --trace batch-500``
   (a fresh Python process, imports included): the median of 3;
 * CartPole-v1's raw step time through ``gym.make`` with random actions;
+* ``DallyQueue-v0`` and ``DallyQueueSmall-v0`` steps per second with the Dally order and with
+  random masked picks, and their ratio to CartPole's (``--queue-only`` measures just these);
 * ``Dally-v0`` and ``DallySmall-v0`` steps per second with the Dally heuristic agent and with
   random masked actions (the median of ``--env-repeats`` measurements), and their ratio to
   CartPole's; and the split of a Dally-v0 step between engine, environment and agent.
@@ -63,13 +65,13 @@ def time_simulate(trace: str, racks: int, policy: str, repeats: int) -> tuple[fl
     return statistics.median(times), summary
 
 
-def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int = 0) -> dict:
+def env_steps_per_s(env_id: str, agent: str, min_steps: int = 20_000, seed: int = 0, **kwargs) -> dict:
     """Steps per second of ``env_id`` through ``gym.make``, over whole episodes until at least
     ``min_steps`` steps; ``agent`` is ``"dally"`` (the heuristic agent) or ``"random"``
     (uniform over the masked actions). Returns the rate with resets included, the rate of the
     steps alone (a reset runs the simulation up to the first real choice), the steps, and per
-    episode the steps and the wall time."""
-    env = gym.make(env_id)
+    episode the steps and the wall time. ``kwargs`` go to ``gym.make`` (e.g. a fixed trace)."""
+    env = gym.make(env_id, **kwargs)
     rng = np.random.default_rng(seed)
     heuristic = dallygym.heuristic_agent("dally", env) if agent == "dally" else None
     steps = 0
@@ -134,7 +136,7 @@ def env_step_split(env_id: str = "Dally-v0", episodes: int = 7) -> dict:
 
     Engine.decisions = timed_decisions
     try:
-        env = gym.make(env_id)
+        env = gym.make(env_id, trace="batch-500" if env_id == "Dally-v0" else "small")
         agent = dallygym.heuristic_agent("dally", env)
         steps, reset_s, agent_s, step_s = 0, 0.0, 0.0, 0.0
         for episode in range(episodes):
@@ -165,6 +167,37 @@ def env_step_split(env_id: str = "Dally-v0", episodes: int = 7) -> dict:
     }
 
 
+#: DallyQueue ids measured, on the fixed shipped traces (the registered ids draw a new trace
+#: per reset, whose episode length varies).
+QUEUE_ENVS = {"DallyQueueSmall-v0": "small", "DallyQueue-v0": "batch-500"}
+
+
+def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
+    """``DallyQueue`` steps per second with the Dally order (slot 0) and random masked picks,
+    and their ratio to CartPole's step rate ``1 / step_s``."""
+    rows = []
+    for env_id, trace in QUEUE_ENVS.items():
+        for agent in ("dally", "random"):
+            runs = sorted((env_steps_per_s(env_id, agent, trace=trace) for _ in range(repeats)),
+                          key=lambda r: r["steps_per_s"])
+            row = {"env": env_id, "trace": trace, "agent": agent, **runs[len(runs) // 2]}
+            row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
+            rows.append(row)
+            print(f"{env_id:18s} {agent:7s} {row['steps_per_s']:9,} steps/s", flush=True)
+    return pd.DataFrame(rows)
+
+
+def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
+    return [
+        f"`DallyQueue` steps per second through `gym.make` on the fixed traces (whole episodes, at least "
+        f"20,000 steps per measurement, the median of {repeats}), with the Dally order (the heuristic agent: "
+        "always slot 0) and with random masked picks; columns as above (`steps_per_episode` = picks per episode):",
+        "",
+        "```\n" + queue_frame.to_string(index=False) + "\n```",
+        "",
+    ]
+
+
 def time_cli(args: list[str], repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
@@ -182,9 +215,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", nargs="+", default=["fifo", "dally"])
     parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--queue-only", action="store_true",
+                        help="measure only the DallyQueue environments (writes queue_speed.csv/.md)")
     args = parser.parse_args(argv)
 
     step_s = cartpole_step_s()
+    if args.queue_only:
+        queue_frame = queue_env_rows(step_s, args.env_repeats)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        queue_frame.to_csv(out / "queue_speed.csv", index=False)
+        lines = ["# DallyQueue speed", "",
+                 f"Produced by `python benchmarks/speed.py --queue-only --env-repeats {args.env_repeats}` "
+                 f"(dallygym {dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); "
+                 f"CartPole-v1 in the same run: {1 / step_s:,.0f} steps/s.", "",
+                 *queue_lines(queue_frame, args.env_repeats)]
+        (out / "queue_speed.md").write_text("\n".join(lines))
+        print("\n".join(lines))
+        return 0
     rows = []
     for policy in args.policies:
         for trace in args.traces:
@@ -200,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     cli_s = time_cli(["simulate", "--policy", "fifo", "--racks", "8", "--trace", "batch-500"])
     frame = pd.DataFrame(rows)
     env_rows = []
-    for env_id in ("Dally-v0", "DallySmall-v0"):
+    for env_id, trace in (("Dally-v0", "batch-500"), ("DallySmall-v0", "small")):
         for agent in ("dally", "random"):
-            runs = sorted((env_steps_per_s(env_id, agent) for _ in range(args.env_repeats)),
+            runs = sorted((env_steps_per_s(env_id, agent, trace=trace) for _ in range(args.env_repeats)),
                           key=lambda r: r["steps_per_s"])
             row = {"env": env_id, "agent": agent, **runs[len(runs) // 2]}
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
@@ -210,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{env_id:14s} {agent:7s} {row['steps_per_s']:9,} steps/s "
                   f"({row['steps_per_s_without_resets']:,} without resets)", flush=True)
     env_frame = pd.DataFrame(env_rows)
+    queue_frame = queue_env_rows(step_s, args.env_repeats)
     split = env_step_split()
 
     out = Path(args.out)
@@ -247,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "around the engine's decision generator).",
         "",
     ]
+    lines += queue_lines(queue_frame, args.env_repeats)
+    queue_frame.to_csv(out / "queue_speed.csv", index=False)
     (out / "speed.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

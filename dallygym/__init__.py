@@ -7,6 +7,7 @@ Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
 from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
 from .env import DallyEnv
+from .queue_env import DallyQueueEnv
 from .heuristics import evaluate, heuristic_agent
 from .latency import LatencyModel, get_latency_model
 from .metrics import SUMMARY_KEYS, RunResult, collect
@@ -19,17 +20,22 @@ __version__ = "0.1.0"
 
 
 def _register_envs() -> None:
-    """Register the environments with Gymnasium (the package's only import-time action)."""
+    """Register the environments with Gymnasium (the package's only import-time action).
+
+    The training ids draw a fresh seeded trace at every reset (``reset(seed=s)`` differs with
+    ``s``); ``trace="batch-500"`` (or ``"small"``) replays the paper's fixed trace."""
     import gymnasium as gym
 
-    if "Dally-v0" not in gym.registry:
-        gym.register(id="Dally-v0", entry_point="dallygym.env:DallyEnv")
-    if "DallySmall-v0" not in gym.registry:
-        gym.register(
-            id="DallySmall-v0",
-            entry_point="dallygym.env:DallyEnv",
-            kwargs={"racks": 2, "machines_per_rack": 2, "gpus_per_machine": 8, "trace": "small"},
-        )
+    course = {"racks": 2, "machines_per_rack": 2, "gpus_per_machine": 8, "trace": "gen:small"}
+    envs = {
+        "Dally-v0": ("dallygym.env:DallyEnv", {"trace": "gen:batch-500"}),
+        "DallySmall-v0": ("dallygym.env:DallyEnv", course),
+        "DallyQueue-v0": ("dallygym.queue_env:DallyQueueEnv", {"trace": "gen:batch-500", "max_candidates": 512}),
+        "DallyQueueSmall-v0": ("dallygym.queue_env:DallyQueueEnv", {**course, "max_candidates": 64}),
+    }
+    for env_id, (entry_point, kwargs) in envs.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs)
 
 
 _register_envs()
@@ -42,6 +48,7 @@ __all__ = [
     "ClusterSpec",
     "ClusterState",
     "DallyEnv",
+    "DallyQueueEnv",
     "Engine",
     "EngineConfig",
     "EngineError",

@@ -3,7 +3,7 @@
     dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym sweep --policies ... --traces ... --racks ... [--seeds ...] --backend local|ray --out DIR
-    dallygym train [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
+    dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym train-sweep --seeds 0 1 2 [--sensitivity ...] --backend local|ray --out DIR
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR]
@@ -79,14 +79,22 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     from .learn import TrainConfig
 
     defaults = TrainConfig()
-    p.add_argument("--env-id", default=defaults.env_id)
+    p.add_argument("--env-id", default=defaults.env_id,
+                   help="Dally-v0 (tier offers; default), DallyQueue-v0 (job order) or their Small variants")
     p.add_argument("--racks", type=int, default=defaults.racks)
     p.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
     p.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
     p.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
     p.add_argument("--priority", default=defaults.priority,
                    help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
-    p.add_argument("--reward", choices=("jct", "makespan", "comm"), default=defaults.reward)
+    p.add_argument("--offer-rule", default=defaults.offer_rule,
+                   help="DallyQueue: the rule that answers offers (dally, consolidated, nowait, manual or a policy name)")
+    p.add_argument("--reward", choices=("jct", "makespan", "comm", "jct-makespan"), default=defaults.reward,
+                   help="default: the environment's (Dally-v0: jct; DallyQueue-v0: jct-makespan)")
+    p.add_argument("--makespan-weight", type=float, default=defaults.makespan_weight,
+                   help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
+    p.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
+                   help="DallyQueue: candidate slots (default: the registered id's)")
     p.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
                    help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
                         "(--n-steps per environment) is adjusted to divide it (default 1000000)")
@@ -109,6 +117,7 @@ def _train_config(args: argparse.Namespace, **given):
     settings = dict(
         env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
+        offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,
@@ -166,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
 
-    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 (needs the agents extra)")
+    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 or DallyQueue-v0 (needs the agents extra)")
     _train_args(tr_)
     tr_.add_argument("--sensitivity", choices=SENSITIVITIES, default="hidden")
     tr_.add_argument("--seed", type=int, default=0)

@@ -181,6 +181,44 @@ class Offer:
         )
 
 
+class Pick:
+    """A scheduling pass in which the order matters: which candidate is served next?
+
+    Made only when the engine was built with ``agent_picks=True`` (``DallyQueue-v0``); a native
+    run visits jobs in its policy's priority order and never makes one. A pass's order matters
+    while the free GPUs -- at a round boundary counting those of lease-expired jobs not yet
+    served, which anyone may claim -- cannot serve every candidate that fits: their summed GPU
+    demand exceeds the free GPUs, and there are at least two.
+
+    Answer with a job index from ``candidates``: that job takes its turn now, exactly as in a
+    native pass -- a waiting job gets an offer (answered by the engine's policy, see
+    :class:`Offer`), a lease-expired job renews its lease if nobody claimed its GPUs (or is
+    preempted and then offered the free GPUs). Or answer ``None`` to stop the pass (only when
+    ``may_stop``): the remaining waiting jobs wait for the next pass, and each remaining
+    lease-expired job keeps its GPUs if none was claimed (no renewal offer) or is preempted.
+
+    Attributes:
+        now_s: simulation time of the pass.
+        candidates: job indices in the policy's priority order: waiting jobs that fit in the
+            free GPUs and lease-expired jobs not yet served. ``candidates[0]`` is the job a
+            native pass would serve next.
+        may_stop: whether stopping is allowed: some job would still hold GPUs (so a later event
+            comes and the run cannot stall).
+        boundary: whether the pass is at a round boundary (lease-expired jobs are candidates).
+    """
+
+    __slots__ = ("boundary", "candidates", "may_stop", "now_s")
+
+    def __init__(self, now_s: float, candidates: tuple[int, ...], may_stop: bool, boundary: bool) -> None:
+        self.now_s = now_s
+        self.candidates = candidates
+        self.may_stop = may_stop
+        self.boundary = boundary
+
+    def __repr__(self) -> str:
+        return f"Pick(now_s={self.now_s:g}, candidates={list(self.candidates)}, may_stop={self.may_stop})"
+
+
 class Engine:
     """Discrete-event simulation of one trace on one cluster under one policy.
 
@@ -191,6 +229,10 @@ class Engine:
         policy: the scheduling policy (priority order, decisions, hooks).
         latency: the latency model giving each placement's speed factor.
         config: lease, restart overhead, seed.
+        agent_picks: if True, every pass in which the order matters yields a :class:`Pick`
+            (an agent chooses which job is served next) and a round boundary puts every
+            lease-expired job among the candidates; if False (native runs) the pass follows
+            the policy's priority order and no pick is made.
 
     Per-job arrays (index = row of the trace sorted by arrival then id), all read-only for
     policies: ``job_id``, ``arrival_s``, ``num_gpus``, ``model`` (names), ``model_index``,
@@ -210,8 +252,10 @@ class Engine:
         policy: Policy,
         latency: LatencyModel,
         config: EngineConfig | None = None,
+        agent_picks: bool = False,
     ) -> None:
         self.spec = cluster
+        self.agent_picks = bool(agent_picks)
         self.policy = policy
         self.latency = latency
         self.config = config or EngineConfig()
@@ -364,10 +408,12 @@ class Engine:
 
     # --- the run -------------------------------------------------------------------------
 
-    def decisions(self) -> Generator[Offer, Tier | None, None]:
-        """Run the simulation, yielding each offer and receiving the decision.
+    def decisions(self) -> Generator[Offer | Pick, Tier | int | None, None]:
+        """Run the simulation, yielding each decision and receiving the answer.
 
-        Send back a :class:`Tier` from ``offer.tiers`` to accept, or ``None`` to wait. The
+        To an :class:`Offer` send back a :class:`Tier` from ``offer.tiers`` to accept, or
+        ``None`` to wait; to a :class:`Pick` (only with ``agent_picks``) a job index from
+        ``pick.candidates``, or ``None`` to stop the pass. The
         generator returns when every job has finished; read the results with
         :func:`dallygym.metrics.collect` (or use :func:`run_policy`).
         """
@@ -479,7 +525,7 @@ class Engine:
         np.add.at(free, self.spec.machine_of_gpu[self.gpus[j]], 1)
         return free.tobytes() != declined
 
-    def _pass(self, t: float, boundary: bool) -> Generator[Offer, Tier | None, None]:
+    def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         self.passes += 1
         state = self.state
         cluster = self.cluster
@@ -503,41 +549,22 @@ class Engine:
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
-        job_ids = self._job_id_list
-        best_tiers = self._best_tier_list
-        anchors = self.starve_anchor_s
         try:
-            pos = 0
-            while pos < n_visit:
-                j = queue[pos]
-                pos += 1
-                if j in expired_set:
-                    expired_set.discard(j)
-                    held = self.gpus[j]
-                    if cluster.all_free(held):
-                        yield from self._renew(j, held, t)
+            if self.agent_picks:
+                yield from self._picked_visits(queue, t, boundary)
+            else:
+                pos = 0
+                while pos < n_visit:
+                    j = queue[pos]
+                    pos += 1
+                    if j not in expired_set and num_gpus[j] > cluster.free_total:
+                        # Too big for the free GPUs, which only shrink during the pass: skip it,
+                        # and every waiting job up to the next expired lease if none can fit.
+                        if pos < n_visit and cluster.free_total < least_ahead[pos]:
+                            k = bisect_left(expired_pos, pos)
+                            pos = expired_pos[k] if k < len(expired_pos) else n_visit
                         continue
-                    cluster.unmark(held)  # what it still had is free for anyone, itself included
-                    self._preempt(j, t)
-                g = num_gpus[j]
-                if g > cluster.free_total:
-                    if pos < n_visit and cluster.free_total < least_ahead[pos]:
-                        k = bisect_left(expired_pos, pos)
-                        pos = expired_pos[k] if k < len(expired_pos) else n_visit
-                    continue
-                tiers = self._offer_tiers(g)
-                if not tiers:
-                    continue
-                offer = Offer(j, job_ids[j], g, t, t - float(anchors[j]), tiers, best_tiers[j])
-                answer = yield offer
-                if answer is None:
-                    continue
-                if answer not in tiers:
-                    raise EngineError(
-                        f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
-                        f"tiers or None"
-                    )
-                self._start(j, _TIERS[int(answer)], t)
+                    yield from self._visit(j, t)
         finally:
             if boundary:
                 expired_set.clear()
@@ -545,11 +572,107 @@ class Engine:
         if boundary:
             self._migrations(cand, t)
 
+    def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:
+        """Job ``j``'s turn in a pass: a lease-expired job renews (its GPUs all unclaimed) or is
+        preempted and then offered like a waiting job; a waiting job gets an offer if it fits."""
+        cluster = self.cluster
+        if j in self.expired_unvisited:
+            self.expired_unvisited.discard(j)
+            held = self.gpus[j]
+            if cluster.all_free(held):
+                yield from self._renew(j, held, t)
+                return
+            cluster.unmark(held)  # what it still had is free for anyone, itself included
+            self._preempt(j, t)
+        g = self._num_gpus_list[j]
+        if g > cluster.free_total:
+            return
+        tiers = self._offer_tiers(g)
+        if not tiers:
+            return
+        offer = Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
+        answer = yield offer
+        if answer is None:
+            return
+        if answer not in tiers:
+            raise EngineError(
+                f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
+                f"tiers or None"
+            )
+        self._start(j, _TIERS[int(answer)], t)
+
+    def _picked_visits(self, queue: list[int], t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
+        """A pass whose order an agent chooses (``agent_picks``): see :class:`Pick`.
+
+        ``queue`` is the pass's jobs in the policy's priority order. While the order matters
+        (the candidates' GPU demand exceeds the free GPUs, lease-expired jobs' GPUs counted as
+        free, and there are two candidates or more), each turn is a :class:`Pick`; once it no
+        longer matters -- it never does again in the pass, since a job leaves the candidates
+        either placed (taking exactly its demand) or waiting -- the rest go in priority order.
+        Answering every pick with ``candidates[0]`` is exactly the native pass.
+        """
+        cluster = self.cluster
+        expired = self.expired_unvisited
+        num_gpus = self._num_gpus_list
+        remaining = queue
+        demand = sum(num_gpus[j] for j in remaining)
+        biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
+        while remaining:
+            free = cluster.free_total
+            if biggest_waiting > free:
+                # A waiting job too big for the free GPUs now stays too big all pass long.
+                remaining = [j for j in remaining if j in expired or num_gpus[j] <= free]
+                demand = sum(num_gpus[j] for j in remaining)
+                biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
+            if len(remaining) < 2 or demand <= free:
+                for j in remaining:
+                    yield from self._visit(j, t)
+                return
+            pick = Pick(t, tuple(remaining), self._may_stop(), boundary)
+            answer = yield pick
+            if answer is None:
+                if not pick.may_stop:
+                    raise EngineError(f"stopped the pass at {pick!r}, where stopping is not allowed "
+                                      f"(nothing would keep running)")
+                self._stop_pass(remaining)
+                return
+            try:
+                remaining.remove(answer)
+            except ValueError:
+                raise EngineError(f"picked {answer!r}, which is not a candidate of {pick!r}") from None
+            # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
+            demand -= num_gpus[answer]
+            yield from self._visit(answer, t)
+
+    def _may_stop(self) -> bool:
+        """Would some job still hold GPUs if the pass stopped now? (Then a later event comes.)"""
+        expired = self.expired_unvisited
+        if self.n_running > len(expired):
+            return True
+        return any(self.cluster.all_free(self.gpus[j]) for j in expired)
+
+    def _stop_pass(self, remaining: list[int]) -> None:
+        """End a picked pass early: waiting jobs keep waiting; a lease-expired job keeps its
+        GPUs if none was claimed (no renewal offer) and is preempted otherwise."""
+        cluster = self.cluster
+        expired = self.expired_unvisited
+        for j in remaining:
+            if j not in expired:
+                continue
+            expired.discard(j)
+            held = self.gpus[j]
+            if cluster.all_free(held):
+                cluster.allocate(j, held, self._machine_of(j))
+            else:
+                cluster.unmark(held)
+                self._preempt(j, self.now_s)
+
     def _expire_leases(self, order: np.ndarray) -> np.ndarray | None:
         """Open a round boundary's pass over ``order`` (waiting and running jobs, in priority
         order). The pass starts at the first job that may act: a waiting job, or a running job
         that gets a renewal offer (``upgrade``: one below its best tier; ``rebid``: any).
-        Running jobs ahead of it keep their GPUs: nobody before them could claim any. The other
+        Running jobs ahead of it keep their GPUs: nobody before them could claim any (with
+        ``agent_picks`` the pass starts at the first job all the same). The other
         running jobs' GPUs become claimable by higher-priority jobs until their own turn comes
         (marked with their rank in the pass). Returns the jobs to visit, or None if none may
         act."""
@@ -564,7 +687,9 @@ class Engine:
             first = np.flatnonzero(acts)
             if first.size == 0:
                 return None
-            start = int(first[0])
+            # Under agent picks every expired lease is a candidate (any may be claimed); a
+            # visit to one ahead of the first job that may act just renews it in place.
+            start = 0 if self.agent_picks else int(first[0])
         visit = order[start:]
         expired = visit[state[visit] == RUNNING]
         if expired.size:
@@ -881,7 +1006,10 @@ class Engine:
 
 
 def run_policy(engine: Engine) -> Engine:
-    """Drive an engine to the end, answering every offer with its policy's ``decide``."""
+    """Drive an engine to the end, answering every offer with its policy's ``decide`` (a native
+    run: build the engine without ``agent_picks``)."""
+    if engine.agent_picks:
+        raise EngineError("run_policy answers offers only; build the Engine with agent_picks=False")
     decide = engine.policy.decide
     gen = engine.decisions()
     try:

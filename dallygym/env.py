@@ -62,6 +62,17 @@ TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.Dat
 RESET_OPTIONS: tuple[str, ...] = ()
 
 
+def check_reset_options(options) -> None:
+    """Raise unless ``options`` is None or a dict of known keys (:data:`RESET_OPTIONS`)."""
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise TypeError(f"reset(options=...) takes a dict or None, got {type(options).__name__} {options!r}")
+        unknown = sorted(map(repr, set(options) - set(RESET_OPTIONS)))
+        if unknown:
+            known = ", ".join(RESET_OPTIONS) or "none"
+            raise ValueError(f"reset(options=...): unknown option(s) {', '.join(unknown)}; known: {known}")
+
+
 def action_index(action) -> int | None:
     """``action`` as a Python int if it is an integer action, else None.
 
@@ -193,9 +204,16 @@ class DallyEnv(gym.Env):
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
       fresh seeded trace at each reset (training); or a list of those, cycled in order at each
       reset (held-out evaluation).
+      The registered ids draw a fresh trace per reset (``Dally-v0``: ``"gen:batch-500"``,
+      ``DallySmall-v0``: ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``;
+      ``trace="batch-500"`` replays the paper's fixed trace.
     * ``priority``: the policy whose priority order (and hooks) the engine uses; default
       ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed).
     * The rest as in ``dallygym simulate``.
+
+    The baseline to beat is the constant policy "always wait" (action 0): it equals
+    ``dally-consolidated`` and does better than auto-tuned Dally on mean JCT. The order in which
+    jobs get GPUs, which decides JCT far more, is the agent's question in ``DallyQueue-v0``.
 
     ## Version History
 
@@ -292,13 +310,7 @@ class DallyEnv(gym.Env):
     # --- Gymnasium API ---------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise TypeError(f"reset(options=...) takes a dict or None, got {type(options).__name__} {options!r}")
-            unknown = sorted(map(repr, set(options) - set(RESET_OPTIONS)))
-            if unknown:
-                known = ", ".join(RESET_OPTIONS) or "none"
-                raise ValueError(f"reset(options=...): unknown option(s) {', '.join(unknown)}; known: {known}")
+        check_reset_options(options)
         super().reset(seed=seed)
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority

@@ -58,8 +58,41 @@ class HeuristicAgent:
         return np.int64(action), state
 
 
+class QueueHeuristicAgent(HeuristicAgent):
+    """A policy's priority order acting through :class:`~dallygym.queue_env.DallyQueueEnv`
+    picks: each step it serves the candidate that ``name``'s priority keys put first (ties by
+    arrival, then job index, the engine's rule), among the candidates in the window.
+
+    With the environment's offer rule of the same name, that is always slot 0, and the episode
+    is exactly the policy's native run (the environment answers offers with that policy). With
+    another offer rule, the policy's order is applied to the candidates of each pick: its keys
+    are computed over the candidates only (a native pass also ranks the waiting jobs that do
+    not fit), which matters for orders that depend on the set (``protected-remaining``).
+    """
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+        base = self._base
+        pick = getattr(base, "pick", None)
+        if pick is None:
+            return np.int64(0), state
+        policy = self._decider(base)
+        if policy is base.policy:
+            return np.int64(0), state  # the slots are in this very policy's order
+        shown = np.asarray(pick.candidates[: base.max_candidates], dtype=np.int64)
+        jobs = np.sort(shown)  # policies get increasing job indices, as from the engine
+        keys = np.asarray(policy.priority(base.engine, jobs), dtype=np.float64)
+        # Job indices follow (arrival, id): the smallest (key, index) is the engine's first.
+        first = jobs[np.lexsort((jobs, keys))[0]]
+        return np.int64(int(np.flatnonzero(shown == first)[0])), state
+
+
 def heuristic_agent(name: str, env) -> HeuristicAgent:
-    """An agent that answers ``env``'s offers with the shipped policy ``name``."""
+    """An agent that answers ``env``'s decisions with the shipped policy ``name``: offers on
+    ``Dally-v0``, picks (by the policy's priority order) on ``DallyQueue-v0``."""
+    from .queue_env import DallyQueueEnv
+
+    if isinstance(env.unwrapped, DallyQueueEnv):
+        return QueueHeuristicAgent(name, env)
     return HeuristicAgent(name, env)
 
 

@@ -1,4 +1,5 @@
-"""Learned agents: MaskablePPO training on ``Dally-v0``, loading, and evaluation on held-out traces.
+"""Learned agents: MaskablePPO training on ``Dally-v0`` or ``DallyQueue-v0``, loading, and
+evaluation on held-out traces.
 
 One implementation behind ``dallygym train`` / ``dallygym evaluate`` and the scripts in
 ``agents/``. Training needs the ``agents`` extra (torch, stable-baselines3, sb3-contrib).
@@ -46,6 +47,10 @@ class TrainConfig:
     ``total_timesteps`` fixes the run (same seed, same model) and is trained exactly: ``n_steps``
     becomes the nearest rollout size that divides it (:func:`rollout_steps`; 500 for the
     default million steps); ``time_limit_min`` is a guard (``meta.json`` says if it stopped a run).
+
+    For a ``DallyQueue`` id (:func:`is_queue_env`) the environment takes ``offer_rule`` instead
+    of ``priority``, the reward defaults to the environment's (``"jct-makespan"``) and the
+    network is :class:`dallygym.nets.JobPointerPolicy` (``net_arch`` is not used).
     """
 
     env_id: str = "Dally-v0"
@@ -55,7 +60,10 @@ class TrainConfig:
     trace: str = "gen:batch-500"
     priority: str = "dally"
     sensitivity: str = "hidden"
-    reward: str = "jct"
+    reward: str | None = None
+    offer_rule: str = "dally"
+    makespan_weight: float | None = None
+    max_candidates: int | None = None
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
     n_envs: int = 8
@@ -78,12 +86,28 @@ class TrainConfig:
 
     def env_kwargs(self) -> dict:
         """Keyword arguments of the training environments (the evaluation uses the same
-        cluster shape and observation mode)."""
-        return {
+        cluster shape and observation mode). Options left None take the environment's default."""
+        kwargs = {
             "racks": self.racks, "machines_per_rack": self.machines_per_rack,
             "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
-            "priority": self.priority, "sensitivity": self.sensitivity, "reward": self.reward,
+            "sensitivity": self.sensitivity, "reward": self.reward,
         }
+        if is_queue_env(self.env_id):
+            kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
+                          max_candidates=self.max_candidates)
+        else:
+            kwargs["priority"] = self.priority
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def is_queue_env(env_id: str) -> bool:
+    """Whether a registered id is a ``DallyQueueEnv`` (the agent picks jobs, not tiers)."""
+    import gymnasium as gym
+
+    import dallygym  # noqa: F401 - registers the ids
+
+    entry = gym.spec(env_id.split(":")[-1]).entry_point
+    return isinstance(entry, str) and entry.endswith(":DallyQueueEnv")
 
 
 def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
@@ -141,10 +165,16 @@ def train(config: TrainConfig) -> Path:
     eval_env = Monitor(gym.make(env_id, **eval_kwargs))
 
     # 3. The model.
+    if is_queue_env(config.env_id):
+        from .nets import JobPointerPolicy
+
+        policy, policy_kwargs = JobPointerPolicy, {}
+    else:
+        policy, policy_kwargs = "MlpPolicy", {"net_arch": list(config.net_arch)}
     model = MaskablePPO(
-        "MlpPolicy", venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
+        policy, venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
         learning_rate=config.learning_rate, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        ent_coef=config.ent_coef, policy_kwargs={"net_arch": list(config.net_arch)}, seed=config.seed,
+        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed,
         tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
     )
 
@@ -300,12 +330,52 @@ def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None) -> Pa
     return path
 
 
+def _queue_policy_network(state: dict, config: dict, where: str):
+    """The :class:`~dallygym.nets.JobPointerPolicy` of a ``DallyQueue`` agent, ``state`` loaded;
+    its spaces are those of the environment its config names."""
+    import gymnasium as gym
+
+    from .nets import JobPointerPolicy
+
+    env_id = config.get("env_id", "DallyQueue-v0")
+    slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise AgentLoadError(f"{where}: max_candidates must be a positive integer, got {slots!r}")
+    from .queue_env import CLUSTER_DIM, JOB_DIM
+
+    trained = state.get("features_extractor.phi.0.weight")
+    if trained is not None and trained.ndim == 2 and trained.shape[1] != JOB_DIM:
+        raise AgentLoadError(f"{where}: the agent was trained on {trained.shape[1]} job features; this "
+                             f"version of {env_id} has {JOB_DIM}")
+    obs_space = gym.spaces.Dict({
+        "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+        "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
+        "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+    })
+    policy = JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0)
+    return _loaded(policy, state, f"{where}: parameters do not fit the {env_id} network")
+
+
+def _loaded(policy, state: dict, problem: str):
+    """``policy`` with ``state`` loaded strictly (every name and shape), in evaluation mode."""
+    try:
+        policy.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        detail = " ".join(str(exc).split())
+        raise AgentLoadError(f"{problem} ({detail[:200]})") from None
+    policy.set_training_mode(False)
+    return policy
+
+
 def _policy_network(state: dict, config: dict, where: str):
     """The MaskablePPO policy network of ``config``'s architecture, with ``state`` loaded."""
     from gymnasium import spaces
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
     from .env import OBS_DIM
+
+    if is_queue_env(str(config.get("env_id", "Dally-v0"))):
+        return _queue_policy_network(state, config, where)
 
     net_arch = config.get("net_arch", TrainConfig().net_arch)
     if not (isinstance(net_arch, list) and net_arch and all(isinstance(n, int) and n > 0 for n in net_arch)):
@@ -318,13 +388,7 @@ def _policy_network(state: dict, config: dict, where: str):
         spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
         lr_schedule=lambda _: 0.0, net_arch=list(net_arch),
     )
-    try:
-        policy.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        detail = " ".join(str(exc).split())
-        raise AgentLoadError(f"{where}: parameters do not fit net_arch {net_arch} ({detail[:200]})") from None
-    policy.set_training_mode(False)
-    return policy
+    return _loaded(policy, state, f"{where}: parameters do not fit net_arch {net_arch}")
 
 
 class LearnedAgent:
@@ -360,10 +424,14 @@ class LearnedAgent:
         if not isinstance(config, dict):
             raise AgentLoadError(f"{config_path}: expected a JSON object")
         state = _read_state_dict(self.path.read_bytes(), str(self.path))
+        known = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
+        #: The settings it was trained with (TrainConfig defaults for keys it lacks).
+        self.config = TrainConfig(**known)
         self.policy = _policy_network(state, config, str(self.path))
-        self.sensitivity = config.get("sensitivity", "hidden")
-        self.reward = config.get("reward", "jct")
-        self.priority = config.get("priority", "dally")
+        self.env_id = self.config.env_id
+        self.sensitivity = self.config.sensitivity
+        self.reward = self.config.reward
+        self.priority = self.config.priority
         self.name = self.path.parent.name
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
@@ -387,19 +455,21 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
     """Full results (:class:`~dallygym.metrics.RunResult`) of one agent on one trace.
 
     A heuristic name runs natively (its own priority and decisions: exactly ``simulate``); a
-    learned agent answers ``Dally-v0`` offers with the priority rule and observation mode it
-    was trained with (Dally's Nw_sens by default).
+    learned agent acts in the environment it was trained in (its saved config: ``Dally-v0``
+    offers under its priority rule, or ``DallyQueue-v0`` picks under its offer rule), with its
+    observation settings, on this trace and cluster.
     """
-    from .env import DallyEnv
+    import gymnasium as gym
+
     from .heuristics import evaluate
     from .metrics import collect
 
     if isinstance(agent, str):
         return simulate(trace, cluster, policy=agent)
-    env = DallyEnv(racks=cluster.racks, machines_per_rack=cluster.machines_per_rack,
-                   gpus_per_machine=cluster.gpus_per_machine, trace=trace,
-                   priority=getattr(agent, "priority", "dally"),
-                   sensitivity=agent.sensitivity, reward=agent.reward)
+    kwargs = {**agent.config.env_kwargs(), "racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
+              "gpus_per_machine": cluster.gpus_per_machine, "trace": trace}
+    env_id = agent.env_id if ":" in agent.env_id else f"dallygym:{agent.env_id}"
+    env = gym.make(env_id, **kwargs).unwrapped
     evaluate(env, agent, seed=seed)
     return collect(env.engine)
 

@@ -17,6 +17,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -166,8 +167,13 @@ def test_committed_agents_load_safely_and_act_exactly_as_stable_baselines3_loads
     ours = LearnedAgent(ROOT / "agents" / "runs" / run)
     theirs = MaskablePPO.load(ROOT / "agents" / "runs" / run / "model.zip", device="cpu")  # committed: trusted
     rng = np.random.default_rng(0)
-    obs = rng.random((300, OBS_DIM)).astype(np.float32)
-    masks = rng.random((300, 4)) < 0.6
+    if isinstance(theirs.observation_space, gym.spaces.Dict):  # a DallyQueue agent
+        space = theirs.observation_space
+        obs = {key: rng.random((30, *sub.shape)).astype(np.float32) for key, sub in space.spaces.items()}
+        masks = rng.random((30, theirs.action_space.n)) < 0.6
+    else:
+        obs = rng.random((300, OBS_DIM)).astype(np.float32)
+        masks = rng.random((300, 4)) < 0.6
     masks[:, 0] = True
     a, _ = ours.predict(obs, action_masks=masks)
     b, _ = theirs.predict(obs, action_masks=masks, deterministic=True)

@@ -154,7 +154,7 @@ def test_final_info_has_the_simulate_summary_keys():
 
 @pytest.mark.parametrize("variant", EQUIVALENT)
 def test_dally_through_env_equals_native_run_small(variant):
-    env = gym.make("DallySmall-v0", priority=variant)
+    env = gym.make("DallySmall-v0", trace="small", priority=variant)
     native = simulate("small", ClusterSpec(2, 2, 8), policy=variant)
     assert evaluate(env, heuristic_agent(variant, env)) == native.summary
 
@@ -162,19 +162,19 @@ def test_dally_through_env_equals_native_run_small(variant):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", EQUIVALENT)
 def test_dally_through_env_equals_native_run_batch_500_two_racks(variant):
-    env = gym.make("Dally-v0", racks=2, priority=variant)
+    env = gym.make("Dally-v0", racks=2, trace="batch-500", priority=variant)
     native = simulate("batch-500", 2, policy=variant)
     assert evaluate(env, heuristic_agent(variant, env)) == native.summary
 
 
 def test_dally_agent_under_default_priority_equals_native_dally():
-    env = gym.make("DallySmall-v0")  # default priority is dally
+    env = gym.make("DallySmall-v0", trace="small")  # default priority is dally
     assert evaluate(env, heuristic_agent("dally", env)) == simulate("small", ClusterSpec(2, 2, 8), policy="dally").summary
 
 
 @pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
 def test_sensitivity_modes_fill_speed_features_as_documented(mode):
-    env = gym.make("DallySmall-v0", sensitivity=mode)
+    env = gym.make("DallySmall-v0", trace="small", sensitivity=mode)
     speeds = OBS_FEATURES.index("speed_machine")
     episode = play(env, 0, random_masked)
     values = np.array([obs[speeds : speeds + 3] for obs, _, _, _ in episode[:-1]])
@@ -186,6 +186,18 @@ def test_sensitivity_modes_fill_speed_features_as_documented(mode):
         # Every offered tier has a positive speed factor; tiers not offered show 0.
         masks = np.array([info["action_mask"][1:] for _, _, _, info in episode[:-1]])
         assert ((values > 0) == masks).all()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_registered_ids_draw_a_fresh_seeded_trace_per_reset(env_id):
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    first = env.unwrapped.engine.arrival_s.copy(), env.unwrapped.engine.total_iterations.copy()
+    env.reset(seed=1)
+    assert not np.array_equal(first[1], env.unwrapped.engine.total_iterations)
+    env.reset(seed=0)
+    assert np.array_equal(first[0], env.unwrapped.engine.arrival_s)
+    assert np.array_equal(first[1], env.unwrapped.engine.total_iterations)
 
 
 def test_trace_per_reset_generator_and_cycled_list():

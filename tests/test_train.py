@@ -43,3 +43,27 @@ def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path
     assert main(["evaluate", "--agent", str(out), "--racks", "2", "--machines-per-rack", "2",
                  "--trace", "small", "--format", "csv"]) == 0
     assert str(out) in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_train_on_dally_queue_saves_a_pointer_agent_that_evaluate_runs_in_its_environment(tmp_path, capsys):
+    pytest.importorskip("sb3_contrib")
+    from dallygym.cli import main
+    from dallygym.learn import load_agent
+    from dallygym.nets import JobPointerPolicy
+
+    out = tmp_path / "queue"
+    code = main(["train", "--env-id", "DallyQueueSmall-v0", "--trace", "gen:small", "--racks", "2",
+                 "--machines-per-rack", "2", "--total-timesteps", "96", "--n-envs", "2", "--n-steps", "48",
+                 "--eval-freq-steps", "1000000", "--checkpoint-freq-steps", "1000000", "--no-progress",
+                 "--out", str(out)])
+    assert code == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["env_id"] == "DallyQueueSmall-v0" and config["offer_rule"] == "dally"
+    agent = load_agent(str(out))
+    assert isinstance(agent.policy, JobPointerPolicy) and agent.env_id == "DallyQueueSmall-v0"
+    capsys.readouterr()
+    assert main(["evaluate", "--agent", str(out), "--agent", "protected-remaining", "--racks", "2",
+                 "--machines-per-rack", "2", "--trace", "small", "--format", "csv"]) == 0
+    printed = capsys.readouterr().out
+    assert str(out) in printed and "protected-remaining" in printed

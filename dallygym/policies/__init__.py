@@ -11,6 +11,7 @@ from .base import Policy
 from .dally import DallyConsolidatedPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyPolicy
 from .fifo import FifoPolicy
 from .gandiva import GandivaPolicy
+from .protected import ProtectedRemainingPolicy
 from .random_policy import RandomPolicy
 from .tiresias import TiresiasLasPolicy, TiresiasPolicy
 
@@ -25,6 +26,7 @@ POLICIES: dict[str, type[Policy]] = {
         TiresiasPolicy,
         TiresiasLasPolicy,
         GandivaPolicy,
+        ProtectedRemainingPolicy,
         FifoPolicy,
         RandomPolicy,
     )
@@ -53,6 +55,7 @@ __all__ = [
     "FifoPolicy",
     "GandivaPolicy",
     "Policy",
+    "ProtectedRemainingPolicy",
     "RandomPolicy",
     "TiresiasLasPolicy",
     "TiresiasPolicy",

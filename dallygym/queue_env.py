@@ -1,0 +1,493 @@
+"""``DallyQueue-v0``: the agent chooses which job is placed next (SPEC §7b).
+
+A thin adapter over the same engine as ``Dally-v0``: the engine is built with
+``agent_picks=True``, so every scheduling pass in which the order matters yields a
+:class:`~dallygym.engine.Pick`; the agent answers it, and offers (which tier) are answered by
+the configured offer rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .cluster import Tier
+from .engine import RUNNING, Engine, EngineConfig, Offer, Pick
+from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index, check_reset_options
+from .latency import LatencyModel
+from .metrics import summarize
+from .policies import Policy, make_policy
+from .policies.dally import DallyPolicy
+from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
+
+QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
+#: Default reward scale in leases: returns of a few tens at 8 racks (a makespan of thousands of
+#: hours would otherwise give value targets in the thousands, which swamp a shared network).
+REWARD_SCALE_LEASES = 100.0
+#: Short names of the offer rules the issue asks for (any shipped policy name works too).
+OFFER_RULES = {"dally": "dally", "consolidated": "dally-consolidated", "nowait": "dally-nowait",
+               "manual": "dally-manual"}
+
+#: Per-candidate features, in order (see the DallyQueueEnv docstring).
+JOB_FEATURES: tuple[str, ...] = (
+    "gpus", "best_machine", "best_rack", "best_network", "best_tier_free",
+    "starvation", "nw_sens", "progress", "remaining_ideal", "remaining_estimate",
+    "attained_service", "preemptions", "holds_lease", "current_tier",
+    "speed_machine", "speed_rack", "speed_network",
+    "past_timer_machine", "past_timer_rack",
+)
+#: Cluster and queue features, in order.
+CLUSTER_FEATURES: tuple[str, ...] = (
+    "free_gpus", "idle_gpus", "max_free_machine", "max_free_rack",
+    "candidates", "candidate_demand", "waiting_jobs", "waiting_demand", "running_jobs",
+    "jobs_remaining", "time_elapsed", "time_in_round", "boundary", "may_stop", "beyond_window",
+)
+JOB_DIM = len(JOB_FEATURES)
+CLUSTER_DIM = len(CLUSTER_FEATURES)
+
+
+def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
+    """A policy name (or instance) from an offer rule: the short names of :data:`OFFER_RULES`
+    or any shipped policy name."""
+    if isinstance(offer_rule, Policy):
+        return offer_rule
+    name = OFFER_RULES.get(offer_rule, offer_rule)
+    make_policy(name)  # unknown names fail here, naming the known ones
+    return name
+
+
+class DallyQueueEnv(DallyEnv):
+    """Job ordering on a hierarchical GPU cluster: each step, which job is served next.
+
+    ## Description
+
+    The engine of ``Dally-v0`` replays a trace of gang-scheduled training jobs. A scheduling
+    pass runs at every arrival, completion and round boundary; in it, waiting jobs -- and at a
+    round boundary every running job, whose lease has expired -- take turns at the free GPUs.
+    Whenever the order of those turns matters, this environment asks the agent for it: the
+    free GPUs (at a boundary counting the GPUs of lease-expired jobs not served yet, which
+    anyone may claim) cannot serve every candidate that fits (their summed GPU demand is
+    larger) and there are at least two candidates. Each step the agent picks the candidate
+    that takes its turn now:
+
+    * a waiting job gets a resource offer, answered by the offer rule (``offer_rule``: Dally's
+      Algorithm 1 with the auto-tuner by default). The rule may decline (delay scheduling: the
+      job waits for a better tier); the job is then out of this pass.
+    * a lease-expired job renews its lease on its GPUs if no job served before it claimed any
+      (under the default ``renewal="upgrade"`` it may be offered a better tier, answered by the
+      offer rule); if some were claimed it is preempted and gets an offer like a waiting job.
+      A waiting job served before it takes idle GPUs first, then the GPUs of the lease-expired
+      job last in the offer rule's priority order.
+
+    Once the order no longer matters the pass finishes by itself in the offer rule's priority
+    order, as does a pass in which it never mattered, so every step is a real choice. The
+    "stop" action ends the pass: the remaining waiting jobs wait for the next event, and the
+    remaining lease-expired jobs keep their GPUs (preempted if some were claimed); it lets the
+    agent keep GPUs free for a job that needs many. It is valid only while some job would keep
+    running (so the run cannot stall). A pass with a single candidate and stop not valid is no
+    decision. Answering every step with action 0 (the candidate the offer rule's priority puts
+    first) is exactly the offer rule's native run.
+
+    ## Action Space
+
+    ``Discrete(max_candidates + 1)``: action ``k < max_candidates`` serves the candidate in slot
+    ``k``; action ``max_candidates`` stops the pass. :meth:`action_masks` (and
+    ``info["action_mask"]``) gives the valid ones. An invalid action is replaced by action 0
+    and flagged in ``info["invalid_action"]`` (``strict=True`` raises instead).
+
+    Candidates fill the slots in the offer rule's priority order (slot 0 is the native choice).
+    With more candidates than slots, the ones beyond the window are not shown until enough
+    earlier ones have been served or have declined; ``info["beyond_window"]`` counts them. The
+    registered ids have a window as large as their traces (500 jobs, 512 slots; 60 jobs, 64
+    slots), so there every candidate is reachable.
+
+    ## Observation Space
+
+    ``Dict`` of ``"jobs"``: ``Box(0, 1, (max_candidates, 19), float32)``, one row per slot (zeros
+    in empty slots); ``"job_mask"``: ``Box(0, 1, (max_candidates,), float32)``, 1 where a slot
+    holds a candidate; ``"cluster"``: ``Box(0, 1, (15,), float32)``. Times ``t`` are shown as
+    ``log1p(t / lease_s) / log1p(10000)`` (1 from 10,000 leases on).
+
+    | # | job feature | meaning |
+    |---|---|---|
+    | 0 | gpus | log2(1 + GPU demand) / log2(1 + cluster GPUs) |
+    | 1–3 | best_machine, best_rack, best_network | one-hot: the best tier this job can ever have |
+    | 4 | best_tier_free | 1 if that best tier is free for it now (lease-expired jobs' GPUs counted) |
+    | 5 | starvation | time since arrival or since it last lost its GPUs (0 for a running job... its clock runs from its last start) |
+    | 6 | nw_sens | Nw_sens = ideal time of completed work / time run (0 if never ran) |
+    | 7 | progress | completed iterations / total iterations |
+    | 8 | remaining_ideal | remaining ideal run time (iterations left x iter_time_s) |
+    | 9 | remaining_estimate | remaining ideal time / Nw_sens (never run: / 1 if it fits a machine, / 0.1 otherwise), the protected-remaining heuristic's estimate |
+    | 10 | attained_service | GPUs x time run, as a time per cluster GPU |
+    | 11 | preemptions | min(preemptions, 20) / 20 |
+    | 12 | holds_lease | 1 for a lease-expired running job, 0 for a waiting job |
+    | 13 | current_tier | tier it holds: 1/3 machine, 2/3 rack, 1 network; 0 if waiting |
+    | 14–16 | speed_machine, speed_rack, speed_network | speed factors, see ``sensitivity`` |
+    | 17–18 | past_timer_machine, past_timer_rack | 1 if starvation >= the offer rule's T_Mc (resp. T_Rk) for its demand; 0 if the rule has no timers |
+
+    | # | cluster feature | meaning |
+    |---|---|---|
+    | 0 | free_gpus | free GPUs (lease-expired jobs' GPUs counted) / cluster GPUs |
+    | 1 | idle_gpus | GPUs nobody holds / cluster GPUs |
+    | 2 | max_free_machine | most free GPUs on one machine / GPUs per machine |
+    | 3 | max_free_rack | most free GPUs in one rack / GPUs per rack |
+    | 4 | candidates | log1p(candidates) / log1p(1000) |
+    | 5 | candidate_demand | min(candidates' GPU demand / free GPUs, 10) / 10 |
+    | 6 | waiting_jobs | log1p(waiting jobs) / log1p(1000) |
+    | 7 | waiting_demand | min(waiting GPU demand / cluster GPUs, 10) / 10 |
+    | 8 | running_jobs | log1p(running jobs) / log1p(1000) |
+    | 9 | jobs_remaining | unfinished jobs / jobs in the trace |
+    | 10 | time_elapsed | time since the first arrival |
+    | 11 | time_in_round | position in the current lease, in [0, 1) |
+    | 12 | boundary | 1 at a round boundary (lease-expired jobs are candidates) |
+    | 13 | may_stop | 1 if the stop action is valid |
+    | 14 | beyond_window | min(candidates not shown / max_candidates, 1) |
+
+    ``sensitivity`` decides job features 14–16: ``"hidden"`` (default, the paper's
+    constraint): 0. ``"observed"``: the speed factor the job had the last time it ran at that
+    tier (0 if never). ``"oracle"``: the latency model's factor for a representative placement
+    at each tier the job can fit (its GPUs over the fewest machines, evenly; at the network
+    tier over two racks); 0 where it cannot.
+
+    ## Rewards
+
+    Every reward is minus a quantity accrued since the previous step, divided by
+    ``reward_scale_s`` (default 100 x ``lease_s``), so the episode return is minus its total
+    over that scale:
+
+    * ``"jct-makespan"`` (default): −(job-seconds in the system / jobs + ``makespan_weight`` x
+      seconds elapsed) / ``reward_scale_s``. Return = −(mean JCT + ``makespan_weight`` x
+      makespan) / ``reward_scale_s``. Mean JCT alone is won by starving the longest jobs, which
+      stretches the makespan; the second term keeps the makespan part of the objective.
+    * ``"jct"``: return = −mean JCT / ``reward_scale_s`` (Decima's reward, per job).
+    * ``"makespan"``: return = −makespan / ``reward_scale_s``.
+
+    (Makespan = last completion − first arrival; the time before the first step is in the
+    first step's reward.)
+
+    ## Starting State
+
+    :meth:`reset` draws or picks the trace (see ``trace``), starts the engine with a seed from
+    the environment's generator and runs it to the first pick that is a real choice. If the
+    whole episode has none, it ends inside ``reset``: the observation is all zeros, action 0
+    is the only valid one, and the first ``step`` returns ``terminated=True`` with the whole
+    episode's reward.
+
+    ## Episode End
+
+    ``terminated`` when every job has finished; the final ``info["summary"]`` holds the run's
+    summary metrics (the keys of ``dallygym simulate --format json``). ``truncated`` only via a
+    ``TimeLimit`` wrapper.
+
+    ## Arguments
+
+    ``gym.make("DallyQueue-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
+    trace="gen:batch-500", offer_rule="dally", latency="dally-paper", lease_s=3600.0,
+    restart_overhead_s=0.0, renewal="upgrade", reward="jct-makespan", makespan_weight=1.0,
+    reward_scale_s=None, max_candidates=512, sensitivity="hidden", strict=False, render_mode=None)``
+
+    * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
+      reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
+      and is reproducible. ``trace="batch-500"`` replays the paper's fixed trace.
+    * ``offer_rule``: which tier a served job takes: ``"dally"`` (Algorithm 1, auto-tuned
+      timers), ``"consolidated"`` (wait for the best tier), ``"nowait"`` (take the best free
+      tier), ``"manual"``, or any shipped policy name or :class:`~dallygym.policies.Policy`
+      (its ``decide``, placement and hooks are used, and its priority orders the slots).
+    * ``max_candidates``: the number of slots.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    def __init__(
+        self,
+        racks: int = 8,
+        machines_per_rack: int = 8,
+        gpus_per_machine: int = 8,
+        trace: TraceSource = "gen:batch-500",
+        offer_rule: str | Policy = "dally",
+        latency: str | LatencyModel = "dally-paper",
+        lease_s: float = 3600.0,
+        restart_overhead_s: float = 0.0,
+        renewal: str = "upgrade",
+        reward: str = "jct-makespan",
+        makespan_weight: float = 1.0,
+        reward_scale_s: float | None = None,
+        max_candidates: int = 512,
+        sensitivity: str = "hidden",
+        strict: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if reward not in QUEUE_REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(QUEUE_REWARDS)}")
+        if isinstance(makespan_weight, bool) or not (isinstance(makespan_weight, (int, float))
+                                                      and math.isfinite(makespan_weight) and makespan_weight >= 0):
+            raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
+        if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
+            raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+        super().__init__(
+            racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
+            priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
+            restart_overhead_s=restart_overhead_s, renewal=renewal, reward="jct", reward_scale_s=reward_scale_s,
+            sensitivity=sensitivity,
+            strict=strict, render_mode=render_mode,
+        )
+        self.reward_kind = reward
+        self.makespan_weight = float(makespan_weight)
+        self.max_candidates = max_candidates
+        self.stop_action = max_candidates
+        self.action_space = spaces.Discrete(max_candidates + 1)
+        self.observation_space = spaces.Dict({
+            "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, JOB_DIM), dtype=np.float32),
+            "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
+            "cluster": spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+        })
+        self.pick: Pick | None = None
+        self._obs = self._zeros()
+        self._mask = np.zeros(max_candidates + 1, dtype=bool)
+        self._beyond = 0
+
+    # --- Gymnasium API ---------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        check_reset_options(options)
+        gym.Env.reset(self, seed=seed)
+        trace = self._next_trace()
+        self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
+        config = EngineConfig(lease_s=self.config.lease_s, restart_overhead_s=self.config.restart_overhead_s,
+                              seed=int(self.np_random.integers(2**31 - 1)), renewal=self.config.renewal)
+        engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True)
+        self._gen = engine.decisions()
+        self._lease_s = float(self.config.lease_s)
+        self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
+        self._num_gpus = float(self.spec_cluster.num_gpus)
+        self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
+        self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
+        # The protected-remaining estimate's Nw_sens for a never-run job (feature 9).
+        self._never_run_nw = np.where(engine.num_gpus > self.spec_cluster.gpus_per_machine,
+                                      NEVER_RUN_MULTI_MACHINE_NW_SENS, 1.0)
+        self._oracle_cache: dict = {}
+        self._done = False
+        self._reported = 0.0
+        self.steps = 0
+        self._advance(None, first=True)
+        self._reported = 0.0  # the first step's reward covers the time before the first pick too
+        self._terminal_pending = self._done
+        return self._observation(), self._info(invalid=False)
+
+    def step(self, action):
+        if self.engine is None or self._done:
+            return super().step(action)  # the errors, or the end of an episode without a pick
+        index = action_index(action)
+        invalid = index is None or not (0 <= index <= self.max_candidates and self._mask[index])
+        if invalid:
+            if self.strict:
+                what = "not an integer" if index is None else "not valid here"
+                raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: valid actions "
+                                 f"{np.flatnonzero(self._mask).tolist()} of Discrete({self.max_candidates + 1})")
+            index = 0
+        action = index
+        answer = None if action == self.stop_action else self.pick.candidates[action]
+        self.steps += 1
+        reward = self._advance(answer)
+        info = self._info(invalid=invalid)
+        if self._done:
+            info["summary"] = summarize(self.engine)
+        return self._observation(), float(reward), bool(self._done), False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now: the filled slots, and stop when the pass may stop."""
+        if self._done:
+            mask = np.zeros(self.max_candidates + 1, dtype=bool)
+            mask[0] = True
+            return mask
+        return self._mask.copy()
+
+    # --- the adapter -----------------------------------------------------------------------
+
+    def _advance(self, answer, first: bool = False) -> float:
+        """Send the answer (unless first), answer offers with the offer rule, and run to the
+        next pick that is a real choice; return the reward."""
+        gen = self._gen
+        engine = self.engine
+        decide = self.policy.decide
+        try:
+            decision = next(gen) if first else gen.send(answer)
+            while True:
+                if isinstance(decision, Offer):
+                    decision = gen.send(decide(decision, engine))
+                elif len(decision.candidates) == 1 and not decision.may_stop:
+                    decision = gen.send(decision.candidates[0])  # one candidate, must serve: no choice
+                else:
+                    break
+        except StopIteration:
+            self._done = True
+            self.pick = None
+            self._obs = self._zeros()
+            self._mask[:] = False
+        else:
+            self.pick = decision
+            self._observe(decision)
+        return self._reward()
+
+    def _reward(self) -> float:
+        engine = self.engine
+        n = engine.n
+        elapsed = engine.now_s - engine.first_arrival_s
+        if self.reward_kind == "jct":
+            total = engine.in_system_area_s / n
+        elif self.reward_kind == "makespan":
+            total = elapsed
+        else:
+            total = engine.in_system_area_s / n + self.makespan_weight * elapsed
+        delta = total - self._reported
+        self._reported = total
+        return -delta / self._reward_scale_s
+
+    def _info(self, invalid: bool) -> dict:
+        info = {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s),
+                "beyond_window": self._beyond}
+        if self.pick is not None:
+            info["candidates"] = len(self.pick.candidates)
+        return info
+
+    def _zeros(self) -> dict:
+        return {key: np.zeros(space.shape, dtype=np.float32) for key, space in self.observation_space.items()}
+
+    def _observation(self) -> dict:
+        return {key: value.copy() for key, value in self._obs.items()}
+
+    def _time(self, x: np.ndarray) -> np.ndarray:
+        """Times as log1p(t / lease) / log1p(10,000 leases), clipped to [0, 1]."""
+        return np.minimum(np.log1p(np.maximum(x, 0.0) / self._lease_s) / _LOG_LONG, 1.0)
+
+    def _observe(self, pick: Pick) -> None:
+        e = self.engine
+        spec = self.spec_cluster
+        k_max = self.max_candidates
+        shown = pick.candidates[:k_max]
+        k = len(shown)
+        self._beyond = len(pick.candidates) - k
+        c = np.fromiter(shown, dtype=np.int64, count=k)
+        now = e.now_s
+        g = e.num_gpus[c]
+        best = e.best_possible_tier[c]
+        starvation = now - e.starve_anchor_s[c]
+        run_s = e.run_s[c]
+        nw = e.nw_sens(c)
+        remaining_ideal = (e.total_iterations[c] - e.done_iters[c]) * e.iter_time_s[c]
+        tier = e.tier[c]
+        holds = (e.state[c] == RUNNING).astype(np.float32)
+
+        # Per distinct demand: is its best tier free now, and the offer rule's timers.
+        best_free = np.empty(k, dtype=bool)
+        past_machine = np.zeros(k, dtype=bool)
+        past_rack = np.zeros(k, dtype=bool)
+        for demand in np.unique(g).tolist():
+            rows = g == demand
+            tiers = e._offer_tiers(demand)
+            best_free[rows] = bool(tiers) and int(tiers[0]) == int(best[rows][0])
+            if self._timers is not None:
+                t_mc, t_rk = self._timers(demand, now)
+                past_machine[rows] = starvation[rows] >= t_mc
+                past_rack[rows] = starvation[rows] >= t_rk
+
+        jobs = np.zeros((k_max, JOB_DIM), dtype=np.float32)
+        view = jobs[:k]
+        view[:, 0] = np.log2(1.0 + g) / self._log_cluster
+        view[:, 1] = best == 0
+        view[:, 2] = best == 1
+        view[:, 3] = best == 2
+        view[:, 4] = best_free
+        # The five times at once: starvation, remaining ideal, remaining estimate, service.
+        times = np.empty((4, k))
+        times[0] = starvation
+        times[1] = remaining_ideal
+        times[2] = remaining_ideal / np.where(nw > 0, nw, self._never_run_nw[c])
+        times[3] = g * run_s / self._num_gpus
+        times = self._time(times)
+        view[:, 5] = times[0]
+        view[:, 6] = np.minimum(nw, 1.0)
+        view[:, 7] = e.done_iters[c] / e.total_iterations[c]
+        view[:, 8] = times[1]
+        view[:, 9] = times[2]
+        view[:, 10] = times[3]
+        view[:, 11] = np.minimum(e.preemptions[c], 20) / 20.0
+        view[:, 12] = holds
+        view[:, 13] = np.where(tier >= 0, (tier + 1) / 3.0, 0.0)
+        if self.sensitivity != "hidden":
+            view[:, 14:17] = self._job_speeds(c)
+        view[:, 17] = past_machine
+        view[:, 18] = past_rack
+
+        mask = np.zeros(k_max, dtype=np.float32)
+        mask[:k] = 1.0
+        cl = e.cluster
+        free = cl.free_total
+        demand_all = int(np.add.reduce(e.num_gpus[np.fromiter(pick.candidates, dtype=np.int64)]))
+        elapsed = now - e.first_arrival_s
+        lease = self._lease_s
+        cluster = np.array((
+            free / self._num_gpus,
+            float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
+            cl.free_per_machine.max() / spec.gpus_per_machine,
+            cl.free_per_rack.max() / spec.gpus_per_rack,
+            math.log1p(len(pick.candidates)) / _LOG_1000,
+            min(demand_all / max(free, 1), 10.0) / 10.0,
+            math.log1p(e.n_waiting) / _LOG_1000,
+            min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
+            math.log1p(e.n_running) / _LOG_1000,
+            (e.n - e.finished) / e.n,
+            float(self._time(np.float64(elapsed))),
+            (elapsed % lease) / lease,
+            pick.boundary,
+            pick.may_stop,
+            min(self._beyond / k_max, 1.0),
+        ), dtype=np.float32)
+        self._obs = {"jobs": jobs, "job_mask": mask, "cluster": cluster}
+        self._mask[:] = False
+        self._mask[:k] = True
+        self._mask[self.stop_action] = pick.may_stop
+
+    def _job_speeds(self, c: np.ndarray) -> np.ndarray:
+        """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""
+        e = self.engine
+        if self.sensitivity == "observed":
+            return e.speed_seen[c]
+        out = np.zeros((len(c), 3))
+        for row, j in enumerate(c.tolist()):
+            key = (e.model_index.item(j), e.num_gpus.item(j))
+            speeds = self._oracle_cache.get(key)
+            if speeds is None:
+                speeds = self._oracle_cache[key] = self._oracle_speeds(j)
+            out[row] = speeds
+        return out
+
+    def _oracle_speeds(self, j: int) -> tuple[float, float, float]:
+        """The latency model's speed factor of a representative placement at each tier job
+        ``j`` can fit: its GPUs over the fewest machines, evenly (network: over two racks)."""
+        spec = self.spec_cluster
+        e = self.engine
+        g = int(e.num_gpus[j])
+        gpm = spec.gpus_per_machine
+
+        def even(total: int, parts: int) -> list[int]:
+            return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+        def rack_of(total: int, min_machines: int) -> list[int]:
+            return even(total, max(min_machines, -(-total // gpm)))
+
+        shapes: list = [None, None, None]
+        if g <= gpm:
+            shapes[Tier.MACHINE] = ((g,),)
+        if 2 <= g <= spec.gpus_per_rack and spec.machines_per_rack >= 2:
+            shapes[Tier.RACK] = (tuple(rack_of(g, 2)),)
+        if g >= 2 and spec.racks >= 2:
+            halves = even(g, 2)
+            if max(halves) <= spec.gpus_per_rack:
+                shapes[Tier.NETWORK] = tuple(sorted((tuple(rack_of(h, 1)) for h in halves), reverse=True))
+        return tuple(0.0 if s is None else e._speed_factor(j, s) for s in shapes)

@@ -1,0 +1,324 @@
+"""DallyQueue-v0: the agent picks which job is served next (SPEC §7b)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import TierLatency, make_trace
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_env import play, random_masked
+from test_invariants import check_holdings
+
+import dallygym
+from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
+from dallygym.engine import Engine, EngineConfig, EngineError, Pick
+from dallygym.policies import POLICIES, make_policy
+from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv
+
+QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
+ORDERS = ["dally", "tiresias", "fifo"]
+
+
+def one_gpu_env(rows, lease_s=1e6, **kwargs) -> DallyQueueEnv:
+    """A single-GPU cluster, speed factor 1: JCTs can be worked out by hand."""
+    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=1, trace=make_trace(rows),
+                         latency=TierLatency(), lease_s=lease_s, max_candidates=4, **kwargs)
+
+
+# --- hand-worked cases ---------------------------------------------------------------------------
+
+def test_choosing_the_short_job_first_halves_its_wait():
+    # One GPU; at t=0 job 0 (100 s) and job 1 (10 s) both arrive. Serving 0 first: JCTs 100 and
+    # 110, mean 105. Serving 1 first: JCTs 10 and 110, mean 60. Makespan 110 either way. The
+    # pass at t=0 is the only one where the order matters (at t=10 or 100 one job is left).
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
+    for slot_of, jct_mean in ((0, 105.0), (1, 60.0)):
+        env = one_gpu_env(rows, reward="jct")
+        obs, info = env.reset(seed=0)
+        assert [int(env.engine.job_id[j]) for j in env.pick.candidates] == [0, 1]  # Nw_sens ties: arrival
+        assert info["action_mask"].tolist() == [True, True, False, False, False]  # nothing runs: no stop
+        _, reward, terminated, _, info = env.step(slot_of)
+        assert terminated  # one decision in the whole episode
+        assert info["summary"]["jct_mean_s"] == pytest.approx(jct_mean)
+        assert info["summary"]["makespan_s"] == pytest.approx(110.0)
+        assert reward == pytest.approx(-jct_mean / 1e8)  # the return is -mean JCT / (100 leases)
+
+
+def test_at_a_boundary_a_waiting_job_served_first_preempts_the_running_one():
+    # One GPU, lease 50 s. Job 0 (100 s) starts at 0; job 1 (10 s) arrives at 20 and cannot fit.
+    # At the boundary t=50 both are candidates. Dally's order puts job 1 first (Nw_sens 0 < 1):
+    # it preempts job 0 and runs 50-60, job 0 resumes 60-110: JCTs 40 and 110, mean 75.
+    # Serving job 0 first renews its lease: it ends at 100, job 1 runs 100-110: mean (100+90)/2.
+    rows = [(0, 0, 1, 100, 1.0), (1, 20, 1, 10, 1.0)]
+    env = one_gpu_env(rows, lease_s=50.0)
+    _, info = env.reset(seed=0)
+    pick = env.pick
+    assert pick.boundary and pick.now_s == 50.0
+    assert [int(env.engine.job_id[j]) for j in pick.candidates] == [1, 0]
+    assert info["action_mask"].tolist() == [True, True, False, False, True]  # stop: job 0 keeps running
+    obs = env._observation()
+    holds = JOB_FEATURES.index("holds_lease")
+    assert obs["jobs"][:2, holds].tolist() == [0.0, 1.0]
+    _, _, terminated, _, info = env.step(0)
+    assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(75.0)
+    assert info["summary"]["preemptions"] == 1
+    env.reset(seed=0)
+    _, _, terminated, _, info = env.step(1)
+    assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(95.0)
+    assert info["summary"]["preemptions"] == 0
+
+
+def test_stop_leaves_the_rest_waiting_until_the_next_event():
+    # Two GPUs on one machine. Job 0 (30 s) starts at 0. Jobs 1 and 2 (100 s each) arrive at
+    # 10 with one GPU free. Stopping leaves the GPU idle: both start when job 0 ends at 30
+    # (JCTs 30, 120, 120). Serving job 1 instead: it runs 10-110, job 2 30-130.
+    rows = [(0, 0, 1, 30, 1.0), (1, 10, 1, 100, 1.0), (2, 10, 1, 100, 1.0)]
+    env = DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
+                        latency=TierLatency(), lease_s=1e6, max_candidates=4)
+    _, info = env.reset(seed=0)
+    assert env.pick.now_s == 10.0 and info["action_mask"][4]
+    _, _, terminated, _, info = env.step(4)
+    assert terminated
+    jobs = dallygym.collect(env.engine).jobs.set_index("job_id")
+    assert jobs.loc[[1, 2], "first_start_s"].tolist() == [30.0, 30.0]
+    assert info["summary"]["jct_mean_s"] == pytest.approx((30 + 120 + 120) / 3)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(0)
+    assert info["summary"]["jct_mean_s"] == pytest.approx((30 + 100 + 120) / 3)
+
+
+def test_jct_makespan_return_adds_the_weighted_makespan():
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
+    env = one_gpu_env(rows, reward="jct-makespan", makespan_weight=2.0)
+    env.reset(seed=0)
+    _, reward, _, _, _ = env.step(1)
+    assert reward == pytest.approx(-(60.0 + 2.0 * 110.0) / 1e8)
+    env = one_gpu_env(rows, reward="makespan", reward_scale_s=10.0)
+    env.reset(seed=0)
+    assert env.step(1)[1] == pytest.approx(-110.0 / 10.0)
+
+
+# --- the engine's pick decision ------------------------------------------------------------------
+
+def test_native_engine_makes_no_picks_and_run_policy_refuses_an_agent_engine():
+    trace = make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)])
+    engine = Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig())
+    assert not any(isinstance(d, Pick) for d in _drive(engine))
+    with pytest.raises(EngineError, match="agent_picks"):
+        dallygym.run_policy(Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(),
+                                   EngineConfig(), agent_picks=True))
+
+
+def _drive(engine):
+    gen = engine.decisions()
+    seen = []
+    try:
+        d = next(gen)
+        while True:
+            seen.append(d)
+            d = gen.send(d.candidates[0] if isinstance(d, Pick) else engine.policy.decide(d, engine))
+    except StopIteration:
+        return seen
+
+
+def test_a_pick_answer_that_is_not_a_candidate_or_a_forbidden_stop_is_an_error():
+    trace = make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)])
+    for answer, word in ((99, "not a candidate"), (None, "not allowed")):
+        engine = Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(),
+                        agent_picks=True)
+        gen = engine.decisions()
+        assert isinstance(next(gen), Pick)
+        with pytest.raises(EngineError, match=word):
+            gen.send(answer)
+
+
+# --- heuristics through the same actions ---------------------------------------------------------
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_heuristic_order_through_picks_equals_native_run_small(order):
+    env = gym.make("DallyQueueSmall-v0", trace="small", offer_rule=order)
+    native = simulate("small", ClusterSpec(2, 2, 8), policy=order)
+    assert evaluate(env, heuristic_agent(order, env)) == native.summary
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(order):
+    env = gym.make("DallyQueue-v0", racks=2, trace="batch-500", offer_rule=order)
+    native = simulate("batch-500", 2, policy=order)
+    assert evaluate(env, heuristic_agent(order, env)) == native.summary
+
+
+def test_another_order_under_the_dally_offer_rule_picks_by_its_own_keys():
+    env = gym.make("DallyQueueSmall-v0", trace="small")
+    agent = heuristic_agent("tiresias-las", env)
+    obs, info = env.reset(seed=0)
+    base = env.unwrapped
+    for _ in range(30):
+        pick = base.pick
+        if pick is None:
+            break
+        slot = int(agent.predict(obs)[0])
+        shown = np.array(pick.candidates)
+        service = base.engine.num_gpus[shown] * base.engine.run_s[shown]
+        assert service[slot] == service.min()
+        # Ties go to the earliest arrival (lowest index).
+        assert shown[slot] == shown[service == service.min()].min()
+        obs, _, terminated, _, info = env.step(slot)
+        if terminated:
+            break
+
+
+def test_protected_remaining_order_is_the_issue_definition():
+    # Remaining ideal times 100, 40, 60, 10 s (never run, one machine: estimate = the same) and a
+    # never-run 16-GPU job with 8 s left (spans machines: 8 / 0.1 = 80 s). Largest 100: protected
+    # (>= 50) are 100, 80, 60, longest first; then 10, 40 shortest first.
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 40, 1.0), (2, 0, 1, 60, 1.0), (3, 0, 1, 10, 1.0), (4, 0, 16, 8, 1.0)]
+    engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), make_policy("protected-remaining"), TierLatency())
+    order = engine._priority_order(np.arange(5))
+    assert engine.job_id[order].tolist() == [0, 4, 2, 3, 1]
+    # A job that has run: its observed Nw_sens divides. Job 1 ran 20 s for 10 s of ideal work.
+    engine.run_s[1] = 20.0
+    engine.done_iters[1] = 10.0
+    est = POLICIES["protected-remaining"].remaining_estimate_s(engine, np.array([1]))
+    assert est.tolist() == [30.0 / 0.5]
+
+
+def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
+    from dallygym.policies.dally import DallyConsolidatedPolicy
+
+    policy = make_policy("protected-remaining")
+    assert isinstance(policy, DallyConsolidatedPolicy)  # offers: wait for the best tier
+    assert "at least ½ of the largest" in dallygym.policies.protected.__doc__
+    assert simulate("small", ClusterSpec(2, 2, 8), policy="protected-remaining").summary["jobs"] == 60
+
+
+# --- the Gymnasium contract -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("env_id", QUEUE_IDS)
+def test_gymnasium_env_checker_passes(env_id):
+    check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("env_id", QUEUE_IDS)
+def test_stable_baselines3_env_checker_passes(env_id):
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker.check_env(gym.make(env_id), warn=True)
+
+
+def test_docstring_has_the_sections_and_every_feature():
+    doc = DallyQueueEnv.__doc__
+    for section in ("## Description", "## Action Space", "## Observation Space", "## Rewards",
+                    "## Starting State", "## Episode End", "## Arguments", "## Version History"):
+        assert section in doc
+    for name in (*JOB_FEATURES, *CLUSTER_FEATURES):
+        assert f"| {name} |" in doc or f", {name}" in doc or f"{name}, " in doc, name
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), offer_rule=st.sampled_from(["dally", "consolidated", "nowait"]))
+def test_masks_are_valid_on_every_step_and_the_engine_stays_consistent(seed, offer_rule):
+    env = gym.make("DallyQueueSmall-v0", offer_rule=offer_rule)
+    obs, info = env.reset(seed=seed)
+    base = env.unwrapped
+    rng = np.random.default_rng(seed)
+    done = base._done
+    while not done:
+        mask = info["action_mask"]
+        pick = base.pick
+        k = len(pick.candidates)
+        assert mask[:k].all() and not mask[k:-1].any() and mask[-1] == pick.may_stop
+        assert obs["job_mask"].sum() == k and env.observation_space.contains(obs)
+        assert k >= 2 or pick.may_stop  # every step is a real choice
+        check_holdings(base.engine)
+        obs, _, terminated, truncated, info = env.step(random_masked(rng, mask))
+        assert not info["invalid_action"]
+        done = terminated or truncated
+    engine = base.engine
+    assert np.array_equal(engine.done_iters, engine.total_iterations)
+
+
+def test_invalid_action_is_replaced_by_slot_zero_and_flagged_or_raises_when_strict():
+    env = gym.make("DallyQueueSmall-v0", trace="small")
+    _, info = env.reset(seed=0)
+    invalid = int(np.flatnonzero(~info["action_mask"])[0])
+    first = env.unwrapped.pick.candidates[0]
+    _, _, _, _, info = env.step(invalid)
+    assert info["invalid_action"] is True
+    assert env.unwrapped.engine.state[first] != 1  # slot 0 was served (not left waiting), or declined
+    strict = gym.make("DallyQueueSmall-v0", trace="small", strict=True)
+    _, info = strict.reset(seed=0)
+    with pytest.raises(ValueError, match="not valid"):
+        strict.step(invalid)
+
+
+def test_same_seed_same_actions_identical_episode_and_seeds_differ():
+    a = play(gym.make("DallyQueueSmall-v0"), 7, random_masked)
+    b = play(gym.make("DallyQueueSmall-v0"), 7, random_masked)
+    assert len(a) == len(b)
+    for (oa, ra, ta, ia), (ob, rb, tb, ib) in zip(a, b):
+        assert all(np.array_equal(oa[key], ob[key]) for key in oa) and ra == rb and ta == tb
+        assert ia.keys() == ib.keys()
+        for key in ia:
+            assert np.array_equal(ia[key], ib[key]) if isinstance(ia[key], np.ndarray) else ia[key] == ib[key]
+    env = gym.make("DallyQueueSmall-v0")
+    env.reset(seed=0)
+    first = env.unwrapped.engine.total_iterations.copy()
+    env.reset(seed=1)
+    assert not np.array_equal(first, env.unwrapped.engine.total_iterations)
+
+
+@pytest.mark.parametrize("reward, key", [("jct", "jct_mean_s"), ("makespan", "makespan_s")])
+def test_episode_return_is_the_documented_metric(reward, key):
+    episode = play(gym.make("DallyQueueSmall-v0", trace="small", reward=reward), 0, random_masked)
+    total = sum(r for _, r, _, _ in episode)
+    assert total == pytest.approx(-episode[-1][3]["summary"][key] / (100 * 3600.0))
+
+
+@pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
+def test_sensitivity_modes_fill_speed_features(mode):
+    env = gym.make("DallyQueueSmall-v0", trace="small", sensitivity=mode)
+    first = JOB_FEATURES.index("speed_machine")
+    episode = play(env, 0, random_masked)
+    values = np.concatenate([obs["jobs"][:, first:first + 3] for obs, _, _, _ in episode[:-1]])
+    if mode == "hidden":
+        assert not values.any()
+    else:
+        assert values.any() and (values <= 1).all()
+
+
+@pytest.mark.parametrize("kwargs, word", [({"reward": "x"}, "reward"), ({"offer_rule": "nope"}, "nope"),
+                                          ({"max_candidates": 0}, "max_candidates"),
+                                          ({"makespan_weight": -1}, "makespan_weight"),
+                                          ({"sensitivity": "x"}, "sensitivity")])
+def test_bad_arguments_name_the_problem(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        gym.make("DallyQueueSmall-v0", **kwargs)
+
+
+def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp_path):
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from dallygym.nets import JobPointerPolicy
+
+    env = gym.make("DallyQueueSmall-v0")
+    model = sb3_contrib.MaskablePPO(JobPointerPolicy, env, n_steps=128, batch_size=64, n_epochs=2, seed=0,
+                                    verbose=0, device="cpu")
+    model.learn(total_timesteps=256)
+    model.save(tmp_path / "m.zip")
+    loaded = sb3_contrib.MaskablePPO.load(tmp_path / "m.zip", device="cpu")
+    obs, info = env.reset(seed=3)
+    action, _ = loaded.predict(obs, action_masks=info["action_mask"], deterministic=True)
+    assert info["action_mask"][int(action)]
+
+
+def test_a_window_smaller_than_the_candidates_shows_the_first_in_priority_order_and_counts_the_rest():
+    env = gym.make("DallyQueueSmall-v0", trace="small", max_candidates=2)
+    assert env.action_space == gym.spaces.Discrete(3)
+    episode = play(env, 0, random_masked)
+    beyond = [info["beyond_window"] for _, _, _, info in episode[:-1]]
+    assert max(beyond) > 0
+    for _, _, _, info in episode[:-1]:
+        assert info["beyond_window"] == max(0, info["candidates"] - 2)
+    assert episode[-1][3]["summary"]["jobs"] == 60
