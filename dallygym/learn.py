@@ -466,9 +466,16 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
 
     if isinstance(agent, str):
         return simulate(trace, cluster, policy=agent)
-    kwargs = {**agent.config.env_kwargs(), "racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
+    config = getattr(agent, "config", None)
+    if config is None:  # a hand-written Dally-v0 agent (e.g. a probe): its attributes say how it observes
+        settings = {"priority": getattr(agent, "priority", "dally"),
+                    "sensitivity": getattr(agent, "sensitivity", "hidden"), "reward": getattr(agent, "reward", "jct")}
+        env_id = "Dally-v0"
+    else:
+        settings, env_id = config.env_kwargs(), agent.env_id
+    kwargs = {**settings, "racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
               "gpus_per_machine": cluster.gpus_per_machine, "trace": trace}
-    env_id = agent.env_id if ":" in agent.env_id else f"dallygym:{agent.env_id}"
+    env_id = env_id if ":" in env_id else f"dallygym:{env_id}"
     env = gym.make(env_id, **kwargs).unwrapped
     evaluate(env, agent, seed=seed)
     return collect(env.engine)

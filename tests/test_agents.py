@@ -94,3 +94,20 @@ def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "does a learned agent beat auto-tuned Dally" in text and "ppo-hidden" in text
     assert (tmp_path / "makespan_normalised.png").exists() and (tmp_path / "timelines.png").exists()
+
+
+def test_a_hand_written_dally_v0_agent_without_a_saved_config_runs_through_run_agent():
+    # The report's oracle-threshold probes are such agents: attributes say how they observe.
+    import numpy as np
+
+    from dallygym.learn import run_agent
+
+    class AlwaysWait:
+        sensitivity, reward = "hidden", "jct"
+
+        def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+            return np.int64(0), state
+
+    spec = ClusterSpec(2, 2, 8)
+    waited = run_agent(AlwaysWait(), "small", spec).summary
+    assert waited == dallygym.simulate("small", spec, policy="dally-consolidated").summary
