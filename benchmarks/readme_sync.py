@@ -33,7 +33,7 @@ BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /r
 
 #: Rows of the report's main table that the README shows, in its order.
 AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "dally",
-              "dally-consolidated", "tiresias", "gandiva")
+              "dally-consolidated", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
 
 
 def section(text: str, heading: str) -> str:
