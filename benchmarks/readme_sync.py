@@ -66,7 +66,9 @@ def code_blocks(text: str) -> list[str]:
 def speed_block() -> str:
     text = (RESULTS / "speed.md").read_text()
     measured = [line for line in text.splitlines() if line.startswith("- ")]
-    simulate, env = code_blocks(text)
+    simulate, env, *queue = code_blocks(text)
+    queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order and with "
+                   "random masked picks:", "", "```text\n" + queue[0] + "```"] if queue else []
     return "\n".join([
         *measured,
         "",
@@ -79,6 +81,7 @@ def speed_block() -> str:
         "wall time per episode:",
         "",
         "```text\n" + env + "```",
+        *queue_lines,
     ]) + "\n"
 
 
