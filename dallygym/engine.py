@@ -484,21 +484,17 @@ class Engine:
             return True
         return self.policy.may_migrate(self)
 
+    def _free_with_own(self, j: int) -> np.ndarray:
+        """Free GPUs per machine if running job ``j``'s own GPUs were free too (outside a
+        boundary pass: the free GPUs are the idle ones)."""
+        free = self.cluster.free_per_machine.copy()
+        np.add.at(free, self.spec.machine_of_gpu[self.gpus[j]], 1)
+        return free
+
     def best_tier_with_own(self, j: int) -> Tier:
         """The most consolidated tier free now for running job ``j`` if its own GPUs were
-        free too (outside a boundary pass: the free GPUs are the idle ones)."""
-        spec = self.spec
-        g = self._num_gpus_list[j]
-        free = self.cluster.free_per_machine.copy()
-        np.add.at(free, spec.machine_of_gpu[self.gpus[j]], 1)
-        if g <= spec.gpus_per_machine and free.max() >= g:
-            return Tier.MACHINE
-        if g <= spec.gpus_per_rack:
-            per_rack = free.reshape(spec.racks, spec.machines_per_rack)
-            # A rack placement spans two machines (one machine would be the MACHINE tier).
-            if ((per_rack.sum(axis=1) >= g) & ((per_rack > 0).sum(axis=1) >= 2)).any():
-                return Tier.RACK
-        return Tier.NETWORK
+        free too (they always make its current tier, so there is one)."""
+        return _TIERS[self._best_tier_in(self._free_with_own(j), self._num_gpus_list[j])]
 
     def upgrade_possible(self) -> bool:
         """Is a better tier than its own free now for some running job below its best tier
@@ -516,14 +512,10 @@ class Engine:
     def _upgrade_free_for(self, j: int) -> bool:
         """Outside a pass: would job ``j`` get a new upgrade offer at a boundary now? A better
         tier is free for it, and it has not declined one with these very free GPUs."""
-        if self.best_tier_with_own(j) >= self.tier.item(j):
+        free = self._free_with_own(j)
+        if self._best_tier_in(free, self._num_gpus_list[j]) >= self.tier.item(j):
             return False
-        declined = self._declined.get(j)
-        if declined is None:
-            return True
-        free = self.cluster.free_per_machine.copy()
-        np.add.at(free, self.spec.machine_of_gpu[self.gpus[j]], 1)
-        return free.tobytes() != declined
+        return free.tobytes() != self._declined.get(j)
 
     def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         self.passes += 1
