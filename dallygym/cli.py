@@ -95,6 +95,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
     p.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
                    help="DallyQueue: candidate slots (default: the registered id's)")
+    p.add_argument("--lease-picks", choices=("all", "waiting"), default=defaults.lease_picks,
+                   help="DallyQueue: at a round boundary, may the agent pick lease-expired jobs too (all) or "
+                        "only waiting ones (waiting; the environment's default)")
+    p.add_argument("--makespan-credit", choices=("bound", "elapsed"), default=defaults.makespan_credit,
+                   help="DallyQueue jct-makespan reward: credit the makespan as its bound moves (bound; the "
+                        "environment's default) or as time elapses")
     p.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
                    help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
                         "(--n-steps per environment) is adjusted to divide it (default 1000000)")
@@ -118,6 +124,7 @@ def _train_config(args: argparse.Namespace, **given):
         env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
+        lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,

@@ -58,6 +58,9 @@ _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
 RENEWAL_MODES = ("upgrade", "keep", "rebid")
+#: What a round boundary's picks offer an agent (``Engine(lease_picks=...)``): every
+#: lease-expired job too, or the waiting jobs only (the leases follow the policy's order).
+LEASE_PICKS = ("all", "waiting")
 
 
 class EngineError(RuntimeError):
@@ -230,9 +233,14 @@ class Engine:
         latency: the latency model giving each placement's speed factor.
         config: lease, restart overhead, seed.
         agent_picks: if True, every pass in which the order matters yields a :class:`Pick`
-            (an agent chooses which job is served next) and a round boundary puts every
-            lease-expired job among the candidates; if False (native runs) the pass follows
-            the policy's priority order and no pick is made.
+            (an agent chooses which job is served next); if False (native runs) the pass
+            follows the policy's priority order and no pick is made.
+        lease_picks: with ``agent_picks``, what a round boundary's picks offer:
+            ``"all"`` puts every lease-expired job among the candidates (picking one renews
+            it before anyone else can claim its GPUs); ``"waiting"`` offers only the waiting
+            jobs, and serving one first serves every lease-expired job the policy ranks
+            ahead of it, in order (so a waiting job may claim only the GPUs of lease-expired
+            jobs ranked after it, as in a native pass). See :data:`LEASE_PICKS`.
 
     Per-job arrays (index = row of the trace sorted by arrival then id), all read-only for
     policies: ``job_id``, ``arrival_s``, ``num_gpus``, ``model`` (names), ``model_index``,
@@ -253,9 +261,14 @@ class Engine:
         latency: LatencyModel,
         config: EngineConfig | None = None,
         agent_picks: bool = False,
+        lease_picks: str = "all",
     ) -> None:
         self.spec = cluster
         self.agent_picks = bool(agent_picks)
+        if lease_picks not in LEASE_PICKS:
+            raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
+        #: Whether a boundary's picks include the lease-expired jobs (``lease_picks="all"``).
+        self.pick_leases = lease_picks == "all"
         self.policy = policy
         self.latency = latency
         self.config = config or EngineConfig()
@@ -601,11 +614,14 @@ class Engine:
         free, and there are two candidates or more), each turn is a :class:`Pick`; once it no
         longer matters -- it never does again in the pass, since a job leaves the candidates
         either placed (taking exactly its demand) or waiting -- the rest go in priority order.
+        With ``lease_picks="waiting"`` the lease-expired jobs are not candidates: serving a
+        waiting job first serves, in order, every lease-expired job ranked ahead of it.
         Answering every pick with ``candidates[0]`` is exactly the native pass.
         """
         cluster = self.cluster
         expired = self.expired_unvisited
         num_gpus = self._num_gpus_list
+        pick_leases = self.pick_leases
         remaining = queue
         demand = sum(num_gpus[j] for j in remaining)
         biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
@@ -616,11 +632,14 @@ class Engine:
                 remaining = [j for j in remaining if j in expired or num_gpus[j] <= free]
                 demand = sum(num_gpus[j] for j in remaining)
                 biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
-            if len(remaining) < 2 or demand <= free:
+            candidates = remaining if pick_leases else [j for j in remaining if j not in expired]
+            # One candidate is a choice only between serving it and stopping (waiting picks).
+            may_stop = demand > free and (len(candidates) > 1 or not pick_leases) and self._may_stop()
+            if demand <= free or not candidates or (len(candidates) < 2 and not may_stop):
                 for j in remaining:
                     yield from self._visit(j, t)
                 return
-            pick = Pick(t, tuple(remaining), self._may_stop(), boundary)
+            pick = Pick(t, tuple(candidates), may_stop, boundary)
             answer = yield pick
             if answer is None:
                 if not pick.may_stop:
@@ -629,10 +648,20 @@ class Engine:
                 self._stop_pass(remaining)
                 return
             try:
-                remaining.remove(answer)
+                at = remaining.index(answer)
             except ValueError:
+                at = -1
+            if at < 0 or (not pick_leases and answer in expired):
                 raise EngineError(f"picked {answer!r}, which is not a candidate of {pick!r}") from None
+            # Without lease picks, the lease-expired jobs ranked ahead of the answer go first.
+            ahead = [] if pick_leases else [j for j in remaining[:at] if j in expired]
+            served = set(ahead)
+            served.add(answer)
+            remaining = [j for j in remaining if j not in served]
             # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
+            for j in ahead:
+                demand -= num_gpus[j]
+                yield from self._visit(j, t)
             demand -= num_gpus[answer]
             yield from self._visit(answer, t)
 

@@ -64,6 +64,8 @@ class TrainConfig:
     offer_rule: str = "dally"
     makespan_weight: float | None = None
     max_candidates: int | None = None
+    lease_picks: str | None = None
+    makespan_credit: str | None = None
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
     n_envs: int = 8
@@ -94,7 +96,8 @@ class TrainConfig:
         }
         if is_queue_env(self.env_id):
             kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
-                          max_candidates=self.max_candidates)
+                          max_candidates=self.max_candidates, lease_picks=self.lease_picks,
+                          makespan_credit=self.makespan_credit)
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}

@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .cluster import Tier
-from .engine import RUNNING, Engine, EngineConfig, Offer, Pick
+from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Offer, Pick
 from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index, check_reset_options
 from .latency import LatencyModel
 from .metrics import summarize
@@ -24,6 +24,9 @@ from .policies.dally import DallyPolicy
 from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
 
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
+#: How the makespan part of a reward is credited over the steps (the return is the same):
+#: as the makespan bound moves, or as time elapses.
+MAKESPAN_CREDITS = ("bound", "elapsed")
 #: Default reward scale in leases: returns of a few tens at 8 racks (a makespan of thousands of
 #: hours would otherwise give value targets in the thousands, which swamp a shared network).
 REWARD_SCALE_LEASES = 100.0
@@ -219,6 +222,8 @@ class DallyQueueEnv(DallyEnv):
         reward_scale_s: float | None = None,
         max_candidates: int = 512,
         sensitivity: str = "hidden",
+        lease_picks: str = "waiting",
+        makespan_credit: str = "bound",
         strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
@@ -229,6 +234,10 @@ class DallyQueueEnv(DallyEnv):
             raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
         if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
             raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+        if makespan_credit not in MAKESPAN_CREDITS:
+            raise ValueError(f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}")
+        if lease_picks not in LEASE_PICKS:
+            raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
         super().__init__(
             racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
             priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
@@ -238,7 +247,9 @@ class DallyQueueEnv(DallyEnv):
         )
         self.reward_kind = reward
         self.makespan_weight = float(makespan_weight)
+        self.makespan_credit = makespan_credit
         self.max_candidates = max_candidates
+        self.lease_picks = lease_picks
         self.stop_action = max_candidates
         self.action_space = spaces.Discrete(max_candidates + 1)
         self.observation_space = spaces.Dict({
@@ -260,7 +271,8 @@ class DallyQueueEnv(DallyEnv):
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
         config = EngineConfig(lease_s=self.config.lease_s, restart_overhead_s=self.config.restart_overhead_s,
                               seed=int(self.np_random.integers(2**31 - 1)), renewal=self.config.renewal)
-        engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True)
+        engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True,
+                                      lease_picks=self.lease_picks)
         self._gen = engine.decisions()
         self._lease_s = float(self.config.lease_s)
         self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
@@ -271,6 +283,12 @@ class DallyQueueEnv(DallyEnv):
         self._never_run_nw = np.where(engine.num_gpus > self.spec_cluster.gpus_per_machine,
                                       NEVER_RUN_MULTI_MACHINE_NW_SENS, 1.0)
         self._oracle_cache: dict = {}
+        # The makespan bound's speed of each job at its best tier (see makespan_bound_s). A job
+        # too big for any representative placement (wider than two racks) is taken at speed 1
+        # until it runs: the bound is then optimistic, never infinite.
+        best = engine.best_possible_tier.tolist()
+        speeds = [self._cached_oracle_speeds(j)[best[j]] for j in range(engine.n)]
+        self._best_speed = np.array([s if s > 0 else 1.0 for s in speeds])
         self._done = False
         self._reported = 0.0
         self.steps = 0
@@ -337,16 +355,37 @@ class DallyQueueEnv(DallyEnv):
     def _reward(self) -> float:
         engine = self.engine
         n = engine.n
-        elapsed = engine.now_s - engine.first_arrival_s
         if self.reward_kind == "jct":
             total = engine.in_system_area_s / n
-        elif self.reward_kind == "makespan":
-            total = elapsed
         else:
-            total = engine.in_system_area_s / n + self.makespan_weight * elapsed
+            span = (self.makespan_bound_s() if self.makespan_credit == "bound" else engine.now_s) - engine.first_arrival_s
+            if self.reward_kind == "makespan":
+                total = span
+            else:
+                total = engine.in_system_area_s / n + self.makespan_weight * span
         delta = total - self._reported
         self._reported = total
         return -delta / self._reward_scale_s
+
+    def makespan_bound_s(self) -> float:
+        """The time the last job known now would finish if nothing changed: the latest end of
+        a running job at its current speed, and for each waiting job now + its remaining ideal
+        time / the speed of its best tier (the latency model's factor for its most
+        consolidated placement, see ``sensitivity="oracle"``). When every job has finished it
+        is the last completion time, so crediting the makespan as this bound moves sums to the
+        makespan; unlike elapsed time, it moves when a decision delays, preempts or spreads
+        the job that sets the makespan. (It uses speeds the agent may not observe: it is part
+        of the reward, not of the observation.)"""
+        e = self.engine
+        now = e.now_s
+        bound = now
+        if e.n_running:
+            bound = max(bound, float(np.max(e.finish_s[e.running_jobs()])))
+        if e.n_waiting:
+            w = e.waiting_jobs()
+            rest = (e.total_iterations[w] - e.done_iters[w]) * e.iter_time_s[w] / self._best_speed[w]
+            bound = max(bound, now + float(np.max(rest)))
+        return bound
 
     def _info(self, invalid: bool) -> dict:
         info = {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s),
@@ -460,12 +499,16 @@ class DallyQueueEnv(DallyEnv):
             return e.speed_seen[c]
         out = np.zeros((len(c), 3))
         for row, j in enumerate(c.tolist()):
-            key = (e.model_index.item(j), e.num_gpus.item(j))
-            speeds = self._oracle_cache.get(key)
-            if speeds is None:
-                speeds = self._oracle_cache[key] = self._oracle_speeds(j)
-            out[row] = speeds
+            out[row] = self._cached_oracle_speeds(j)
         return out
+
+    def _cached_oracle_speeds(self, j: int) -> tuple[float, float, float]:
+        e = self.engine
+        key = (e.model_index.item(j), e.num_gpus.item(j))
+        speeds = self._oracle_cache.get(key)
+        if speeds is None:
+            speeds = self._oracle_cache[key] = self._oracle_speeds(j)
+        return speeds
 
     def _oracle_speeds(self, j: int) -> tuple[float, float, float]:
         """The latency model's speed factor of a representative placement at each tier job

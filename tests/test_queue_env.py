@@ -53,7 +53,7 @@ def test_at_a_boundary_a_waiting_job_served_first_preempts_the_running_one():
     # it preempts job 0 and runs 50-60, job 0 resumes 60-110: JCTs 40 and 110, mean 75.
     # Serving job 0 first renews its lease: it ends at 100, job 1 runs 100-110: mean (100+90)/2.
     rows = [(0, 0, 1, 100, 1.0), (1, 20, 1, 10, 1.0)]
-    env = one_gpu_env(rows, lease_s=50.0)
+    env = one_gpu_env(rows, lease_s=50.0, lease_picks="all")
     _, info = env.reset(seed=0)
     pick = env.pick
     assert pick.boundary and pick.now_s == 50.0
@@ -69,6 +69,43 @@ def test_at_a_boundary_a_waiting_job_served_first_preempts_the_running_one():
     _, _, terminated, _, info = env.step(1)
     assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(95.0)
     assert info["summary"]["preemptions"] == 0
+
+
+def test_waiting_picks_serve_the_leases_ranked_ahead_first():
+    # The case above with lease_picks="waiting" (the default): at t=50 only job 1 is a candidate;
+    # the choice is serving it or stopping. Under Dally's order job 1 ranks ahead of the
+    # lease-expired job 0, so serving it claims job 0's GPU (JCTs 40 and 110); stopping keeps job
+    # 0 running (JCTs 100 and 90). Under fifo's order job 0 ranks ahead: serving job 1 first
+    # renews job 0's lease, and job 1 finds no free GPU and waits (JCTs 100 and 90, no preemption).
+    rows = [(0, 0, 1, 100, 1.0), (1, 20, 1, 10, 1.0)]
+    env = one_gpu_env(rows, lease_s=50.0)
+    _, info = env.reset(seed=0)
+    assert env.pick.boundary and [int(env.engine.job_id[j]) for j in env.pick.candidates] == [1]
+    assert info["action_mask"].tolist() == [True, False, False, False, True]
+    assert env.makespan_bound_s() == pytest.approx(100.0)  # job 0 ends at 100; job 1 could end at 60
+    _, _, terminated, _, info = env.step(0)
+    assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(75.0)
+    env.reset(seed=0)
+    _, _, terminated, _, info = env.step(4)
+    assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(95.0)
+    fifo = one_gpu_env(rows, lease_s=50.0, offer_rule="fifo")
+    _, info = fifo.reset(seed=0)
+    assert [int(fifo.engine.job_id[j]) for j in fifo.pick.candidates] == [1]
+    _, _, terminated, _, info = fifo.step(0)
+    assert terminated and info["summary"]["jct_mean_s"] == pytest.approx(95.0)
+    assert info["summary"]["preemptions"] == 0
+
+
+def test_makespan_bound_moves_when_the_longest_job_waits():
+    # One GPU. Job 0 (100 s) and job 1 (10 s) arrive at 0. At the pick the bound is 100 (job 0
+    # alone from now). Serving job 1 first delays job 0 by 10 s: the bound, and the makespan, 110.
+    # With reward="makespan" the whole return is -110 / scale under either credit.
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
+    for credit in ("bound", "elapsed"):
+        env = one_gpu_env(rows, reward="makespan", reward_scale_s=1.0, makespan_credit=credit)
+        env.reset(seed=0)
+        assert env.makespan_bound_s() == pytest.approx(100.0)
+        assert env.step(1)[1] == pytest.approx(-110.0)
 
 
 def test_stop_leaves_the_rest_waiting_until_the_next_event():
@@ -137,18 +174,39 @@ def test_a_pick_answer_that_is_not_a_candidate_or_a_forbidden_stop_is_an_error()
 
 # --- heuristics through the same actions ---------------------------------------------------------
 
+@pytest.mark.parametrize("lease_picks", ["waiting", "all"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_heuristic_order_through_picks_equals_native_run_small(order):
-    env = gym.make("DallyQueueSmall-v0", trace="small", offer_rule=order)
+def test_heuristic_order_through_picks_equals_native_run_small(order, lease_picks):
+    env = gym.make("DallyQueueSmall-v0", trace="small", offer_rule=order, lease_picks=lease_picks)
     native = simulate("small", ClusterSpec(2, 2, 8), policy=order)
     assert evaluate(env, heuristic_agent(order, env)) == native.summary
 
 
+@pytest.mark.parametrize("lease_picks", ["waiting", "all"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(order):
-    env = gym.make("DallyQueue-v0", racks=2, trace="batch-500", offer_rule=order)
+def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(order, lease_picks):
+    env = gym.make("DallyQueue-v0", racks=2, trace="batch-500", offer_rule=order, lease_picks=lease_picks)
     native = simulate("batch-500", 2, policy=order)
     assert evaluate(env, heuristic_agent(order, env)) == native.summary
+
+
+def test_waiting_picks_never_offer_a_lease_expired_job_and_cut_the_steps():
+    counts = {}
+    for lease_picks in ("waiting", "all"):
+        env = gym.make("DallyQueueSmall-v0", trace="small", lease_picks=lease_picks)
+        obs, info = env.reset(seed=0)
+        base = env.unwrapped
+        steps = leases = 0
+        while not base._done:
+            holds = obs["jobs"][: len(base.pick.candidates), JOB_FEATURES.index("holds_lease")]
+            leases += int(holds.sum())
+            obs, _, terminated, _, info = env.step(0)
+            steps += 1
+            if terminated:
+                break
+        counts[lease_picks] = (steps, leases)
+    assert counts["waiting"][1] == 0 and counts["all"][1] > 0
+    assert counts["waiting"][0] < counts["all"][0]
 
 
 def test_another_order_under_the_dally_offer_rule_picks_by_its_own_keys():
@@ -218,9 +276,10 @@ def test_docstring_has_the_sections_and_every_feature():
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**16), offer_rule=st.sampled_from(["dally", "consolidated", "nowait"]))
-def test_masks_are_valid_on_every_step_and_the_engine_stays_consistent(seed, offer_rule):
-    env = gym.make("DallyQueueSmall-v0", offer_rule=offer_rule)
+@given(seed=st.integers(0, 2**16), offer_rule=st.sampled_from(["dally", "consolidated", "nowait"]),
+       lease_picks=st.sampled_from(["waiting", "all"]))
+def test_masks_are_valid_on_every_step_and_the_engine_stays_consistent(seed, offer_rule, lease_picks):
+    env = gym.make("DallyQueueSmall-v0", offer_rule=offer_rule, lease_picks=lease_picks)
     obs, info = env.reset(seed=seed)
     base = env.unwrapped
     rng = np.random.default_rng(seed)
@@ -270,11 +329,22 @@ def test_same_seed_same_actions_identical_episode_and_seeds_differ():
     assert not np.array_equal(first, env.unwrapped.engine.total_iterations)
 
 
+@pytest.mark.parametrize("credit", ["bound", "elapsed"])
 @pytest.mark.parametrize("reward, key", [("jct", "jct_mean_s"), ("makespan", "makespan_s")])
-def test_episode_return_is_the_documented_metric(reward, key):
-    episode = play(gym.make("DallyQueueSmall-v0", trace="small", reward=reward), 0, random_masked)
+def test_episode_return_is_the_documented_metric(reward, key, credit):
+    env = gym.make("DallyQueueSmall-v0", trace="small", reward=reward, makespan_credit=credit)
+    episode = play(env, 0, random_masked)
     total = sum(r for _, r, _, _ in episode)
     assert total == pytest.approx(-episode[-1][3]["summary"][key] / (100 * 3600.0))
+
+
+@pytest.mark.parametrize("credit", ["bound", "elapsed"])
+def test_jct_makespan_return_on_a_generated_episode(credit):
+    env = gym.make("DallyQueueSmall-v0", makespan_weight=3.0, makespan_credit=credit)
+    episode = play(env, 4, random_masked)
+    summary = episode[-1][3]["summary"]
+    expected = -(summary["jct_mean_s"] + 3.0 * summary["makespan_s"]) / (100 * 3600.0)
+    assert sum(r for _, r, _, _ in episode) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
@@ -292,7 +362,9 @@ def test_sensitivity_modes_fill_speed_features(mode):
 @pytest.mark.parametrize("kwargs, word", [({"reward": "x"}, "reward"), ({"offer_rule": "nope"}, "nope"),
                                           ({"max_candidates": 0}, "max_candidates"),
                                           ({"makespan_weight": -1}, "makespan_weight"),
-                                          ({"sensitivity": "x"}, "sensitivity")])
+                                          ({"sensitivity": "x"}, "sensitivity"),
+                                          ({"lease_picks": "some"}, "lease_picks"),
+                                          ({"makespan_credit": "x"}, "makespan_credit")])
 def test_bad_arguments_name_the_problem(kwargs, word):
     with pytest.raises(ValueError, match=word):
         gym.make("DallyQueueSmall-v0", **kwargs)
