@@ -74,7 +74,19 @@ class DallyQueueEnv(DallyEnv):
     free GPUs (at a boundary counting the GPUs of lease-expired jobs not served yet, which
     anyone may claim) cannot serve every candidate that fits (their summed GPU demand is
     larger) and there are at least two candidates. Each step the agent picks the candidate
-    that takes its turn now:
+    that takes its turn now. Who the candidates are at a round boundary is ``lease_picks``:
+
+    * ``"waiting"`` (default): the waiting jobs only. Serving one first serves, in the offer
+      rule's priority order, every lease-expired job ranked ahead of it, so it may claim only
+      idle GPUs and those of lease-expired jobs ranked after it -- exactly what it could claim
+      at its turn in a native pass. The agent chooses which jobs start and when to stop; the
+      offer rule's order decides whose lease is renewed first. An episode at 8 racks is about
+      2,000-4,000 steps.
+    * ``"all"``: every lease-expired job is a candidate too; picking one renews it before anyone
+      else can claim its GPUs, so the agent also chooses whom to protect. About 13,000-17,000
+      steps per episode at 8 racks (most of them renewals).
+
+    What a served candidate does:
 
     * a waiting job gets a resource offer, answered by the offer rule (``offer_rule``: Dally's
       Algorithm 1 with the auto-tuner by default). The rule may decline (delay scheduling: the
@@ -126,7 +138,7 @@ class DallyQueueEnv(DallyEnv):
     | 9 | remaining_estimate | remaining ideal time / Nw_sens (never run: / 1 if it fits a machine, / 0.1 otherwise), the protected-remaining heuristic's estimate |
     | 10 | attained_service | GPUs x time run, as a time per cluster GPU |
     | 11 | preemptions | min(preemptions, 20) / 20 |
-    | 12 | holds_lease | 1 for a lease-expired running job, 0 for a waiting job |
+    | 12 | holds_lease | 1 for a lease-expired running job, 0 for a waiting job (always 0 with ``lease_picks="waiting"``) |
     | 13 | current_tier | tier it holds: 1/3 machine, 2/3 rack, 1 network; 0 if waiting |
     | 14–16 | speed_machine, speed_rack, speed_network | speed factors, see ``sensitivity`` |
     | 17–18 | past_timer_machine, past_timer_rack | 1 if starvation >= the offer rule's T_Mc (resp. T_Rk) for its demand; 0 if the rule has no timers |
@@ -162,14 +174,24 @@ class DallyQueueEnv(DallyEnv):
     over that scale:
 
     * ``"jct-makespan"`` (default): −(job-seconds in the system / jobs + ``makespan_weight`` x
-      seconds elapsed) / ``reward_scale_s``. Return = −(mean JCT + ``makespan_weight`` x
+      makespan so far) / ``reward_scale_s``. Return = −(mean JCT + ``makespan_weight`` x
       makespan) / ``reward_scale_s``. Mean JCT alone is won by starving the longest jobs, which
       stretches the makespan; the second term keeps the makespan part of the objective.
     * ``"jct"``: return = −mean JCT / ``reward_scale_s`` (Decima's reward, per job).
     * ``"makespan"``: return = −makespan / ``reward_scale_s``.
 
     (Makespan = last completion − first arrival; the time before the first step is in the
-    first step's reward.)
+    first step's reward.) ``makespan_credit`` decides how the makespan part is paid:
+
+    * ``"bound"`` (default): "makespan so far" is the makespan bound
+      (:meth:`makespan_bound_s`: the latest finish of a running job at its current speed, and
+      now + remaining ideal time / best-tier speed for a waiting one) minus its value when the
+      agent first observes (``initial_makespan_bound_s``, relative to the first arrival). A
+      step that delays, preempts or spreads the job that sets the makespan is charged at once,
+      and the part of the makespan no decision can change (the trace's longest job) is not in
+      the return: the makespan terms above become ``makespan − initial_makespan_bound_s``.
+    * ``"elapsed"``: "makespan so far" is the time elapsed since the first arrival, which every
+      action pays alike until the last job ends; the return is as written above.
 
     ## Starting State
 
@@ -190,7 +212,8 @@ class DallyQueueEnv(DallyEnv):
     ``gym.make("DallyQueue-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
     trace="gen:batch-500", offer_rule="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="jct-makespan", makespan_weight=1.0,
-    reward_scale_s=None, max_candidates=512, sensitivity="hidden", strict=False, render_mode=None)``
+    reward_scale_s=None, max_candidates=512, sensitivity="hidden", lease_picks="waiting",
+    makespan_credit="bound", strict=False, render_mode=None)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -200,10 +223,13 @@ class DallyQueueEnv(DallyEnv):
       tier), ``"manual"``, or any shipped policy name or :class:`~dallygym.policies.Policy`
       (its ``decide``, placement and hooks are used, and its priority orders the slots).
     * ``max_candidates``: the number of slots.
+    * ``lease_picks``: ``"waiting"`` or ``"all"``, see Description.
+    * ``makespan_credit``: ``"bound"`` or ``"elapsed"``, see Rewards.
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; ``lease_picks`` (default ``"waiting"``) and ``makespan_credit``
+      (default ``"bound"``) added before the first committed three-seed agents.
     """
 
     def __init__(
@@ -291,9 +317,15 @@ class DallyQueueEnv(DallyEnv):
         self._best_speed = np.array([s if s > 0 else 1.0 for s in speeds])
         self._done = False
         self._reported = 0.0
+        self._span0 = 0.0
         self.steps = 0
         self._advance(None, first=True)
         self._reported = 0.0  # the first step's reward covers the time before the first pick too
+        #: The makespan bound when the agent first observes (``makespan_credit="bound"``): the
+        #: makespan part of the return is the makespan in excess of it. 0 otherwise.
+        self.initial_makespan_bound_s = 0.0
+        if self.makespan_credit == "bound":
+            self.initial_makespan_bound_s = self._span0 = self.makespan_bound_s() - engine.first_arrival_s
         self._terminal_pending = self._done
         return self._observation(), self._info(invalid=False)
 
@@ -358,7 +390,10 @@ class DallyQueueEnv(DallyEnv):
         if self.reward_kind == "jct":
             total = engine.in_system_area_s / n
         else:
-            span = (self.makespan_bound_s() if self.makespan_credit == "bound" else engine.now_s) - engine.first_arrival_s
+            if self.makespan_credit == "bound":
+                span = self.makespan_bound_s() - engine.first_arrival_s - self._span0
+            else:
+                span = engine.now_s - engine.first_arrival_s
             if self.reward_kind == "makespan":
                 total = span
             else:

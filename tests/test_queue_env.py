@@ -99,13 +99,17 @@ def test_waiting_picks_serve_the_leases_ranked_ahead_first():
 def test_makespan_bound_moves_when_the_longest_job_waits():
     # One GPU. Job 0 (100 s) and job 1 (10 s) arrive at 0. At the pick the bound is 100 (job 0
     # alone from now). Serving job 1 first delays job 0 by 10 s: the bound, and the makespan, 110.
-    # With reward="makespan" the whole return is -110 / scale under either credit.
+    # With reward="makespan" the return is -(110 - 100) / scale under the bound credit (the
+    # excess over the first bound), -110 / scale under the elapsed one.
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
-    for credit in ("bound", "elapsed"):
+    for credit, (first, second) in (("bound", (-10.0, -10.0)), ("elapsed", (-110.0, -110.0))):
         env = one_gpu_env(rows, reward="makespan", reward_scale_s=1.0, makespan_credit=credit)
         env.reset(seed=0)
         assert env.makespan_bound_s() == pytest.approx(100.0)
-        assert env.step(1)[1] == pytest.approx(-110.0)
+        assert env.initial_makespan_bound_s == (100.0 if credit == "bound" else 0.0)
+        assert env.step(1)[1] == pytest.approx(first)
+        env.reset(seed=0)
+        assert env.step(0)[1] == pytest.approx(second)  # the short job second: 110 all the same
 
 
 def test_stop_leaves_the_rest_waiting_until_the_next_event():
@@ -129,11 +133,14 @@ def test_stop_leaves_the_rest_waiting_until_the_next_event():
 
 def test_jct_makespan_return_adds_the_weighted_makespan():
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
-    env = one_gpu_env(rows, reward="jct-makespan", makespan_weight=2.0)
+    env = one_gpu_env(rows, reward="jct-makespan", makespan_weight=2.0, makespan_credit="elapsed")
     env.reset(seed=0)
     _, reward, _, _, _ = env.step(1)
     assert reward == pytest.approx(-(60.0 + 2.0 * 110.0) / 1e8)
-    env = one_gpu_env(rows, reward="makespan", reward_scale_s=10.0)
+    env = one_gpu_env(rows, reward="jct-makespan", makespan_weight=2.0)  # the excess over the bound, 100
+    env.reset(seed=0)
+    assert env.step(1)[1] == pytest.approx(-(60.0 + 2.0 * 10.0) / 1e8)
+    env = one_gpu_env(rows, reward="makespan", reward_scale_s=10.0, makespan_credit="elapsed")
     env.reset(seed=0)
     assert env.step(1)[1] == pytest.approx(-110.0 / 10.0)
 
@@ -335,7 +342,8 @@ def test_episode_return_is_the_documented_metric(reward, key, credit):
     env = gym.make("DallyQueueSmall-v0", trace="small", reward=reward, makespan_credit=credit)
     episode = play(env, 0, random_masked)
     total = sum(r for _, r, _, _ in episode)
-    assert total == pytest.approx(-episode[-1][3]["summary"][key] / (100 * 3600.0))
+    excess = env.unwrapped.initial_makespan_bound_s if reward == "makespan" else 0.0
+    assert total == pytest.approx(-(episode[-1][3]["summary"][key] - excess) / (100 * 3600.0))
 
 
 @pytest.mark.parametrize("credit", ["bound", "elapsed"])
@@ -343,7 +351,9 @@ def test_jct_makespan_return_on_a_generated_episode(credit):
     env = gym.make("DallyQueueSmall-v0", makespan_weight=3.0, makespan_credit=credit)
     episode = play(env, 4, random_masked)
     summary = episode[-1][3]["summary"]
-    expected = -(summary["jct_mean_s"] + 3.0 * summary["makespan_s"]) / (100 * 3600.0)
+    span = summary["makespan_s"] - env.unwrapped.initial_makespan_bound_s
+    assert env.unwrapped.initial_makespan_bound_s > 0 if credit == "bound" else span == summary["makespan_s"]
+    expected = -(summary["jct_mean_s"] + 3.0 * span) / (100 * 3600.0)
     assert sum(r for _, r, _, _ in episode) == pytest.approx(expected)
 
 
