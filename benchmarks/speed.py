@@ -22,6 +22,7 @@ Writes ``speed.csv`` and ``speed.md`` to ``--out``. Speed is a benchmark, never 
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import statistics
 import subprocess
@@ -177,10 +178,11 @@ def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
     and their ratio to CartPole's step rate ``1 / step_s``."""
     rows = []
     for env_id, trace in QUEUE_ENVS.items():
-        for agent in ("dally", "random"):
-            runs = sorted((env_steps_per_s(env_id, agent, trace=trace) for _ in range(repeats)),
-                          key=lambda r: r["steps_per_s"])
-            row = {"env": env_id, "trace": trace, "agent": agent, **runs[len(runs) // 2]}
+        for lease_picks, agent in itertools.product(("waiting", "all"), ("dally", "random")):
+            runs = sorted((env_steps_per_s(env_id, agent, trace=trace, lease_picks=lease_picks)
+                           for _ in range(repeats)), key=lambda r: r["steps_per_s"])
+            row = {"env": env_id, "trace": trace, "lease_picks": lease_picks, "agent": agent,
+                   **runs[len(runs) // 2]}
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
             rows.append(row)
             print(f"{env_id:18s} {agent:7s} {row['steps_per_s']:9,} steps/s", flush=True)
@@ -191,7 +193,9 @@ def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
     return [
         f"`DallyQueue` steps per second through `gym.make` on the fixed traces (whole episodes, at least "
         f"20,000 steps per measurement, the median of {repeats}), with the Dally order (the heuristic agent: "
-        "always slot 0) and with random masked picks; columns as above (`steps_per_episode` = picks per episode):",
+        "always slot 0) and with random masked picks, under both `lease_picks` modes (`waiting`, the default: "
+        "a boundary offers only waiting jobs; `all`: every lease-expired job too); columns as above "
+        "(`steps_per_episode` = picks per episode):",
         "",
         "```\n" + queue_frame.to_string(index=False) + "\n```",
         "",

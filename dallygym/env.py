@@ -240,6 +240,8 @@ class DallyEnv(gym.Env):
         strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
+        if not hasattr(self, "_init_kwargs"):  # a subclass may have recorded its own
+            self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)}")
         if sensitivity not in SENSITIVITY_MODES:
@@ -312,6 +314,53 @@ class DallyEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         check_reset_options(options)
         super().reset(seed=seed)
+        # What a snapshot needs to rebuild this episode (see __getstate__): the generator and
+        # trace cycle as the episode starts, then every answer sent to the engine.
+        self._episode_start = (self.np_random.bit_generator.state, self._cycle)
+        self._answers = []
+        return self._start_episode()
+
+    # --- snapshots: copy.deepcopy and pickle -------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        """A snapshot: the constructor's arguments, and for an episode under way how it started
+        (the generator's state and trace cycle at reset) and every answer sent to the engine
+        since. Restoring builds a fresh environment and replays the episode -- the engine is
+        deterministic, so the copy continues exactly as the original would (bit for bit). The
+        cost of a restore grows with the steps taken so far (a replay runs at the speed of
+        ``step``)."""
+        episode = None
+        if self.engine is not None:
+            episode = {"start": self._episode_start, "answers": list(self._answers),
+                       "terminal_pending": self._terminal_pending, "steps": self.steps,
+                       "rng_now": self.np_random.bit_generator.state, "cycle_now": self._cycle,
+                       "seed": self._np_random_seed}
+        return {"init_kwargs": self._init_kwargs, "episode": episode}
+
+    def __setstate__(self, state: dict) -> None:
+        type(self).__init__(self, **state["init_kwargs"])
+        episode = state["episode"]
+        if episode is None:
+            return
+        rng_state, cycle = episode["start"]
+        self._np_random = np.random.Generator(getattr(np.random, rng_state["bit_generator"])())
+        self._np_random.bit_generator.state = rng_state
+        self._np_random_seed = episode["seed"]
+        self._cycle = cycle
+        self._episode_start = (rng_state, cycle)
+        self._answers = []
+        self._start_episode()
+        for answer in episode["answers"]:
+            self._answers.append(answer)
+            self._advance(answer)
+        self.steps = episode["steps"]
+        self._terminal_pending = episode["terminal_pending"]
+        self._np_random.bit_generator.state = episode["rng_now"]
+        self._cycle = episode["cycle_now"]
+
+    def _start_episode(self):
+        """Start the episode whose trace and engine seed the generator draws next; return the
+        first observation and info."""
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
         config = EngineConfig(
@@ -376,6 +425,7 @@ class DallyEnv(gym.Env):
                 invalid = True
                 answer = None
         self.steps += 1
+        self._answers.append(answer)
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
         if self._done:

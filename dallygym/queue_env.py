@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from .cluster import Tier
 from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Offer, Pick
-from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index, check_reset_options
+from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index
 from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
@@ -253,6 +252,7 @@ class DallyQueueEnv(DallyEnv):
         strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
+        self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if reward not in QUEUE_REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(QUEUE_REWARDS)}")
         if isinstance(makespan_weight, bool) or not (isinstance(makespan_weight, (int, float))
@@ -290,9 +290,7 @@ class DallyQueueEnv(DallyEnv):
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        check_reset_options(options)
-        gym.Env.reset(self, seed=seed)
+    def _start_episode(self):
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
         config = EngineConfig(lease_s=self.config.lease_s, restart_overhead_s=self.config.restart_overhead_s,
@@ -343,6 +341,7 @@ class DallyQueueEnv(DallyEnv):
         action = index
         answer = None if action == self.stop_action else self.pick.candidates[action]
         self.steps += 1
+        self._answers.append(answer)
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
         if self._done:
