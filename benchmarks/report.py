@@ -9,7 +9,8 @@ project -- does a learned agent beat auto-tuned Dally? -- on every held-out batc
 racks and on the imported Helios-format trace. Writes ``report.csv``, ``report.md`` and PNG plots
 (makespan normalised to Dally, JCT CDF, mean communication latency, utilisation and
 jobs-remaining timelines at 8 racks) to ``--out``. Heuristics run natively; learned agents act
-through ``Dally-v0`` offers in the observation mode they were trained with. Every run is one task
+in the environment of their saved config (``Dally-v0`` offers or ``DallyQueue-v0`` picks) with
+the observation mode they were trained with. Every run is one task
 of ``dallygym.sweep`` (in this process by default; ``--workers``/``--backend`` fan them out).
 """
 
@@ -26,14 +27,17 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec
-from dallygym.learn import LearnedAgent, load_agent, run_agent, training_curve
+from dallygym.learn import LearnedAgent, is_queue_env, load_agent, run_agent, training_curve
 from dallygym.metrics import SUMMARY_KEYS
 from dallygym.policies import POLICIES
 from dallygym.sweep import make_backend, run_ordered
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"
-DEFAULT_AGENTS = [str(p.parent) for p in sorted((ROOT / "agents" / "runs").glob("ppo-*/policy.pth"))]
+#: The committed learned agents: ``Dally-v0`` offers (``ppo-*``) and ``DallyQueue-v0`` picks at 8
+#: racks (``queue-ppo-*``; the course-sized ``queue-small-*`` runs are for their own cluster).
+DEFAULT_AGENTS = [str(p.parent) for pattern in ("ppo-*/policy.pth", "queue-ppo-*/policy.pth")
+                  for p in sorted((ROOT / "agents" / "runs").glob(pattern))]
 DEFAULT_BATCH = [str(HELDOUT / f"batch-500-seed{s}.csv") for s in (2001, 2002, 2003)]
 DEFAULT_POISSON = [str(HELDOUT / f"poisson-411-seed{s}.csv") for s in (2001, 2002)]
 DEFAULT_IMPORTED = [str(HELDOUT / "helios-imported.csv")]
@@ -292,6 +296,34 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
     return [action, order, *([training] if training else [])]
 
 
+def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], racks: int) -> list[str]:
+    """Issue 10's question for the DallyQueue-v0 agents (which job next), checked on this run's
+    rows: mean JCT at least 30 % below Dally's at ``racks`` on the held-out batch traces with
+    makespan no worse on each, and makespan within +5 % at half and twice the racks."""
+    g = goal.set_index("agent")
+    batch = rows[rows["workload"] == "batch"]
+    dally = batch[batch["agent"] == "dally"].set_index(["trace", "racks"])["makespan_s"]
+    heuristics = [a for a in g.index if a in POLICIES]
+    best = min(heuristics, key=lambda a: g.loc[a, "JCT vs dally (%)"] if g.loc[a, "worst-trace makespan vs dally (%)"] <= 0
+               else np.inf)
+    table = g.loc[[*queue, best, "dally"]].reset_index()
+    lines = [f"## Which job next: DallyQueue-v0 agents against auto-tuned Dally ({racks} racks, held-out batch traces)",
+             "", "Goal (issue 10): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
+             f"{racks // 2} and {racks * 2} racks makespan within +5 %. Beside them: the heuristic with the lowest "
+             "mean JCT among those whose makespan is no worse than Dally's on any trace.", "", _md(table), ""]
+    for agent in queue:
+        other = batch[(batch["agent"] == agent) & batch["racks"].isin([racks // 2, racks * 2])]
+        ratio = 100 * (other.set_index(["trace", "racks"])["makespan_s"] / dally.loc[other.set_index(["trace", "racks"]).index] - 1)
+        met = (g.loc[agent, "JCT vs dally (%)"] <= -30 and g.loc[agent, "worst-trace makespan vs dally (%)"] <= 0
+               and not ratio.empty and (ratio <= 5).all())
+        at = ", ".join(f"{r} racks {v:+.1f} %" for (_, r), v in ratio.items())
+        lines.append(f"- **{agent}**: mean JCT {g.loc[agent, 'JCT vs dally (%)']:+.1f} % against Dally, makespan "
+                     f"{g.loc[agent, 'makespan vs dally (%)']:+.1f} % (worst trace "
+                     f"{g.loc[agent, 'worst-trace makespan vs dally (%)']:+.1f} %); makespan at other sizes: {at or 'not run'}: "
+                     f"goal {'met' if met else 'not met'}.")
+    return [*lines, ""]
+
+
 def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
     lines = [
         "# Benchmark report: learned agents against Dally, Tiresias and Gandiva on held-out traces",
@@ -299,9 +331,14 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
         f"Produced by `python benchmarks/report.py{' ' + ' '.join(args.given) if args.given else ''}` "
         f"(dallygym {dallygym.__version__}, Python {platform.python_version()}); {len(rows)} runs in {total_s:.0f} s. "
         "Held-out traces only (`traces/heldout/`, never used in training or validation). Heuristics run natively; "
-        "learned agents answer Dally-v0 offers in the observation mode they were trained with.",
+        "learned agents act in the environment of their saved config (Dally-v0 offers or DallyQueue-v0 picks) in "
+        "the observation mode they were trained with.",
         "",
     ]
+    queue = [a for a in learned if a in args.queue]
+    learned = [a for a in learned if a not in args.queue]
+    if goal is not None and queue:
+        lines += queue_goal_lines(rows, goal, queue, args.goal_racks)
     if goal is not None:
         lines += [f"## The question: does a learned agent beat auto-tuned Dally? ({args.goal_racks} racks, "
                   f"held-out batch traces, mean over {rows[rows['workload'] == 'batch']['trace'].nunique()})", "",
@@ -388,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         learned.append(_label(path, agent))
         loaded.append((path, agent))
     args.priorities = {name: agents[name].priority for name in learned}
+    args.queue = {name for name in learned if is_queue_env(agents[name].env_id)}
     args.runs = {_label(p, a): Path(p) if Path(p).is_dir() else Path(p).parent for p, a in loaded}
     args.modes = {name: agents[name].sensitivity for name in learned}
     for threshold in args.probe_thresholds:
