@@ -35,6 +35,7 @@ arrival then id); policies read them through the engine object.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Generator
@@ -58,6 +59,53 @@ _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
 RENEWAL_MODES = ("upgrade", "keep", "rebid")
+
+
+class JobSet:
+    """The jobs in one state, handed out as a sorted int64 array of job indices.
+
+    An event adds or removes a few members while the set may hold thousands, and the trace
+    far more jobs than that. So changes are noted and applied when the array is next asked
+    for: new members are merged in, and members that left are found by reading their state
+    -- a few numpy calls whose cost grows with the set, not with the trace (scanning the whole
+    state array at every event made long runs quadratic). An array handed out is never
+    changed afterwards (a change makes a new one).
+    """
+
+    __slots__ = ("_added", "_array", "_code", "_left", "_state")
+
+    def __init__(self, state: np.ndarray, code: int) -> None:
+        self._state = state  # the engine's per-job states (read only here)
+        self._code = code
+        self._array = np.flatnonzero(state == code)
+        self._added: list[int] = []
+        self._left = False
+
+    def add(self, j: int) -> None:
+        """``j`` has just entered the state."""
+        self._added.append(j)
+
+    def remove(self, j: int) -> None:
+        """``j`` has just left the state."""
+        self._left = True
+
+    def array(self) -> np.ndarray:
+        """The members in increasing order."""
+        arr = self._array
+        if self._added:
+            arr = np.concatenate((arr, self._added))
+            arr.sort(kind="stable")
+        if self._left:
+            arr = arr[self._state[arr] == self._code]
+            if self._added and arr.size > 1:  # a job that left and came back is listed twice
+                first = np.ones(arr.size, dtype=bool)
+                np.not_equal(arr[1:], arr[:-1], out=first[1:])
+                arr = arr[first]
+        if self._added or self._left:
+            self._array = arr
+            self._added = []
+            self._left = False
+        return arr
 
 
 class EngineError(RuntimeError):
@@ -345,9 +393,15 @@ class Engine:
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
         self.n_running = 0
-        self.n_below_best = 0  # running jobs whose tier is worse than their best possible one
         self.waiting_gpus = 0  # GPU demand of the waiting jobs
-        self._running_idx: np.ndarray | None = np.empty(0, dtype=np.int64)  # None: recompute
+        # Index sets kept in step with ``state`` too, so that no event scans all n jobs.
+        self._waiting = JobSet(self.state, WAITING)
+        self._running = JobSet(self.state, RUNNING)
+        self._below_best: set[int] = set()  # running jobs whose tier is worse than their best possible one
+        #: (finish time, job) of every placement made; an entry whose time is no longer the
+        #: job's ``finish_s`` is stale (the placement ended early) and is dropped when met.
+        self._finish_heap: list[tuple[float, int]] = []
+        self._rank = np.full(n, -1, dtype=np.int64)  # scratch of _expire_leases, -1 between uses
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
@@ -370,12 +424,17 @@ class Engine:
     # --- views for policies and the environment ------------------------------------------
 
     def waiting_jobs(self) -> np.ndarray:
-        return np.flatnonzero(self.state == WAITING)
+        """Indices of the waiting jobs, increasing (do not modify the array)."""
+        return self._waiting.array()
 
     def running_jobs(self) -> np.ndarray:
-        if self._running_idx is None:
-            self._running_idx = np.flatnonzero(self.state == RUNNING)
-        return self._running_idx
+        """Indices of the running jobs, increasing (do not modify the array)."""
+        return self._running.array()
+
+    @property
+    def n_below_best(self) -> int:
+        """Running jobs whose tier is worse than their best possible one."""
+        return len(self._below_best)
 
     def _set_state(self, j: int, new: int) -> None:
         """The one place job states change, keeping the counters right."""
@@ -386,15 +445,17 @@ class Engine:
         if old == WAITING:
             self.n_waiting -= 1
             self.waiting_gpus -= g
+            self._waiting.remove(j)
         elif old == RUNNING:
             self.n_running -= 1
-            self._running_idx = None
+            self._running.remove(j)
         if new == WAITING:
             self.n_waiting += 1
             self.waiting_gpus += g
+            self._waiting.add(j)
         elif new == RUNNING:
             self.n_running += 1
-            self._running_idx = None
+            self._running.add(j)
         self.state[j] = new
 
     def starvation_s(self, jobs: np.ndarray | int) -> np.ndarray | float:
@@ -429,10 +490,9 @@ class Engine:
         n = self.n
         boundary_may_act = self._boundary_may_act
         first = self.first_arrival_s
-        earliest = np.minimum.reduce  # ndarray.min() without its Python-level wrapper
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
-            t_fin = earliest(self.finish_s)
+            t_fin = self._next_finish_s()
             if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not boundary_may_act():
                 # With no job waiting, no renewal offer to make and no possible migration, a
                 # round boundary changes nothing: every lease is renewed on the same GPUs.
@@ -451,7 +511,7 @@ class Engine:
             t = min(t_arr, t_fin, next_round)
             self._advance(t)
             if t_fin <= t:
-                self._complete(np.flatnonzero(self.finish_s <= t), t)
+                self._complete(self._finishing_by(t), t)
             while self._next_arrival < n and arrival[self._next_arrival] <= t:
                 self._set_state(self._next_arrival, WAITING)
                 self._next_arrival += 1
@@ -471,6 +531,30 @@ class Engine:
                     idle_rounds = 0
             yield from self._pass(t, boundary)
             self._record(t)
+
+    def _next_finish_s(self) -> np.float64:
+        """The earliest finish time of a running job (inf if none), dropping stale heap
+        entries on the way."""
+        heap = self._finish_heap
+        finish = self.finish_s
+        while heap:
+            f, j = heap[0]
+            if finish.item(j) == f:
+                return finish[j]
+            heapq.heappop(heap)
+        return np.float64(math.inf)
+
+    def _finishing_by(self, t: float) -> list[int]:
+        """The running jobs whose finish time is ``t`` or earlier, in increasing index order
+        (taken off the heap)."""
+        heap = self._finish_heap
+        finish = self.finish_s
+        due = set()
+        while heap and heap[0][0] <= t:
+            f, j = heapq.heappop(heap)
+            if finish.item(j) == f:
+                due.add(j)
+        return sorted(due)
 
     def _boundary_may_act(self) -> bool:
         """With no job waiting, could a round boundary change anything? Only through renewal
@@ -504,8 +588,7 @@ class Engine:
             return False
         if self._upgrade_version != c.version:
             self._upgrade_version = c.version
-            below = np.flatnonzero(self.tier > self.best_possible_tier).tolist()
-            tier = self.tier
+            below = sorted(self._below_best)
             self._upgrade_value = any(self._upgrade_free_for(j) for j in below)
         return self._upgrade_value
 
@@ -519,14 +602,13 @@ class Engine:
 
     def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         self.passes += 1
-        state = self.state
         cluster = self.cluster
         if boundary:
-            cand = np.flatnonzero((state == WAITING) | (state == RUNNING))
+            cand = np.union1d(self.waiting_jobs(), self.running_jobs())
         else:
             if self.n_waiting == 0:
                 return
-            cand = np.flatnonzero(state == WAITING)
+            cand = self.waiting_jobs()
             if cand.size == 0 or self.num_gpus[cand].min() > cluster.free_total:
                 return
         if cand.size == 0:
@@ -685,11 +767,12 @@ class Engine:
         visit = order[start:]
         expired = visit[state[visit] == RUNNING]
         if expired.size:
-            rank = np.full(self.n, -1, dtype=np.int64)
+            rank = self._rank
             rank[visit] = np.arange(visit.size)
             owner = self.cluster.owner
             gpus = np.flatnonzero(owner >= 0)
             ranks = rank[owner[gpus]]
+            rank[visit] = -1
             later = ranks >= 0
             self.cluster.mark_reclaimable(gpus[later], ranks[later])
             self.expired_unvisited.update(expired.tolist())
@@ -877,7 +960,7 @@ class Engine:
 
     def _close_segment(self, j: int, t: float) -> None:
         if self.tier.item(j) > self.best_possible_tier.item(j):
-            self.n_below_best -= 1
+            self._below_best.discard(j)
             self._declined.pop(j, None)
         self.tier_s[j, self.tier[j]] += t - self.hold_start_s[j]
         self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
@@ -892,8 +975,8 @@ class Engine:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
         return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier[j] == 0 else -1
 
-    def _complete(self, jobs: np.ndarray, t: float) -> None:
-        for j in jobs.tolist():
+    def _complete(self, jobs: list[int], t: float) -> None:
+        for j in jobs:
             self.cluster.release(self.gpus[j], self._machine_of(j))
             self._close_segment(j, t)
             self.done_iters[j] = self.total_iterations[j]
@@ -964,7 +1047,7 @@ class Engine:
         self._set_state(j, RUNNING)
         self.tier[j] = level
         if level > self.best_possible_tier.item(j):
-            self.n_below_best += 1
+            self._below_best.add(j)
         self.speed[j] = speed
         self.speed_seen[j, level] = speed
         rate = speed / self._iter_time_list[j]
@@ -974,7 +1057,9 @@ class Engine:
         self.seg_start_s[j] = progress_s
         done = self.done_iters.item(j)
         self.seg_done0[j] = done
-        self.finish_s[j] = progress_s + (self._total_iterations_list[j] - done) / rate
+        finish = progress_s + (self._total_iterations_list[j] - done) / rate
+        self.finish_s[j] = finish
+        heapq.heappush(self._finish_heap, (finish, j))
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1
