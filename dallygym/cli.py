@@ -8,7 +8,7 @@
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR]
     dallygym latency [--format table|csv]
-    dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH [filters]
+    dallygym trace list | generate NAME --seed S [--jobs N] --out PATH | import FORMAT PATH --out PATH [filters]
 
 Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
 impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
@@ -241,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen = trs.add_parser("generate", help="generate a synthetic trace into a canonical CSV")
     gen.add_argument("name", help="generator name (batch-500, poisson-411, small, ...)")
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--jobs", type=int, metavar="N",
+                     help="draw N jobs with the workload's mixes and arrival rate (default: its own count)")
     gen.add_argument("--out", required=True, help="output CSV path")
     imp = trs.add_parser("import", help="convert a public-format trace into a canonical CSV")
     imp.add_argument("format", choices=("tiresias", "philly", "helios", "gavel"))
@@ -449,7 +451,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         frame["source"] = frame["source"].str.ljust(int(frame["source"].str.len().max()))
         _print_frame(frame, "table")
     elif args.trace_command == "generate":
-        frame = tr.generate_trace(args.name, seed=args.seed)
+        frame = tr.generate_trace(args.name, seed=args.seed, jobs=args.jobs)
         tr.write_trace(frame, args.out)
         print(f"wrote {len(frame)} jobs to {args.out}")
     else:
