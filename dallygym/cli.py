@@ -141,12 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
     _run_args(sim)
     sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
+    sim.add_argument("--no-progress", action="store_true",
+                     help="no progress line on stderr (shown only on a terminal, and not when CI is set)")
 
     cmp_ = sub.add_parser("compare", help="run several policies on one trace and cluster, one row each")
     cmp_.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                       help="policies to run (default: every shipped policy)")
     _run_args(cmp_)
-    cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    cmp_.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                      help="no progress on stderr (per-policy lines, and a progress line during each run "
+                           "on a terminal)")
 
     sw = sub.add_parser(
         "sweep", help="run every policy x trace x cluster x seed x engine option, one task each, on this "
@@ -318,7 +322,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
     config = _engine_config(args)
-    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config)
+    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config,
+                      progress=not args.no_progress)
     if args.out:
         result.to_csv(args.out)
     if args.format == "json":

@@ -38,7 +38,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -409,7 +409,17 @@ class Engine:
         self.passes = 0  # scheduling passes run (one per event time the engine stops at)
         self._last_sync_s = self.now_s
         self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
+        #: ``(time_s, gpus_used, running, waiting, remaining)`` after each event, at most
+        #: :attr:`timeline_rows` rows: when full, every other row is dropped and later rows are
+        #: recorded at least the new mean spacing apart, so a long run's memory stays bounded.
+        #: (The summary does not read it: see ``busy_gpu_s``.)
         self.timeline: list[tuple[float, int, int, int, int]] = []
+        self._timeline_step_s = 0.0  # least spacing of new rows (0 until the first thinning)
+        self._timeline_next_s = -math.inf
+        #: Exact partial sums (Shewchuk) of GPUs used x time from the first event to the last
+        #: one: :meth:`busy_gpu_s` adds the span to the end of the run and rounds once.
+        self._busy_partials: list[float] = []
+        self._last_event: tuple[float, int] | None = None
         #: Integral over time of the number of jobs in the system (arrived, not finished), in
         #: job-seconds: at the end it equals the sum of all JCTs.
         self.in_system_area_s = 0.0
@@ -596,7 +606,7 @@ class Engine:
         """Outside a pass: would job ``j`` get a new upgrade offer at a boundary now? A better
         tier is free for it, and it has not declined one with these very free GPUs."""
         free = self._free_with_own(j)
-        if self._best_tier_in(free, self._num_gpus_list[j]) >= self.tier.item(j):
+        if not self._better_tier_in(free, self._num_gpus_list[j], self.tier.item(j)):
             return False
         return free.tobytes() != self._declined.get(j)
 
@@ -604,7 +614,8 @@ class Engine:
         self.passes += 1
         cluster = self.cluster
         if boundary:
-            cand = np.union1d(self.waiting_jobs(), self.running_jobs())
+            cand = np.concatenate((self.waiting_jobs(), self.running_jobs()))
+            cand.sort()
         else:
             if self.n_waiting == 0:
                 return
@@ -789,7 +800,7 @@ class Engine:
             self.cluster.allocate(j, held, self._machine_of(j))  # renewed on the same GPUs
             return
         cluster = self.cluster
-        if mode == "upgrade" and self._offer_tiers(self._num_gpus_list[j])[0] >= current:
+        if mode == "upgrade" and not self._better_tier_in(cluster.free_per_machine, self._num_gpus_list[j], current):
             # Not even every free GPU (idle or reclaimable, its own included) would make a
             # better tier: nothing to offer.
             cluster.allocate(j, held, self._machine_of(j))
@@ -798,7 +809,7 @@ class Engine:
         # An upgrade may use idle GPUs only: GPUs of lease-expired jobs later in the order stay
         # theirs (a running job improves its placement without displacing anyone). A rebid
         # bids like a waiting job, for every free GPU.
-        if mode == "upgrade" and self._best_tier_in(cluster.idle_per_machine, self._num_gpus_list[j]) >= current:
+        if mode == "upgrade" and not self._better_tier_in(cluster.idle_per_machine, self._num_gpus_list[j], current):
             cluster.allocate(j, held, self._machine_of(j))  # the idle GPUs make no better tier
             return
         hidden = cluster.hide_marked() if mode == "upgrade" else None
@@ -922,6 +933,22 @@ class Engine:
         if g >= 2 and np.count_nonzero(rack_total) >= 2 and rack_total.sum() >= g:
             return 2
         return 3
+
+    def _better_tier_in(self, per_machine: np.ndarray, g: int, current: int) -> bool:
+        """Whether ``g`` GPUs fit in ``per_machine`` available GPUs at a tier more consolidated
+        than ``current`` (an int): ``_best_tier_in(per_machine, g) < current``, without the
+        rack test when a machine-tier answer settles it (renewals ask this of many jobs)."""
+        if current == 0:
+            return False
+        spec = self.spec
+        if g <= spec.gpus_per_machine and _largest(per_machine) >= g:
+            return True
+        if current == 1 or g < 2:
+            return False
+        # No machine holds g here, so a rack with g available has them on two machines or
+        # more: the rack rule reduces to the largest rack total.
+        per_rack = np.add.reduce(per_machine.reshape(spec.racks, spec.machines_per_rack), axis=1)
+        return bool(_largest(per_rack) >= g)
 
     def _compute_tier_limits(self) -> tuple[int, int, bool]:
         """What the free GPUs allow, whatever the demand: the most free GPUs on one machine;
@@ -1078,21 +1105,69 @@ class Engine:
         if got != tier:
             raise EngineError(f"{name!r} placed job {self.job_id[j]} at {got.label}, but it accepted {tier.label}")
 
+    #: Most rows :attr:`timeline` keeps (class default; set on an instance before the run).
+    timeline_rows = 100_000
+
     def _record(self, t: float) -> None:
-        self.timeline.append((t, self.cluster.used_total, self.n_running, self.n_waiting, self.n - self.finished))
+        used = self.cluster.used_total
+        if self._last_event is not None:
+            t0, used0 = self._last_event
+            _add_exact(self._busy_partials, used0 * (t - t0))
+        self._last_event = (t, used)
+        if t < self._timeline_next_s:
+            return
+        rows = self.timeline
+        rows.append((t, used, self.n_running, self.n_waiting, self.n - self.finished))
+        if len(rows) >= self.timeline_rows:
+            self._timeline_step_s = 2.0 * (t - rows[0][0]) / len(rows)
+            del rows[1::2]
+        self._timeline_next_s = t + self._timeline_step_s
+
+    def busy_gpu_s(self, end_s: float) -> float:
+        """GPU-seconds in use from the first event to ``end_s`` (the end of the run): the sum
+        over events of GPUs used x time to the next event, correctly rounded (``math.fsum``
+        of the same products the per-event timeline gives)."""
+        if self._last_event is None:
+            return 0.0
+        t0, used0 = self._last_event
+        return math.fsum([*self._busy_partials, used0 * (end_s - t0)])
 
 
-def run_policy(engine: Engine) -> Engine:
+def _add_exact(partials: list[float], x: float) -> None:
+    """Add ``x`` to the non-overlapping partial sums ``partials`` without rounding (Shewchuk's
+    algorithm, the one inside ``math.fsum``), so a running total costs O(1) memory and
+    ``math.fsum(partials)`` is the correctly rounded sum of everything added."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+def run_policy(engine: Engine, progress: Callable[[Engine], None] | None = None) -> Engine:
     """Drive an engine to the end, answering every offer with its policy's ``decide`` (a native
-    run: build the engine without ``agent_picks``)."""
+    run: build the engine without ``agent_picks``). ``progress``, if given, is called with the
+    engine every 256 offers and once at the end (e.g. :class:`dallygym.simulate.ProgressLine`)."""
     if engine.agent_picks:
         raise EngineError("run_policy answers offers only; build the Engine with agent_picks=False")
     decide = engine.policy.decide
     gen = engine.decisions()
+    offers = 0
     try:
         offer = next(gen)
         while True:
             offer = gen.send(decide(offer, engine))
+            offers += 1
+            if progress is not None and not offers & 255:
+                progress(engine)
     except StopIteration:
         pass
+    if progress is not None:
+        progress(engine)
     return engine
