@@ -7,7 +7,8 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
 ``<!-- /results -->``; its content is rebuilt from the committed outputs of
 ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/report.py``:
 
-* ``speed``: the measured lines and both tables of ``results/speed.md``;
+* ``speed``: the measured lines and the tables of ``results/speed.md`` (simulate, environments,
+  DallyQueue, episode cost per heuristic) and the table of ``results/scaling.md``;
 * ``makespan``: the batch-500 makespan table of ``results/compare.md``;
 * ``claims``: the paper's-claims table of ``results/compare.md``;
 * ``section-vi``: the summary line of the paper's qualitative §VI claims and their table's rows
@@ -66,9 +67,16 @@ def code_blocks(text: str) -> list[str]:
 def speed_block() -> str:
     text = (RESULTS / "speed.md").read_text()
     measured = [line for line in text.splitlines() if line.startswith("- ")]
-    simulate, env, *queue = code_blocks(text)
+    simulate, env, *more = code_blocks(text)
     queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order and with "
-                   "random masked picks:", "", "```text\n" + queue[0] + "```"] if queue else []
+                   "random masked picks:", "", "```text\n" + more[0] + "```"] if more else []
+    cost_lines = ["", "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps:",
+                  "", "```text\n" + more[1] + "```"] if len(more) > 1 else []
+    scaling = RESULTS / "scaling.md"
+    scaling_lines = ["", "`dallygym simulate` on philly-like traces of 10,000 to 100,000 jobs, one process per run "
+                     "(`python benchmarks/speed.py --scaling`, "
+                     "[benchmarks/results/scaling.md](benchmarks/results/scaling.md)):", "",
+                     "```text\n" + code_blocks(scaling.read_text())[0] + "```"] if scaling.exists() else []
     return "\n".join([
         *measured,
         "",
@@ -82,6 +90,8 @@ def speed_block() -> str:
         "",
         "```text\n" + env + "```",
         *queue_lines,
+        *cost_lines,
+        *scaling_lines,
     ]) + "\n"
 
 

@@ -14,19 +14,30 @@ figure):
   random masked picks, and their ratio to CartPole's (``--queue-only`` measures just these);
 * ``Dally-v0`` and ``DallySmall-v0`` steps per second with the Dally heuristic agent and with
   random masked actions (the median of ``--env-repeats`` measurements), and their ratio to
-  CartPole's; and the split of a Dally-v0 step between engine, environment and agent.
+  CartPole's; and the split of a Dally-v0 step between engine, environment and agent;
+* the cost of one ``batch-500`` episode at 8 racks in CartPole steps, for every shipped
+  heuristic as the agent of ``Dally-v0`` and of ``DallyQueue-v0`` (``episode_cost.csv``).
 
 Writes ``speed.csv`` and ``speed.md`` to ``--out``. Speed is a benchmark, never a test.
+
+``--scaling`` measures instead how a native run grows with the trace: ``dallygym simulate`` on
+philly-like traces of 10,000, 30,000 and 100,000 jobs (``dallygym trace generate philly-like
+--jobs N``) at 16 and 64 racks under Dally, Tiresias and Gandiva, each run in its own process
+(wall time, CPU time and that process's peak RSS from ``os.wait4``); writes ``scaling.csv`` and
+``scaling.md``. The 100,000-job runs take minutes each.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -202,6 +213,129 @@ def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
     ]
 
 
+def episode_cost_rows(step_s: float, episodes: int = 2, trace: str = "batch-500",
+                      envs: tuple[str, ...] = ("Dally-v0", "DallyQueue-v0")) -> pd.DataFrame:
+    """Wall time of one episode on ``trace`` (8 racks) for every shipped heuristic as the agent
+    of ``Dally-v0`` and ``DallyQueue-v0`` (seeds 0..episodes-1, resets included; the mean),
+    in ms and in CartPole steps (wall / CartPole step time)."""
+    from dallygym.policies import POLICIES
+
+    rows = []
+    for env_id in envs:
+        env = gym.make(env_id, trace=trace)
+        for name in POLICIES:
+            agent = dallygym.heuristic_agent(name, env)
+            steps = 0
+            start = time.perf_counter()
+            for episode in range(episodes):
+                obs, _ = env.reset(seed=episode)
+                done = env.unwrapped._done
+                while not done:
+                    obs, _, terminated, truncated, _ = env.step(int(agent.predict(obs)[0]))
+                    steps += 1
+                    done = terminated or truncated
+            wall = (time.perf_counter() - start) / episodes
+            rows.append({"env": env_id, "agent": name, "steps_per_episode": round(steps / episodes),
+                         "ms_per_episode": round(1e3 * wall, 1), "cartpole_steps": round(wall / step_s)})
+            print(f"{env_id:14s} {name:20s} {1e3 * wall:8.1f} ms/episode", flush=True)
+        env.close()
+    return pd.DataFrame(rows)
+
+
+def cost_lines(cost_frame: pd.DataFrame, episodes: int) -> list[str]:
+    return [
+        f"Cost of one `batch-500` episode at 8 racks with each shipped heuristic as the agent (the fixed trace, "
+        f"seeds 0..{episodes - 1}, resets included, the mean): decisions, wall time and `cartpole_steps` = wall "
+        "time / CartPole step time:",
+        "",
+        "```\n" + cost_frame.to_string(index=False) + "\n```",
+        "",
+    ]
+
+
+#: The scaling table: trace lengths, cluster sizes and policies.
+SCALING_JOBS = (10_000, 30_000, 100_000)
+SCALING_RACKS = (16, 64)
+SCALING_POLICIES = ("dally", "tiresias", "gandiva")
+
+
+def run_measured(args: list[str]) -> dict:
+    """Run ``python -m dallygym.cli *args`` in its own process: wall s, CPU s and the
+    process's peak resident set (MB), from ``os.wait4`` (that child's own rusage)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"dallygym {' '.join(args)} failed ({proc.returncode}): {err[-2000:]}")
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "max_rss_mb": round(usage.ru_maxrss / 1024), "summary": json.loads(out)}
+
+
+def scaling_rows(step_s: float, jobs=SCALING_JOBS, racks=SCALING_RACKS, policies=SCALING_POLICIES,
+                 seed: int = 0) -> pd.DataFrame:
+    """The scaling table: one ``dallygym simulate`` process per (jobs, racks, policy)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in jobs:
+            path = Path(tmp) / f"philly-like-{n}.csv"
+            subprocess.run([sys.executable, "-m", "dallygym.cli", "trace", "generate", "philly-like", "--jobs",
+                            str(n), "--seed", str(seed), "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
+            for r in racks:
+                for policy in policies:
+                    run = run_measured(["simulate", "--policy", policy, "--racks", str(r), "--trace", str(path),
+                                        "--format", "json", "--no-progress"])
+                    rows.append({"jobs": n, "racks": r, "policy": policy, "wall_s": run["wall_s"],
+                                 "cpu_s": run["cpu_s"], "max_rss_mb": run["max_rss_mb"],
+                                 "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
+                                 "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1)})
+                    print(f"{n:7,} jobs {r:3d} racks {policy:9s} {run['wall_s']:8.2f} s "
+                          f"{run['max_rss_mb']:6,} MB", flush=True)
+    return with_growth(pd.DataFrame(rows))
+
+
+def with_growth(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``x_first``: each run's CPU time over the same policy and cluster's at the fewest jobs
+    (CPU time, not wall time: it depends least on what else the machine runs)."""
+    first = frame[frame["jobs"] == frame["jobs"].min()].set_index(["racks", "policy"])["cpu_s"]
+    frame["x_first"] = [round(c / first[(r, p)], 1) for c, r, p in zip(frame["cpu_s"], frame["racks"], frame["policy"])]
+    return frame
+
+
+def scaling_main(out: Path, step_s: float, jobs=SCALING_JOBS) -> int:
+    frame = scaling_rows(step_s, jobs=jobs)
+    how = (f"Produced by `python benchmarks/speed.py --scaling` (dallygym {dallygym.__version__}, Python "
+           f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores); CartPole-v1 in the same "
+           f"run: {1 / step_s:,.0f} steps/s.")
+    return write_scaling(out, frame, how)
+
+
+def write_scaling(out: Path, frame: pd.DataFrame, how: str) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "scaling.csv", index=False)
+    lines = [
+        "# Scaling with the trace length",
+        "",
+        how,
+        "",
+        "`dallygym simulate --policy P --racks R --trace philly-like-N.csv --format json --no-progress`, one "
+        "process per row (Python start-up, trace loading and metrics included), on traces from `dallygym trace "
+        "generate philly-like --jobs N --seed 0` (the philly-like mixes and arrival rate, so a longer trace "
+        "spans longer). `wall_s`/`cpu_s`: the process's wall and CPU time; `max_rss_mb`: its peak resident "
+        "set; `cartpole_steps_m`: wall time in millions of CartPole steps; `x_first`: CPU time over the "
+        f"same policy and cluster at {frame['jobs'].min():,} jobs.",
+        "",
+        "```\n" + frame.to_string(index=False) + "\n```",
+        "",
+    ]
+    (out / "scaling.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
 def time_cli(args: list[str], repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
@@ -221,9 +355,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--queue-only", action="store_true",
                         help="measure only the DallyQueue environments (writes queue_speed.csv/.md)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="measure only the scaling table (writes scaling.csv/.md; takes long)")
+    parser.add_argument("--scaling-jobs", nargs="+", type=int, default=list(SCALING_JOBS),
+                        help="trace lengths of --scaling")
+    parser.add_argument("--episode-cost", action="store_true",
+                        help="measure only the episode cost per heuristic (writes episode_cost.csv/.md)")
+    parser.add_argument("--episodes", type=int, default=2, help="episodes per heuristic of the episode cost")
+    parser.add_argument("--cost-envs", nargs="+", default=["Dally-v0", "DallyQueue-v0"],
+                        help="environments of the episode cost")
     args = parser.parse_args(argv)
 
     step_s = cartpole_step_s()
+    if args.scaling:
+        return scaling_main(Path(args.out), step_s, jobs=args.scaling_jobs)
+    if args.episode_cost:
+        cost_frame = episode_cost_rows(step_s, episodes=args.episodes, envs=tuple(args.cost_envs))
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        cost_frame.to_csv(out / "episode_cost.csv", index=False)
+        lines = ["# Episode cost per heuristic", "",
+                 f"Produced by `python benchmarks/speed.py --episode-cost --episodes {args.episodes} --cost-envs "
+                 f"{' '.join(args.cost_envs)}` (dallygym {dallygym.__version__}, Python {platform.python_version()}, "
+                 f"{platform.machine()}); CartPole-v1 in the same run: {1 / step_s:,.0f} steps/s.", "",
+                 *cost_lines(cost_frame, args.episodes)]
+        (out / "episode_cost.md").write_text("\n".join(lines))
+        print("\n".join(lines))
+        return 0
     if args.queue_only:
         queue_frame = queue_env_rows(step_s, args.env_repeats)
         out = Path(args.out)
@@ -264,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     env_frame = pd.DataFrame(env_rows)
     queue_frame = queue_env_rows(step_s, args.env_repeats)
     split = env_step_split()
+    cost_frame = episode_cost_rows(step_s)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -301,7 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     lines += queue_lines(queue_frame, args.env_repeats)
+    lines += cost_lines(cost_frame, 2)
     queue_frame.to_csv(out / "queue_speed.csv", index=False)
+    cost_frame.to_csv(out / "episode_cost.csv", index=False)
     (out / "speed.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

@@ -8,7 +8,7 @@
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR]
     dallygym latency [--format table|csv]
-    dallygym trace list | generate NAME --seed S --out PATH | import FORMAT PATH --out PATH [filters]
+    dallygym trace list | generate NAME --seed S [--jobs N] --out PATH | import FORMAT PATH --out PATH [filters]
 
 Bad input (a malformed trace, an unknown model or policy, a job larger than the cluster, an
 impossible cluster size) prints one line ``dallygym: error: ...`` naming what is wrong and
@@ -148,12 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
     _run_args(sim)
     sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
+    sim.add_argument("--no-progress", action="store_true",
+                     help="no progress line on stderr (shown only on a terminal, and not when CI is set)")
 
     cmp_ = sub.add_parser("compare", help="run several policies on one trace and cluster, one row each")
     cmp_.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                       help="policies to run (default: every shipped policy)")
     _run_args(cmp_)
-    cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    cmp_.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                      help="no progress on stderr (per-policy lines, and a progress line during each run "
+                           "on a terminal)")
 
     sw = sub.add_parser(
         "sweep", help="run every policy x trace x cluster x seed x engine option, one task each, on this "
@@ -248,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen = trs.add_parser("generate", help="generate a synthetic trace into a canonical CSV")
     gen.add_argument("name", help="generator name (batch-500, poisson-411, small, ...)")
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--jobs", type=int, metavar="N",
+                     help="draw N jobs with the workload's mixes and arrival rate (default: its own count)")
     gen.add_argument("--out", required=True, help="output CSV path")
     imp = trs.add_parser("import", help="convert a public-format trace into a canonical CSV")
     imp.add_argument("format", choices=("tiresias", "philly", "helios", "gavel"))
@@ -323,7 +329,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
     config = _engine_config(args)
-    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config)
+    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config,
+                      progress=not args.no_progress)
     if args.out:
         result.to_csv(args.out)
     if args.format == "json":
@@ -456,7 +463,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         frame["source"] = frame["source"].str.ljust(int(frame["source"].str.len().max()))
         _print_frame(frame, "table")
     elif args.trace_command == "generate":
-        frame = tr.generate_trace(args.name, seed=args.seed)
+        frame = tr.generate_trace(args.name, seed=args.seed, jobs=args.jobs)
         tr.write_trace(frame, args.out)
         print(f"wrote {len(frame)} jobs to {args.out}")
     else:

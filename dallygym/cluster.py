@@ -109,6 +109,11 @@ class ClusterSpec:
         """Rack id of every machine id."""
         return np.arange(self.num_machines, dtype=np.int64) // self.machines_per_rack
 
+    @cached_property
+    def rack_of_gpu(self) -> np.ndarray:
+        """Rack id of every GPU id."""
+        return np.arange(self.num_gpus, dtype=np.int64) // self.gpus_per_rack
+
     def shape_of(self, gpus: np.ndarray) -> Shape:
         """Canonical shape of a placement given as an array of GPU ids."""
         ids = np.asarray(gpus, dtype=np.int64)
@@ -207,8 +212,21 @@ class ClusterState:
             if (owner != -1).any():
                 raise ClusterError(f"GPUs {gpus[owner != -1].tolist()} are already held")
             self._check_machine(gpus, machine)
-        self.owner[gpus] = job
         n = len(gpus)
+        if n == 1:  # the most common job: scalar indexing costs far less than fancy indexing
+            gpu = gpus.item(0)
+            self.owner[gpu] = job
+            machine = gpu // self.spec.gpus_per_machine
+            self.free_per_machine[machine] -= 1
+            self.free_per_rack[machine // self.spec.machines_per_rack] -= 1
+            if self.mark.item(gpu) == _IDLE:
+                self.idle_per_machine[machine] -= 1
+            else:
+                self.mark[gpu] = _IDLE
+            self.free_total -= 1
+            self.version += 1
+            return
+        self.owner[gpus] = job
         if machine is None:
             machine = self._single_machine(gpus)
         if machine >= 0:
@@ -220,12 +238,13 @@ class ClusterState:
             else:
                 self.idle_per_machine[machine] -= n
         else:
-            machines = self.spec.machine_of_gpu[gpus]
-            np.subtract.at(self.free_per_machine, machines, 1)
+            spec = self.spec
+            machines = spec.machine_of_gpu[gpus]
+            self.free_per_machine -= np.bincount(machines, minlength=spec.num_machines)
             idle = self.mark[gpus] == _IDLE
-            np.subtract.at(self.idle_per_machine, machines[idle], 1)
+            self.idle_per_machine -= np.bincount(machines[idle], minlength=spec.num_machines)
             self.mark[gpus] = _IDLE
-            np.subtract.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+            self.free_per_rack -= np.bincount(spec.rack_of_gpu[gpus], minlength=spec.racks)
         self.free_total -= n
         self.version += 1
 
@@ -242,10 +261,11 @@ class ClusterState:
             self.idle_per_machine[machine] += n
             self.free_per_rack[machine // self.spec.machines_per_rack] += n
         else:
-            machines = self.spec.machine_of_gpu[gpus]
-            np.add.at(self.free_per_machine, machines, 1)
-            np.add.at(self.idle_per_machine, machines, 1)
-            np.add.at(self.free_per_rack, self.spec.rack_of_machine[machines], 1)
+            spec = self.spec
+            per_machine = np.bincount(spec.machine_of_gpu[gpus], minlength=spec.num_machines)
+            self.free_per_machine += per_machine
+            self.idle_per_machine += per_machine
+            self.free_per_rack += np.bincount(spec.rack_of_gpu[gpus], minlength=spec.racks)
         self.free_total += n
         self.version += 1
 
@@ -256,7 +276,7 @@ class ClusterState:
             return
         self.release(gpus)
         self.mark[gpus] = ranks
-        np.subtract.at(self.idle_per_machine, self.spec.machine_of_gpu[gpus], 1)
+        self.idle_per_machine -= np.bincount(self.spec.machine_of_gpu[gpus], minlength=self.spec.num_machines)
         self.marks_active = True
 
     def unmark(self, gpus: np.ndarray) -> None:
@@ -267,7 +287,7 @@ class ClusterState:
         stale = gpus[(self.owner[gpus] == -1) & (self.mark[gpus] != _IDLE)]
         if stale.size:
             self.mark[stale] = _IDLE
-            np.add.at(self.idle_per_machine, self.spec.machine_of_gpu[stale], 1)
+            self.idle_per_machine += np.bincount(self.spec.machine_of_gpu[stale], minlength=self.spec.num_machines)
 
     def clear_marks(self) -> None:
         """End of a round-boundary pass: every free GPU counts as idle again."""
@@ -279,6 +299,8 @@ class ClusterState:
     def all_free(self, gpus: np.ndarray) -> bool:
         # Owners are job indices >= 0, free is -1. (GPUs hidden by hide_marked, -2, pass this
         # test; the engine never asks it about them -- see Engine._check_placement.)
+        if len(gpus) == 1:
+            return self.owner.item(gpus.item(0)) < 0
         return bool(_largest(self.owner[gpus]) < 0)
 
     def hide_marked(self) -> np.ndarray:

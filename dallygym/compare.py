@@ -31,7 +31,9 @@ def compare(
     """Simulate each policy on the same trace and cluster; one row per policy.
 
     Columns: ``policy``, the summary keys (:data:`COMPARE_COLUMNS`) and ``wall_s`` (the
-    run's wall time, for benchmarks: it is the only non-deterministic column).
+    run's wall time, for benchmarks: it is the only non-deterministic column). ``progress``:
+    called with a line after each policy's run; when given, each run also shows a
+    :class:`~dallygym.simulate.ProgressLine` (on a terminal).
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(racks=cluster)
     frame = load_trace(trace, cluster=spec)  # load and validate once for every policy
@@ -40,7 +42,8 @@ def compare(
     rows = []
     for i, policy in enumerate(built, 1):
         start = time.perf_counter()
-        result = simulate(frame, spec, policy=policy, latency=latency_model, config=config)
+        result = simulate(frame, spec, policy=policy, latency=latency_model, config=config,
+                          progress=progress is not None)
         wall = time.perf_counter() - start
         rows.append({"policy": policy.name, **{k: result.summary[k] for k in COMPARE_COLUMNS}, "wall_s": wall})
         if progress:

@@ -35,9 +35,10 @@ arrival then id); policies read them through the engine object.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,53 @@ RENEWAL_MODES = ("upgrade", "keep", "rebid")
 #: What a round boundary's picks offer an agent (``Engine(lease_picks=...)``): every
 #: lease-expired job too, or the waiting jobs only (the leases follow the policy's order).
 LEASE_PICKS = ("all", "waiting")
+
+
+class JobSet:
+    """The jobs in one state, handed out as a sorted int64 array of job indices.
+
+    An event adds or removes a few members while the set may hold thousands, and the trace
+    far more jobs than that. So changes are noted and applied when the array is next asked
+    for: new members are merged in, and members that left are found by reading their state
+    -- a few numpy calls whose cost grows with the set, not with the trace (scanning the whole
+    state array at every event made long runs quadratic). An array handed out is never
+    changed afterwards (a change makes a new one).
+    """
+
+    __slots__ = ("_added", "_array", "_code", "_left", "_state")
+
+    def __init__(self, state: np.ndarray, code: int) -> None:
+        self._state = state  # the engine's per-job states (read only here)
+        self._code = code
+        self._array = np.flatnonzero(state == code)
+        self._added: list[int] = []
+        self._left = False
+
+    def add(self, j: int) -> None:
+        """``j`` has just entered the state."""
+        self._added.append(j)
+
+    def remove(self, j: int) -> None:
+        """``j`` has just left the state."""
+        self._left = True
+
+    def array(self) -> np.ndarray:
+        """The members in increasing order."""
+        arr = self._array
+        if self._added:
+            arr = np.concatenate((arr, self._added))
+            arr.sort(kind="stable")
+        if self._left:
+            arr = arr[self._state[arr] == self._code]
+            if self._added and arr.size > 1:  # a job that left and came back is listed twice
+                first = np.ones(arr.size, dtype=bool)
+                np.not_equal(arr[1:], arr[:-1], out=first[1:])
+                arr = arr[first]
+        if self._added or self._left:
+            self._array = arr
+            self._added = []
+            self._left = False
+        return arr
 
 
 class EngineError(RuntimeError):
@@ -358,9 +406,15 @@ class Engine:
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
         self.n_running = 0
-        self.n_below_best = 0  # running jobs whose tier is worse than their best possible one
         self.waiting_gpus = 0  # GPU demand of the waiting jobs
-        self._running_idx: np.ndarray | None = np.empty(0, dtype=np.int64)  # None: recompute
+        # Index sets kept in step with ``state`` too, so that no event scans all n jobs.
+        self._waiting = JobSet(self.state, WAITING)
+        self._running = JobSet(self.state, RUNNING)
+        self._below_best: set[int] = set()  # running jobs whose tier is worse than their best possible one
+        #: (finish time, job) of every placement made; an entry whose time is no longer the
+        #: job's ``finish_s`` is stale (the placement ended early) and is dropped when met.
+        self._finish_heap: list[tuple[float, int]] = []
+        self._rank = np.full(n, -1, dtype=np.int64)  # scratch of _expire_leases, -1 between uses
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
@@ -368,7 +422,17 @@ class Engine:
         self.passes = 0  # scheduling passes run (one per event time the engine stops at)
         self._last_sync_s = self.now_s
         self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
+        #: ``(time_s, gpus_used, running, waiting, remaining)`` after each event, at most
+        #: :attr:`timeline_rows` rows: when full, every other row is dropped and later rows are
+        #: recorded at least the new mean spacing apart, so a long run's memory stays bounded.
+        #: (The summary does not read it: see ``busy_gpu_s``.)
         self.timeline: list[tuple[float, int, int, int, int]] = []
+        self._timeline_step_s = 0.0  # least spacing of new rows (0 until the first thinning)
+        self._timeline_next_s = -math.inf
+        #: Exact partial sums (Shewchuk) of GPUs used x time from the first event to the last
+        #: one: :meth:`busy_gpu_s` adds the span to the end of the run and rounds once.
+        self._busy_partials: list[float] = []
+        self._last_event: tuple[float, int] | None = None
         #: Integral over time of the number of jobs in the system (arrived, not finished), in
         #: job-seconds: at the end it equals the sum of all JCTs.
         self.in_system_area_s = 0.0
@@ -383,12 +447,17 @@ class Engine:
     # --- views for policies and the environment ------------------------------------------
 
     def waiting_jobs(self) -> np.ndarray:
-        return np.flatnonzero(self.state == WAITING)
+        """Indices of the waiting jobs, increasing (do not modify the array)."""
+        return self._waiting.array()
 
     def running_jobs(self) -> np.ndarray:
-        if self._running_idx is None:
-            self._running_idx = np.flatnonzero(self.state == RUNNING)
-        return self._running_idx
+        """Indices of the running jobs, increasing (do not modify the array)."""
+        return self._running.array()
+
+    @property
+    def n_below_best(self) -> int:
+        """Running jobs whose tier is worse than their best possible one."""
+        return len(self._below_best)
 
     def _set_state(self, j: int, new: int) -> None:
         """The one place job states change, keeping the counters right."""
@@ -399,15 +468,17 @@ class Engine:
         if old == WAITING:
             self.n_waiting -= 1
             self.waiting_gpus -= g
+            self._waiting.remove(j)
         elif old == RUNNING:
             self.n_running -= 1
-            self._running_idx = None
+            self._running.remove(j)
         if new == WAITING:
             self.n_waiting += 1
             self.waiting_gpus += g
+            self._waiting.add(j)
         elif new == RUNNING:
             self.n_running += 1
-            self._running_idx = None
+            self._running.add(j)
         self.state[j] = new
 
     def starvation_s(self, jobs: np.ndarray | int) -> np.ndarray | float:
@@ -442,10 +513,9 @@ class Engine:
         n = self.n
         boundary_may_act = self._boundary_may_act
         first = self.first_arrival_s
-        earliest = np.minimum.reduce  # ndarray.min() without its Python-level wrapper
         while self.finished < n:
             t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
-            t_fin = earliest(self.finish_s)
+            t_fin = self._next_finish_s()
             if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not boundary_may_act():
                 # With no job waiting, no renewal offer to make and no possible migration, a
                 # round boundary changes nothing: every lease is renewed on the same GPUs.
@@ -464,7 +534,7 @@ class Engine:
             t = min(t_arr, t_fin, next_round)
             self._advance(t)
             if t_fin <= t:
-                self._complete(np.flatnonzero(self.finish_s <= t), t)
+                self._complete(self._finishing_by(t), t)
             while self._next_arrival < n and arrival[self._next_arrival] <= t:
                 self._set_state(self._next_arrival, WAITING)
                 self._next_arrival += 1
@@ -484,6 +554,30 @@ class Engine:
                     idle_rounds = 0
             yield from self._pass(t, boundary)
             self._record(t)
+
+    def _next_finish_s(self) -> np.float64:
+        """The earliest finish time of a running job (inf if none), dropping stale heap
+        entries on the way."""
+        heap = self._finish_heap
+        finish = self.finish_s
+        while heap:
+            f, j = heap[0]
+            if finish.item(j) == f:
+                return finish[j]
+            heapq.heappop(heap)
+        return np.float64(math.inf)
+
+    def _finishing_by(self, t: float) -> list[int]:
+        """The running jobs whose finish time is ``t`` or earlier, in increasing index order
+        (taken off the heap)."""
+        heap = self._finish_heap
+        finish = self.finish_s
+        due = set()
+        while heap and heap[0][0] <= t:
+            f, j = heapq.heappop(heap)
+            if finish.item(j) == f:
+                due.add(j)
+        return sorted(due)
 
     def _boundary_may_act(self) -> bool:
         """With no job waiting, could a round boundary change anything? Only through renewal
@@ -517,8 +611,7 @@ class Engine:
             return False
         if self._upgrade_version != c.version:
             self._upgrade_version = c.version
-            below = np.flatnonzero(self.tier > self.best_possible_tier).tolist()
-            tier = self.tier
+            below = sorted(self._below_best)
             self._upgrade_value = any(self._upgrade_free_for(j) for j in below)
         return self._upgrade_value
 
@@ -526,20 +619,20 @@ class Engine:
         """Outside a pass: would job ``j`` get a new upgrade offer at a boundary now? A better
         tier is free for it, and it has not declined one with these very free GPUs."""
         free = self._free_with_own(j)
-        if self._best_tier_in(free, self._num_gpus_list[j]) >= self.tier.item(j):
+        if not self._better_tier_in(free, self._num_gpus_list[j], self.tier.item(j)):
             return False
         return free.tobytes() != self._declined.get(j)
 
     def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         self.passes += 1
-        state = self.state
         cluster = self.cluster
         if boundary:
-            cand = np.flatnonzero((state == WAITING) | (state == RUNNING))
+            cand = np.concatenate((self.waiting_jobs(), self.running_jobs()))
+            cand.sort()
         else:
             if self.n_waiting == 0:
                 return
-            cand = np.flatnonzero(state == WAITING)
+            cand = self.waiting_jobs()
             if cand.size == 0 or self.num_gpus[cand].min() > cluster.free_total:
                 return
         if cand.size == 0:
@@ -714,11 +807,12 @@ class Engine:
         visit = order[start:]
         expired = visit[state[visit] == RUNNING]
         if expired.size:
-            rank = np.full(self.n, -1, dtype=np.int64)
+            rank = self._rank
             rank[visit] = np.arange(visit.size)
             owner = self.cluster.owner
             gpus = np.flatnonzero(owner >= 0)
             ranks = rank[owner[gpus]]
+            rank[visit] = -1
             later = ranks >= 0
             self.cluster.mark_reclaimable(gpus[later], ranks[later])
             self.expired_unvisited.update(expired.tolist())
@@ -735,7 +829,7 @@ class Engine:
             self.cluster.allocate(j, held, self._machine_of(j))  # renewed on the same GPUs
             return
         cluster = self.cluster
-        if mode == "upgrade" and self._offer_tiers(self._num_gpus_list[j])[0] >= current:
+        if mode == "upgrade" and not self._better_tier_in(cluster.free_per_machine, self._num_gpus_list[j], current):
             # Not even every free GPU (idle or reclaimable, its own included) would make a
             # better tier: nothing to offer.
             cluster.allocate(j, held, self._machine_of(j))
@@ -744,7 +838,7 @@ class Engine:
         # An upgrade may use idle GPUs only: GPUs of lease-expired jobs later in the order stay
         # theirs (a running job improves its placement without displacing anyone). A rebid
         # bids like a waiting job, for every free GPU.
-        if mode == "upgrade" and self._best_tier_in(cluster.idle_per_machine, self._num_gpus_list[j]) >= current:
+        if mode == "upgrade" and not self._better_tier_in(cluster.idle_per_machine, self._num_gpus_list[j], current):
             cluster.allocate(j, held, self._machine_of(j))  # the idle GPUs make no better tier
             return
         hidden = cluster.hide_marked() if mode == "upgrade" else None
@@ -869,6 +963,22 @@ class Engine:
             return 2
         return 3
 
+    def _better_tier_in(self, per_machine: np.ndarray, g: int, current: int) -> bool:
+        """Whether ``g`` GPUs fit in ``per_machine`` available GPUs at a tier more consolidated
+        than ``current`` (an int): ``_best_tier_in(per_machine, g) < current``, without the
+        rack test when a machine-tier answer settles it (renewals ask this of many jobs)."""
+        if current == 0:
+            return False
+        spec = self.spec
+        if g <= spec.gpus_per_machine and _largest(per_machine) >= g:
+            return True
+        if current == 1 or g < 2:
+            return False
+        # No machine holds g here, so a rack with g available has them on two machines or
+        # more: the rack rule reduces to the largest rack total.
+        per_rack = np.add.reduce(per_machine.reshape(spec.racks, spec.machines_per_rack), axis=1)
+        return bool(_largest(per_rack) >= g)
+
     def _compute_tier_limits(self) -> tuple[int, int, bool]:
         """What the free GPUs allow, whatever the demand: the most free GPUs on one machine;
         the most on one rack among racks with free GPUs on at least two machines (a rack
@@ -906,7 +1016,7 @@ class Engine:
 
     def _close_segment(self, j: int, t: float) -> None:
         if self.tier.item(j) > self.best_possible_tier.item(j):
-            self.n_below_best -= 1
+            self._below_best.discard(j)
             self._declined.pop(j, None)
         self.tier_s[j, self.tier[j]] += t - self.hold_start_s[j]
         self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
@@ -921,8 +1031,8 @@ class Engine:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
         return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier[j] == 0 else -1
 
-    def _complete(self, jobs: np.ndarray, t: float) -> None:
-        for j in jobs.tolist():
+    def _complete(self, jobs: list[int], t: float) -> None:
+        for j in jobs:
             self.cluster.release(self.gpus[j], self._machine_of(j))
             self._close_segment(j, t)
             self.done_iters[j] = self.total_iterations[j]
@@ -993,7 +1103,7 @@ class Engine:
         self._set_state(j, RUNNING)
         self.tier[j] = level
         if level > self.best_possible_tier.item(j):
-            self.n_below_best += 1
+            self._below_best.add(j)
         self.speed[j] = speed
         self.speed_seen[j, level] = speed
         rate = speed / self._iter_time_list[j]
@@ -1003,7 +1113,9 @@ class Engine:
         self.seg_start_s[j] = progress_s
         done = self.done_iters.item(j)
         self.seg_done0[j] = done
-        self.finish_s[j] = progress_s + (self._total_iterations_list[j] - done) / rate
+        finish = progress_s + (self._total_iterations_list[j] - done) / rate
+        self.finish_s[j] = finish
+        heapq.heappush(self._finish_heap, (finish, j))
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1
@@ -1022,21 +1134,69 @@ class Engine:
         if got != tier:
             raise EngineError(f"{name!r} placed job {self.job_id[j]} at {got.label}, but it accepted {tier.label}")
 
+    #: Most rows :attr:`timeline` keeps (class default; set on an instance before the run).
+    timeline_rows = 100_000
+
     def _record(self, t: float) -> None:
-        self.timeline.append((t, self.cluster.used_total, self.n_running, self.n_waiting, self.n - self.finished))
+        used = self.cluster.used_total
+        if self._last_event is not None:
+            t0, used0 = self._last_event
+            _add_exact(self._busy_partials, used0 * (t - t0))
+        self._last_event = (t, used)
+        if t < self._timeline_next_s:
+            return
+        rows = self.timeline
+        rows.append((t, used, self.n_running, self.n_waiting, self.n - self.finished))
+        if len(rows) >= self.timeline_rows:
+            self._timeline_step_s = 2.0 * (t - rows[0][0]) / len(rows)
+            del rows[1::2]
+        self._timeline_next_s = t + self._timeline_step_s
+
+    def busy_gpu_s(self, end_s: float) -> float:
+        """GPU-seconds in use from the first event to ``end_s`` (the end of the run): the sum
+        over events of GPUs used x time to the next event, correctly rounded (``math.fsum``
+        of the same products the per-event timeline gives)."""
+        if self._last_event is None:
+            return 0.0
+        t0, used0 = self._last_event
+        return math.fsum([*self._busy_partials, used0 * (end_s - t0)])
 
 
-def run_policy(engine: Engine) -> Engine:
+def _add_exact(partials: list[float], x: float) -> None:
+    """Add ``x`` to the non-overlapping partial sums ``partials`` without rounding (Shewchuk's
+    algorithm, the one inside ``math.fsum``), so a running total costs O(1) memory and
+    ``math.fsum(partials)`` is the correctly rounded sum of everything added."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+def run_policy(engine: Engine, progress: Callable[[Engine], None] | None = None) -> Engine:
     """Drive an engine to the end, answering every offer with its policy's ``decide`` (a native
-    run: build the engine without ``agent_picks``)."""
+    run: build the engine without ``agent_picks``). ``progress``, if given, is called with the
+    engine every 256 offers and once at the end (e.g. :class:`dallygym.simulate.ProgressLine`)."""
     if engine.agent_picks:
         raise EngineError("run_policy answers offers only; build the Engine with agent_picks=False")
     decide = engine.policy.decide
     gen = engine.decisions()
+    offers = 0
     try:
         offer = next(gen)
         while True:
             offer = gen.send(decide(offer, engine))
+            offers += 1
+            if progress is not None and not offers & 255:
+                progress(engine)
     except StopIteration:
         pass
+    if progress is not None:
+        progress(engine)
     return engine

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .engine import Engine, EngineConfig, Offer
 from .latency import LatencyModel, get_latency_model
 from .metrics import summarize
 from .policies import Policy, make_policy
-from .trace import generate_trace, load_trace
+from .trace import check_trace_fits, generate_trace, load_trace
 
 #: Action ids: 0 waits (always valid); 1, 2, 3 accept at the machine, rack, network tier.
 WAIT = 0
@@ -89,6 +90,37 @@ def action_index(action) -> int | None:
     if isinstance(action, (int, np.integer)):
         return int(action)
     return None
+
+
+class GeneratedTraces:
+    """A named generator as an environment's trace source (``trace="gen:NAME"``): each reset
+    draws a trace with a seed taken from the environment's random generator.
+
+    Generated traces are valid by construction (the generator checks what a draw can break),
+    so a reset does not validate them again. The last few are kept: an evaluation that replays
+    the same reset seeds gets the same traces without drawing them again.
+    """
+
+    keep = 16  #: traces kept, the most recently used
+
+    def __init__(self, name: str) -> None:
+        generate_trace(name, seed=0)  # fail now on an unknown generator
+        self.name = name
+        self._recent: OrderedDict[int, pd.DataFrame] = OrderedDict()
+
+    def __call__(self, rng: np.random.Generator) -> pd.DataFrame:
+        seed = int(rng.integers(2**31 - 1))
+        frame = self._recent.get(seed)
+        if frame is None:
+            frame = self._recent[seed] = generate_trace(self.name, seed=seed)
+            if len(self._recent) > self.keep:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(seed)
+        return frame
+
+    def __deepcopy__(self, memo) -> GeneratedTraces:
+        return self  # a pure function of the seed: copies may share what it keeps
 
 
 class DallyEnv(gym.Env):
@@ -291,13 +323,7 @@ class DallyEnv(gym.Env):
 
     def _one_source(self, trace):
         if isinstance(trace, str) and trace.startswith("gen:"):
-            name = trace[4:]
-            generate_trace(name, seed=0)  # fail now on an unknown generator
-
-            def draw(rng: np.random.Generator, name=name) -> pd.DataFrame:
-                return generate_trace(name, seed=int(rng.integers(2**31 - 1)))
-
-            return draw
+            return GeneratedTraces(trace[4:])
         if callable(trace):
             return trace
         return load_trace(trace, cluster=self.spec_cluster)
@@ -305,6 +331,10 @@ class DallyEnv(gym.Env):
     def _next_trace(self) -> pd.DataFrame:
         source = self._traces[self._cycle % len(self._traces)]
         self._cycle += 1
+        if isinstance(source, GeneratedTraces):
+            frame = source(self.np_random)
+            check_trace_fits(frame, self.spec_cluster)  # the one check a generated trace can fail here
+            return frame
         if callable(source):
             return load_trace(source(self.np_random), cluster=self.spec_cluster)
         return source

@@ -16,7 +16,6 @@ Definitions (seconds throughout):
 
 from __future__ import annotations
 
-import math
 
 import os
 import shutil
@@ -205,13 +204,11 @@ def summarize(engine: Engine, jobs: dict[str, np.ndarray] | None = None) -> dict
     first = float(jobs["arrival_s"].min())
     last = float(jobs["end_s"].max())
     makespan = last - first
-    t = np.array([row[0] for row in engine.timeline], dtype=np.float64)
-    used = np.array([row[1] for row in engine.timeline], dtype=np.float64)
     if makespan > 0:
-        spans = np.diff(np.append(t, last))
-        # math.fsum, not np.dot: BLAS splits a long dot product over its threads, so its last
-        # bits depended on the machine's core count (and differed between a sweep's backends).
-        utilization = math.fsum((used * spans).tolist()) / (engine.spec.num_gpus * makespan)
+        # Integrated exactly at every event (the timeline may be thinned), not with np.dot:
+        # BLAS splits a long dot product over its threads, so its last bits depended on the
+        # machine's core count (and differed between a sweep's backends).
+        utilization = engine.busy_gpu_s(last) / (engine.spec.num_gpus * makespan)
     else:
         utilization = 0.0
     placements = engine.placements_by_tier

@@ -31,7 +31,8 @@ import json
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from statistics import NormalDist
 
@@ -40,11 +41,10 @@ import pandas as pd
 
 from dallygym.models import MODEL_NAMES
 from dallygym.trace.schema import (
-    TRACE_COLUMNS,
     TraceError,
+    canonical_frame,
     sha256_of,
     trace_stats,
-    validate_trace,
     write_trace,
 )
 
@@ -140,12 +140,19 @@ class DurationModel:
         if not 0.0 < self.u_min < self.u_max < 1.0:
             raise ValueError("need 0 < u_min < u_max < 1")
 
-    def quantile(self, u: float) -> float:
-        """Duration (seconds) at quantile level ``u`` in (0, 1)."""
-        z = _NORMAL.inv_cdf(u)
+    @cached_property
+    def _segments(self) -> tuple[list[float], list[float], list[float]]:
+        """Normal scores and log durations of the anchors, and the log-slope between each
+        pair (computed once: :meth:`quantile` runs once per job drawn)."""
         zs = [_NORMAL.inv_cdf(p) for p, _ in self.anchors]
         logs = [math.log(d) for _, d in self.anchors]
         slopes = [(logs[i + 1] - logs[i]) / (zs[i + 1] - zs[i]) for i in range(len(zs) - 1)]
+        return zs, logs, slopes
+
+    def quantile(self, u: float) -> float:
+        """Duration (seconds) at quantile level ``u`` in (0, 1)."""
+        z = _NORMAL.inv_cdf(u)
+        zs, logs, slopes = self._segments
         if z <= zs[0]:
             value = logs[0] + (z - zs[0]) * slopes[0]
         elif z >= zs[-1]:
@@ -326,8 +333,33 @@ GENERATORS: dict[str, WorkloadSpec] = {
 SHIPPED_SEEDS: dict[str, int] = {name: 0 for name in GENERATORS}
 
 
-def generate_trace(name: str | WorkloadSpec, seed: int = 0) -> pd.DataFrame:
+def scaled_spec(name: str | WorkloadSpec, jobs: int) -> WorkloadSpec:
+    """The workload with ``jobs`` jobs instead of its own count: the same GPU-demand and model
+    mixes (apportioned by largest remainder), duration model, coupling and arrival rate (so a
+    Poisson trace spans proportionally longer); a GPU-hours target scales with the count."""
+    spec = _spec(name)
+    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    jobs = int(jobs)
+    if jobs == spec.num_jobs:
+        return spec
+    factor = jobs / spec.num_jobs
+    gpu_counts = largest_remainder(dict(spec.gpu_counts), jobs)
+    model_counts = largest_remainder(dict(spec.model_counts), jobs)
+    return replace(
+        spec,
+        gpu_counts=tuple((g, c) for g, c in gpu_counts.items() if c),
+        model_counts=tuple((m, c) for m, c in model_counts.items() if c),
+        gpu_hours=None if spec.gpu_hours is None else spec.gpu_hours * factor,
+        description=f"{spec.description} (scaled to {jobs:,} jobs)",
+    )
+
+
+def generate_trace(name: str | WorkloadSpec, seed: int = 0, jobs: int | None = None) -> pd.DataFrame:
     """Draw a trace of a named workload (see :data:`GENERATORS`) or of a custom spec.
+
+    ``jobs``: draw that many jobs instead of the workload's own count (see
+    :func:`scaled_spec`); None (default) keeps the workload as it is.
 
     Draw order from ``numpy.random.default_rng([seed, crc32(name)])`` (fixed; changing it
     changes the output and needs a new :data:`GENERATOR_VERSION`):
@@ -345,7 +377,7 @@ def generate_trace(name: str | WorkloadSpec, seed: int = 0) -> pd.DataFrame:
         duration statistics are unaffected). ``attrs["generator"]`` records name, version
         and seed.
     """
-    spec = _spec(name)
+    spec = _spec(name) if jobs is None else scaled_spec(name, jobs)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     # The workload's name is part of the seed, so that workloads sharing a duration model
@@ -373,21 +405,18 @@ def generate_trace(name: str | WorkloadSpec, seed: int = 0) -> pd.DataFrame:
         arrival = np.concatenate([[0.0], np.sort(rng.uniform(0.0, horizon, n - 1))])
         arrival = np.round(arrival, 3)
 
-    frame = pd.DataFrame(
-        {
-            "job_id": np.arange(n, dtype=np.int64),
-            "arrival_s": arrival,
-            "num_gpus": gpus,
-            "model": models,
-            "total_iterations": iterations,
-            "iter_time_s": iter_time,
-        },
-        columns=list(TRACE_COLUMNS),
+    # Canonical by construction (ids 0..n-1 in arrival order, known models, positive whole
+    # counts): only the value ranges a long or odd draw could break are checked.
+    out = canonical_frame(
+        job_id=np.arange(n, dtype=np.int64), arrival_s=arrival, num_gpus=gpus, model=models,
+        total_iterations=iterations, iter_time_s=iter_time,
+        source=f"<generated {spec.name} seed {seed}>",
     )
-    out = validate_trace(frame, source=f"<generated {spec.name} seed {seed}>")
     out.attrs["generator"] = {
         "name": spec.name, "version": GENERATOR_VERSION, "seed": int(seed), "coupling_rho": rho,
     }
+    if jobs is not None:
+        out.attrs["generator"]["jobs"] = n
     return out
 
 
@@ -425,7 +454,9 @@ def _couple(
     """
     n = len(gpus)
     ranks = pd.Series(gpus).rank(method="average").to_numpy()
-    demand_score = np.array([_NORMAL.inv_cdf((r - 0.5) / n) for r in ranks])
+    # Jobs of equal demand share a rank: one normal score per distinct rank.
+    score_of = {r: _NORMAL.inv_cdf((r - 0.5) / n) for r in set(ranks.tolist())}
+    demand_score = np.array([score_of[r] for r in ranks.tolist()])
     groups = np.minimum(gpus, _LARGE_GROUP_GPUS)
     noise = np.empty(n)
     for g in np.unique(groups):
@@ -517,5 +548,6 @@ __all__ = [
     "largest_remainder",
     "paper_model_mix",
     "regenerate_shipped",
+    "scaled_spec",
     "workload_targets",
 ]

@@ -467,6 +467,31 @@ def validate_trace(
     return out
 
 
+def canonical_frame(*, job_id: np.ndarray, arrival_s: np.ndarray, num_gpus: np.ndarray, model: np.ndarray,
+                    total_iterations: np.ndarray, iter_time_s: np.ndarray, source: str) -> pd.DataFrame:
+    """The canonical frame of columns that are canonical by construction (a generator's output):
+    int64 / float64 arrays, unique ids, known models, counts of at least 1, rows already in
+    ``(arrival_s, job_id)`` order. What :func:`validate_trace` does for a file -- parsing,
+    the unique-id and model checks, sorting -- is skipped; the time ranges are still checked
+    (a long enough draw can pass them). The result equals ``validate_trace`` of the same
+    columns."""
+    where = RowLocator(source)
+    out = pd.DataFrame(
+        {
+            "job_id": job_id,
+            "arrival_s": arrival_s,
+            "num_gpus": num_gpus,
+            "model": pd.array(model, dtype=object),
+            "total_iterations": total_iterations,
+            "iter_time_s": iter_time_s,
+        }
+    )
+    _check_times(arrival_s, total_iterations, iter_time_s, out, where)
+    out["model"] = out["model"].astype(object)
+    out.attrs["source"] = where.source
+    return out
+
+
 def _check_times(arrival: np.ndarray, iterations: np.ndarray, iter_time: np.ndarray,
                  frame: pd.DataFrame, where: RowLocator) -> None:
     """Times the engine's float64 clock can represent finely (see :data:`MAX_TIME_S`)."""
