@@ -16,6 +16,17 @@ results (``jct_gap.csv``); then sweeps over knobs the paper leaves open, the lea
 (``lease_sweep.csv``) and Dally's auto-tuner history window (``history_sweep.csv``), and the
 claims on five other draws of the batch-500 generator (``seed_sweep.csv``). Every run is one
 task of ``dallygym.sweep``: local processes by default, or Ray (``--backend ray``).
+
+    python benchmarks/compare.py --real-traces [all | NAME ...] [--agents DIR ...]
+                                 [--agent-time-limit 600] [--workers 1] [--report-only]
+
+runs only the comparison on the shipped real traces (``traces/README.md``): every policy and
+every committed learned agent (through ``dallygym.learn.run_agent``) at each cluster size where
+the trace contends (:func:`contention_sizes`), under the default renewal mode. Writes
+``real_traces.csv`` (one row per run), ``real_traces_sizes.csv`` (every size tried and why) and
+``real_traces.md``: the sizes, the paper's §VI directions judged per trace and size, computed
+headline sentences, the learned agents against Dally and every run's metrics.
+``--report-only`` rewrites the Markdown from the CSVs.
 """
 
 from __future__ import annotations
@@ -805,28 +816,44 @@ def real_sizes(traces: list[str]) -> pd.DataFrame:
     return pd.DataFrame(sizes)
 
 
+def _task_key(task) -> tuple[str, str, str]:
+    """(trace, size, "heuristics" or the agent's name) of a real-trace task."""
+    fn, (name, spec, *rest) = task
+    return name, size_label(spec), "heuristics" if fn is _real_cell else Path(rest[0]).name
+
+
+def _row_keys(frame: pd.DataFrame) -> set[tuple[str, str, str]]:
+    return {(r.trace, r.size, "heuristics" if r.kind == "heuristic" else r.policy) for r in frame.itertuples()}
+
+
 def run_real(sizes: pd.DataFrame, policies: list[str], agents: list[str], workers: int | Backend,
-             agent_limit_s: float = AGENT_TIME_LIMIT_S, out: Path | None = None) -> pd.DataFrame:
+             agent_limit_s: float = AGENT_TIME_LIMIT_S, out: Path | None = None,
+             kept: pd.DataFrame | None = None) -> pd.DataFrame:
     """The real-trace comparison at the sizes marked ``run`` (:func:`real_sizes`), one row per
     run: heuristic cells first, then every agent's; with ``out``, the rows so far are rewritten to
-    ``real_traces.partial.csv`` as each cell finishes (a long run leaves what it has)."""
+    ``real_traces.partial.csv`` as each cell finishes (a long run leaves what it has). Cells
+    whose rows are in ``kept`` (an interrupted run's partial rows) are not run again."""
     cells = [(r.trace, ClusterSpec(int(r.racks), int(r.machines_per_rack)))
              for r in sizes[sizes["run"].astype(bool)].itertuples()]
     tasks = [(_real_cell, (name, spec, tuple(policies))) for name, spec in cells]
     tasks += [(_agent_cell, (name, spec, a, agent_limit_s)) for a in agents for name, spec in cells]
-    start, done = time.perf_counter(), []
+    have = {} if kept is None else {k: g for k, g in kept.groupby(
+        [kept["trace"], kept["size"], np.where(kept["kind"] == "heuristic", "heuristics", kept["policy"])])}
+    order = [_task_key(t) for t in tasks]
+    tasks = [t for t in tasks if _task_key(t) not in have]
+    start, done, count = time.perf_counter(), [] if kept is None else [kept], []
 
     def progress(index: int, frame: pd.DataFrame) -> None:
         done.append(frame)
-        fn, (name, spec, *rest) = tasks[index]
-        what = "heuristics" if fn is _real_cell else Path(rest[0]).name
-        print(f"[{len(done)}/{len(tasks)}] {name} {size_label(spec)} {what}: {frame['wall_s'].sum():.1f} s "
+        count.append(index)
+        name, size, what = _task_key(tasks[index])
+        print(f"[{len(count)}/{len(tasks)}] {name} {size} {what}: {frame['wall_s'].sum():.1f} s "
               f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
         if out is not None:
             pd.concat(done, ignore_index=True).to_csv(out / "real_traces.partial.csv", index=False)
 
-    rows = run_ordered(_run_task, tasks, workers, on_result=progress)
-    return pd.concat(rows, ignore_index=True)
+    new = {_task_key(t): frame for t, frame in zip(tasks, run_ordered(_run_task, tasks, workers, on_result=progress))}
+    return pd.concat([new[k] if k in new else have[k] for k in order if k in new or k in have], ignore_index=True)
 
 
 def _run_task(task):
@@ -986,6 +1013,11 @@ def agent_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _span_pct(values: pd.Series) -> str:
+    lo, hi = f"{values.min():+.1f}", f"{values.max():+.1f}"
+    return f"{lo} %" if lo == hi else f"{lo} to {hi} %"
+
+
 def agent_sentences(rows: pd.DataFrame) -> list[str]:
     """Per learned agent: its range against Dally over the real-trace cells it finished, the cells
     where it meets the goal (mean JCT 10 % below Dally's, makespan no longer) and those stopped."""
@@ -999,9 +1031,9 @@ def agent_sentences(rows: pd.DataFrame) -> list[str]:
         text = f"- **{agent}**: "
         if not done.empty:
             goal = done[(done["JCT vs dally (%)"] <= -10) & (done["makespan vs dally (%)"] <= 0)]
-            text += (f"mean JCT {done['JCT vs dally (%)'].min():+.1f} to {done['JCT vs dally (%)'].max():+.1f} % "
-                     f"and makespan {done['makespan vs dally (%)'].min():+.1f} to {done['makespan vs dally (%)'].max():+.1f} % "
-                     f"against Dally over {len(done)} (trace, size) cells; the goal (mean JCT at least 10 % lower, "
+            text += (f"mean JCT {_span_pct(done['JCT vs dally (%)'])} and makespan "
+                     f"{_span_pct(done['makespan vs dally (%)'])} against Dally over {len(done)} (trace, size) "
+                     f"cell{'s' if len(done) > 1 else ''}; the goal (mean JCT at least 10 % lower, "
                      f"makespan no longer) is met on {len(goal)}"
                      + (": " + ", ".join(f"{g.trace} at {g.size}" for g in goal.itertuples()) if len(goal) else ""))
         if not stopped.empty:
@@ -1018,7 +1050,7 @@ def contending_rows(sizes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return rows[[k in keys for k in zip(rows["trace"], rows["size"])]]
 
 
-def _agents_shown(agents: pd.DataFrame) -> pd.DataFrame:
+def _agents_shown(agents: pd.DataFrame, heuristics: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (trace, size), one column per agent: "mean JCT / makespan" against Dally, %."""
     def cell(r) -> str:
         if r["status"] != "ok":
@@ -1027,7 +1059,16 @@ def _agents_shown(agents: pd.DataFrame) -> pd.DataFrame:
 
     wide = agents.assign(text=agents.apply(cell, axis=1)).pivot(index=["trace", "size"], columns="agent", values="text")
     order = list(dict.fromkeys(zip(agents["trace"], agents["size"])))
-    return wide.reindex(order)[list(dict.fromkeys(agents["agent"]))].fillna("not run").reset_index()
+    shown = wide.reindex(order)[list(dict.fromkeys(agents["agent"]))].fillna("not run")
+    if heuristics is not None:
+        best = []
+        for trace, size in order:
+            c = heuristics[(heuristics["trace"] == trace) & (heuristics["size"] == size)].set_index("policy")
+            p = c["jct_mean_s"].idxmin()
+            best.append(f"{p}: {100 * (c.loc[p, 'jct_mean_s'] / c.loc['dally', 'jct_mean_s'] - 1):+.1f} / "
+                        f"{100 * (c.loc[p, 'makespan_s'] / c.loc['dally', 'makespan_s'] - 1):+.1f}")
+        shown["lowest-JCT heuristic"] = best
+    return shown.reset_index()
 
 
 def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
@@ -1114,9 +1155,10 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
         *agent_sentences(rows),
         "",
-        "Each cell: mean JCT / makespan against Dally's at the same size, % (negative: lower than Dally's).",
+        "Each cell: mean JCT / makespan against Dally's at the same size, % (negative: lower than Dally's); the "
+        "last column is the heuristic with the lowest mean JCT there, for scale.",
         "",
-        _md(_agents_shown(agents)) if not agents.empty else "",
+        _md(_agents_shown(agents, rows[rows["kind"] == "heuristic"])) if not agents.empty else "",
         "",
         "## Every run",
         "",
@@ -1126,14 +1168,14 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
     for (trace, size), cell in all_rows.groupby(["trace", "size"], sort=False):
         shown = pd.DataFrame({
             "policy": cell["policy"],
-            **{label: cell[m] / 3600 for m, label in (
+            **{label: [f"{v / 3600:,.2f}" if v == v else "—" for v in cell[m]] for m, label in (
                 ("makespan_s", "makespan"), ("jct_mean_s", "mean JCT"), ("jct_p95_s", "P95 JCT"),
                 ("jct_p99_s", "P99 JCT"), ("queue_mean_s", "mean queue"), ("queue_p95_s", "P95 queue"),
                 ("queue_p99_s", "P99 queue"), ("comm_mean_s", "mean comm."))},
             "preemptions": [f"{v:,.0f}" if v == v else "—" for v in cell["preemptions"]],
             "wall": [f"{v:,.1f}" for v in cell["wall_s"]],
         })
-        lines += [f"### {trace}, {size}", "", _md(shown, ",.2f"), ""]
+        lines += [f"### {trace}, {size}", "", _md(shown), ""]
     return "\n".join(lines)
 
 
@@ -1149,13 +1191,18 @@ def real_main(args, given: list[str]) -> int:
     else:
         with make_backend(args.backend, args.workers, args.address) as workers:
             start = time.perf_counter()
-            rows = run_real(sizes, args.policies, args.agents, workers, args.agent_time_limit, out)
+            partial = out / "real_traces.partial.csv"
+            kept = pd.read_csv(partial) if args.resume and partial.is_file() else None
+            rows = run_real(sizes, args.policies, args.agents, workers, args.agent_time_limit, out, kept)
             total = time.perf_counter() - start
         rows.to_csv(out / "real_traces.csv", index=False)
         (out / "real_traces.partial.csv").unlink(missing_ok=True)
         meta = (f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
-                f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs "
-                f"in {total:.0f} s of wall time on {workers.describe()} (every run's time is in `real_traces.csv`).")
+                f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
+                f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
+                + (f" ({len(kept)} of them kept from an interrupted run of the same command)" if kept is not None else "")
+                + "; every run's time is in `real_traces.csv`. The machine was shared with training jobs: "
+                  "wall times, and so which learned-agent runs hit the time limit, depend on its load.")
         (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")
     (out / "real_traces.md").write_text(real_report(sizes, rows, meta) + "\n")
     print(f"wrote {out / 'real_traces.md'} ({len(rows)} runs)")
@@ -1188,6 +1235,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="saved agents for --real-traces (default: the committed ones)")
     parser.add_argument("--agent-time-limit", type=float, default=AGENT_TIME_LIMIT_S,
                         help="stop a learned agent's run after this many seconds and report it as too slow")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --real-traces: keep the rows of an interrupted run (real_traces.partial.csv) "
+                             "and run only the cells missing from it")
     parser.add_argument("--report-only", action="store_true",
                         help="with --real-traces: rewrite real_traces.md from the CSVs of an earlier run")
     args = parser.parse_args(argv)

@@ -187,3 +187,11 @@ def test_a_learned_agent_past_its_time_limit_is_stopped(bench):
     assert live.predict(None) == (0, None) and live.env_id == "Dally-v0" and live.name == "a"
     with pytest.raises(bench.AgentTooSlow):
         bench._Deadline(Agent(), -1.0).predict(None)
+
+
+def test_a_resumed_run_keeps_the_rows_it_has_and_orders_them_as_a_full_run(bench):
+    sizes = pd.DataFrame({"trace": ["t"], "racks": [1], "machines_per_rack": [2], "run": [True]})
+    size = "1 rack of 2 machines"
+    kept = pd.DataFrame([_row("ppo-a", size, kind="learned"), _row("dally", size), _row("fifo", size)])
+    rows = bench.run_real(sizes, ["dally", "fifo"], ["runs/ppo-a"], 1, kept=kept)  # nothing left to run
+    assert list(rows["policy"]) == ["dally", "fifo", "ppo-a"]
