@@ -1120,7 +1120,7 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
         _md(pd.DataFrame(size_rows)),
         "",
-        ("Contending at no whole-rack size (their peak demand is below one rack's 64 GPUs): "
+        (f"Contending at no whole-rack size (their peak demand is at most one rack's {ClusterSpec(1).num_gpus} GPUs): "
          + ", ".join(f"`{t}` (peak {int(sizes[sizes['trace'] == t]['peak'].max())} GPUs)" for t in never)
          + ". They are shown at one rack, where queueing is zero or nearly so, and at the smaller one-rack "
            "cluster where they contend." if never else "Every trace contends at some whole-rack size."),
@@ -1200,7 +1200,7 @@ def real_main(args, given: list[str]) -> int:
         meta = (f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
                 f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
                 f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
-                + (f" ({len(kept)} of them kept from an interrupted run of the same command)" if kept is not None else "")
+                + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)" if kept is not None else "")
                 + "; every run's time is in `real_traces.csv`. The machine was shared with training jobs: "
                   "wall times, and so which learned-agent runs hit the time limit, depend on its load.")
         (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")
