@@ -16,21 +16,35 @@ results (``jct_gap.csv``); then sweeps over knobs the paper leaves open, the lea
 (``lease_sweep.csv``) and Dally's auto-tuner history window (``history_sweep.csv``), and the
 claims on five other draws of the batch-500 generator (``seed_sweep.csv``). Every run is one
 task of ``dallygym.sweep``: local processes by default, or Ray (``--backend ray``).
+
+    python benchmarks/compare.py --real-traces [all | NAME ...] [--agents DIR ...]
+                                 [--agent-time-limit 600] [--workers 1] [--report-only]
+
+runs only the comparison on the shipped real traces (``traces/README.md``): every policy and
+every committed learned agent (through ``dallygym.learn.run_agent``) at each cluster size where
+the trace contends (:func:`contention_sizes`), under the default renewal mode. Writes
+``real_traces.csv`` (one row per run), ``real_traces_sizes.csv`` (every size tried and why) and
+``real_traces.md``: the sizes, the paper's §VI directions judged per trace and size, computed
+headline sentences, the learned agents against Dally and every run's metrics.
+``--report-only`` rewrites the Markdown from the CSVs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec, EngineConfig
+from dallygym.compare import COMPARE_COLUMNS as COMPARE_KEYS
 from dallygym.compare import compare
 from dallygym.engine import RENEWAL_MODES
 from dallygym.policies import POLICIES
@@ -636,6 +650,565 @@ def _gap_lines(gap: pd.DataFrame | None) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------------------------
+# The shipped real traces (issue 12): every policy and the learned agents where the trace contends
+# ----------------------------------------------------------------------------------------------
+
+#: Whole-rack sizes tried for a real trace (racks of 8 machines x 8 GPUs, the paper's rack).
+REAL_RACKS = (1, 2, 4, 8, 16)
+#: One-rack sizes tried, in machines, for a trace that contends at no whole-rack size.
+SUB_RACK_MACHINES = (4, 2, 1)
+#: A learned agent's run on one cell is stopped after this many seconds (``--agent-time-limit``).
+AGENT_TIME_LIMIT_S = 600.0
+
+
+def real_trace_names(names: list[str] | None = None) -> list[str]:
+    """The shipped real traces named (``None`` or ``["all"]``: every one, in ``traces/README.md``'s
+    order). A name that is not a shipped real trace is an error naming the known ones."""
+    from dallygym.trace.real import REAL_TRACES
+
+    known = [t.name for t in REAL_TRACES]
+    if names is None or list(names) == ["all"]:
+        return known
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"not a shipped real trace: {', '.join(unknown)}; choose from {', '.join(known)} or all")
+    return list(dict.fromkeys(names))
+
+
+def alone_intervals(trace: pd.DataFrame, spec: ClusterSpec, latency: str = "dally-paper") -> tuple[np.ndarray, np.ndarray]:
+    """Per job, (start, end) if it started on arrival and ran alone at its most consolidated
+    placement on ``spec``: no queueing, no slowdown beyond its best tier."""
+    from dallygym.latency import get_latency_model
+    from dallygym.trace import best_speed_factors
+
+    speed, _ = best_speed_factors(trace["model"].to_numpy(), trace["num_gpus"].to_numpy(), spec,
+                                  get_latency_model(latency))
+    start = trace["arrival_s"].to_numpy(dtype=float)
+    return start, start + trace["total_iterations"].to_numpy() * trace["iter_time_s"].to_numpy() / speed
+
+
+def makespan_bound(trace: pd.DataFrame, spec: ClusterSpec, latency: str = "dally-paper") -> float:
+    """The least makespan any policy can reach on ``spec``: the latest end of :func:`alone_intervals`
+    after the first arrival."""
+    start, end = alone_intervals(trace, spec, latency)
+    return float(end.max() - start.min())
+
+
+def uncontended_peak(trace: pd.DataFrame, spec: ClusterSpec, latency: str = "dally-paper") -> int:
+    """The most GPUs the trace's jobs would hold at one instant if every job started on arrival
+    and ran alone at its most consolidated placement on ``spec`` (:func:`alone_intervals`). More
+    than the cluster's GPUs means some job must wait or slow down under any policy."""
+    gpus = trace["num_gpus"].to_numpy()
+    start, end = alone_intervals(trace, spec, latency)
+    times = np.concatenate([start, end])
+    deltas = np.concatenate([gpus, -gpus])
+    order = np.lexsort((deltas, times))  # at equal times a job ends before the next one starts
+    return int(np.cumsum(deltas[order]).max()) if len(order) else 0
+
+
+def size_label(spec: ClusterSpec) -> str:
+    if spec.machines_per_rack == 8 and spec.gpus_per_machine == 8:
+        return f"{spec.racks} rack{'s' if spec.racks > 1 else ''}"
+    return f"{spec.racks} rack of {spec.machines_per_rack} machines"
+
+
+def contention_sizes(trace: pd.DataFrame, racks=REAL_RACKS, sub_rack=SUB_RACK_MACHINES,
+                     latency: str = "dally-paper") -> list[dict]:
+    """The rule that picks the cluster sizes a real trace is compared at.
+
+    Every whole-rack size in ``racks`` (8 machines x 8 GPUs) that holds the trace's largest job
+    is tried; it *contends* when the uncontended peak demand (:func:`uncontended_peak`) exceeds
+    its GPUs. Every contending size is run. A trace that contends at no whole-rack size is run at
+    the smallest one anyway (to show it), and at one rack of the most machines in ``sub_rack``
+    at which it does contend, if any. One dict per size tried: ``spec``, ``label``, ``gpus``,
+    ``peak``, ``contends``, ``makespan_bound_s`` (:func:`makespan_bound`) and ``run`` (whether it
+    is in the comparison).
+    """
+    largest = int(trace["num_gpus"].max())
+    tried = []
+    for r in racks:
+        spec = ClusterSpec(r)
+        if spec.num_gpus < largest:
+            continue
+        peak = uncontended_peak(trace, spec, latency)
+        tried.append({"spec": spec, "label": size_label(spec), "gpus": spec.num_gpus, "peak": peak,
+                      "contends": peak > spec.num_gpus, "makespan_bound_s": makespan_bound(trace, spec, latency)})
+    for t in tried:
+        t["run"] = t["contends"]
+    if tried and not any(t["contends"] for t in tried):
+        tried[0]["run"] = True
+        for m in sub_rack:
+            spec = ClusterSpec(1, m)
+            if spec.num_gpus < largest:
+                continue
+            peak = uncontended_peak(trace, spec, latency)
+            if peak > spec.num_gpus:
+                tried.append({"spec": spec, "label": size_label(spec), "gpus": spec.num_gpus, "peak": peak,
+                              "contends": True, "makespan_bound_s": makespan_bound(trace, spec, latency),
+                              "run": True})
+                break
+    return tried
+
+
+def _spec_columns(frame: pd.DataFrame, trace: str, spec: ClusterSpec) -> pd.DataFrame:
+    for i, (name, value) in enumerate((("trace", trace), ("size", size_label(spec)), ("racks", spec.racks),
+                                       ("machines_per_rack", spec.machines_per_rack),
+                                       ("gpus", spec.num_gpus), ("renewal", RENEWAL_MODES[0]))):
+        frame.insert(i, name, value)
+    return frame
+
+
+def _real_cell(args: tuple[str, ClusterSpec, tuple[str, ...]]) -> pd.DataFrame:
+    """Every heuristic on one (real trace, size), default engine settings (renewal ``upgrade``)."""
+    trace, spec, policies = args
+    frame = compare(trace, spec, list(policies), config=EngineConfig())
+    frame.insert(0, "kind", "heuristic")
+    frame["status"] = "ok"
+    return _spec_columns(frame, trace, spec)
+
+
+class AgentTooSlow(RuntimeError):
+    """A learned agent's run passed its time limit (:class:`_Deadline`)."""
+
+
+class _Deadline:
+    """A learned agent that raises :class:`AgentTooSlow` once ``limit_s`` have passed; every
+    other attribute is the agent's (so ``run_agent`` sees its config and environment)."""
+
+    def __init__(self, agent, limit_s: float) -> None:
+        self._agent, self._end = agent, time.perf_counter() + limit_s
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_agent"], name)
+
+    def predict(self, *args, **kwargs):
+        if time.perf_counter() > self._end:
+            raise AgentTooSlow
+        return self._agent.predict(*args, **kwargs)
+
+
+def _agent_cell(args: tuple[str, ClusterSpec, str, float]) -> pd.DataFrame:
+    """One saved agent on one (real trace, size) through ``run_agent``, stopped after ``limit_s``."""
+    from dallygym.learn import load_agent, run_agent
+
+    trace, spec, path, limit_s = args
+    agent = load_agent(path)
+    start = time.perf_counter()
+    try:
+        summary, status = run_agent(_Deadline(agent, limit_s), trace, spec).summary, "ok"
+    except AgentTooSlow:
+        summary, status = {}, f"stopped after {limit_s:.0f} s"
+    row = {"kind": "learned", "policy": agent.name, **{k: summary.get(k, math.nan) for k in COMPARE_KEYS},
+           "wall_s": time.perf_counter() - start, "status": status}
+    return _spec_columns(pd.DataFrame([row]), trace, spec)
+
+
+def real_sizes(traces: list[str]) -> pd.DataFrame:
+    """Every size tried for each trace by :func:`contention_sizes`, one row each."""
+    sizes = []
+    for name in traces:
+        frame = dallygym.load_trace(name)
+        for t in contention_sizes(frame):
+            sizes.append({"trace": name, "jobs": len(frame), "largest_job": int(frame["num_gpus"].max()),
+                          **{k: v for k, v in t.items() if k != "spec"},
+                          "racks": t["spec"].racks, "machines_per_rack": t["spec"].machines_per_rack})
+    return pd.DataFrame(sizes)
+
+
+def _task_key(task) -> tuple[str, str, str]:
+    """(trace, size, "heuristics" or the agent's name) of a real-trace task."""
+    fn, (name, spec, *rest) = task
+    return name, size_label(spec), "heuristics" if fn is _real_cell else Path(rest[0]).name
+
+
+def _row_keys(frame: pd.DataFrame) -> set[tuple[str, str, str]]:
+    return {(r.trace, r.size, "heuristics" if r.kind == "heuristic" else r.policy) for r in frame.itertuples()}
+
+
+def run_real(sizes: pd.DataFrame, policies: list[str], agents: list[str], workers: int | Backend,
+             agent_limit_s: float = AGENT_TIME_LIMIT_S, out: Path | None = None,
+             kept: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The real-trace comparison at the sizes marked ``run`` (:func:`real_sizes`), one row per
+    run: heuristic cells first, then every agent's; with ``out``, the rows so far are rewritten to
+    ``real_traces.partial.csv`` as each cell finishes (a long run leaves what it has). Cells
+    whose rows are in ``kept`` (an interrupted run's partial rows) are not run again."""
+    cells = [(r.trace, ClusterSpec(int(r.racks), int(r.machines_per_rack)))
+             for r in sizes[sizes["run"].astype(bool)].itertuples()]
+    tasks = [(_real_cell, (name, spec, tuple(policies))) for name, spec in cells]
+    tasks += [(_agent_cell, (name, spec, a, agent_limit_s)) for a in agents for name, spec in cells]
+    have = {} if kept is None else {k: g for k, g in kept.groupby(
+        [kept["trace"], kept["size"], np.where(kept["kind"] == "heuristic", "heuristics", kept["policy"])])}
+    order = [_task_key(t) for t in tasks]
+    tasks = [t for t in tasks if _task_key(t) not in have]
+    start, done, count = time.perf_counter(), [] if kept is None else [kept], []
+
+    def progress(index: int, frame: pd.DataFrame) -> None:
+        done.append(frame)
+        count.append(index)
+        name, size, what = _task_key(tasks[index])
+        print(f"[{len(count)}/{len(tasks)}] {name} {size} {what}: {frame['wall_s'].sum():.1f} s "
+              f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+        if out is not None:
+            pd.concat(done, ignore_index=True).to_csv(out / "real_traces.partial.csv", index=False)
+
+    new = {_task_key(t): frame for t, frame in zip(tasks, run_ordered(_run_task, tasks, workers, on_result=progress))}
+    return pd.concat([new[k] if k in new else have[k] for k in order if k in new or k in have], ignore_index=True)
+
+
+def _run_task(task):
+    fn, args = task
+    return fn(args)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The committed learned agents run on the real traces.
+REAL_AGENTS = tuple(ROOT / "agents" / "runs" / n for n in
+                    ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0"))
+
+
+#: The paper's §VI directions checked on each real trace: Dally's metric is lower than the
+#: baseline's. (metric, baseline, label, what the paper reports on its generated traces).
+REAL_DIRECTIONS = (
+    ("makespan_s", "tiresias", "makespan vs Tiresias", "up to 69 % lower (§VI-1)"),
+    ("makespan_s", "gandiva", "makespan vs Gandiva", "up to 92 % lower (§VI-1)"),
+    ("jct_mean_s", "tiresias", "mean JCT vs Tiresias", "19–36 % lower, batch; 16–34 %, Poisson (§VI-5)"),
+    ("jct_mean_s", "gandiva", "mean JCT vs Gandiva", "23–51 % lower (§VI-5)"),
+    ("queue_mean_s", "tiresias", "mean queueing vs Tiresias", "18–31 % lower (§VI-2)"),
+    ("queue_p95_s", "tiresias", "P95 queueing vs Tiresias", "58–71 % lower (§VI-2)"),
+    ("queue_p99_s", "tiresias", "P99 queueing vs Tiresias", "67–78 % lower (§VI-2)"),
+    ("queue_p99_s", "gandiva", "P99 queueing vs Gandiva", "up to 81 % lower (§VI-2)"),
+    ("comm_mean_s", "tiresias", "communication vs Tiresias", "53–83 % lower (§VI-3)"),
+    ("comm_mean_s", "gandiva", "communication vs Gandiva", "the lowest of all (§VI-3)"),
+)
+#: Two values this close (relative) are a tie: the precision the sentences print (0.1 %).
+TIE_WITHIN = 0.0005
+#: The baselines named in the headline sentences; "best other" is the best of the rest.
+NAMED = ("dally", "tiresias", "gandiva")
+
+
+def direction_verdict(dally: float, baseline: float) -> tuple[str, str]:
+    """("agrees" | "disagrees" | "tie", the improvement 1 − Dally / baseline as text): the paper's
+    direction is that Dally's value is the lower one."""
+    if math.isclose(dally, baseline, rel_tol=TIE_WITHIN, abs_tol=1e-9):
+        return "tie", "equal" if dally == baseline else f"within {100 * TIE_WITHIN:g} %"
+    if baseline == 0:
+        return "disagrees", "baseline 0"
+    return ("agrees" if dally < baseline else "disagrees"), f"{100 * (1 - dally / baseline):+.0f} %"
+
+
+def _size_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (trace, size) in the order run, with that size's GPUs."""
+    return rows[["trace", "size", "gpus"]].drop_duplicates().reset_index(drop=True)
+
+
+def directions_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (trace, size, direction): verdict and improvement, from the heuristic rows."""
+    out = []
+    heur = rows[rows["kind"] == "heuristic"]
+    for trace, size, _ in _size_order(heur).itertuples(index=False):
+        cell = heur[(heur["trace"] == trace) & (heur["size"] == size)].set_index("policy")
+        for metric, baseline, label, paper in REAL_DIRECTIONS:
+            if not {"dally", baseline} <= set(cell.index):
+                continue
+            verdict, text = direction_verdict(cell.loc["dally", metric], cell.loc[baseline, metric])
+            out.append({"trace": trace, "size": size, "direction": label, "paper": paper, "verdict": verdict,
+                        "improvement": text})
+    return pd.DataFrame(out)
+
+
+def _sizes_text(labels) -> str:
+    labels = list(labels)
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def _pct(v: float) -> str:
+    return f"{v:+,.1f} %" if math.isfinite(v) else "−∞ % (the other is 0)"
+
+
+def _improvements_text(values, labels) -> str:
+    return ", ".join(_pct(v) for v in values) + f" at {_sizes_text(labels)}"
+
+
+def _versus_named(values: list[float], name: str, labels: list[str]) -> str:
+    """Dally against one policy from its improvements (1 − Dally / other, %), one per size."""
+    shown = [round(v, 1) for v in values]  # the sign as printed decides the words
+    if all(v > 0 for v in shown):
+        lead = f"Dally better than {name}"
+    elif all(v < 0 for v in shown):
+        lead = f"{name} better than Dally"
+    elif all(v == 0 for v in shown):
+        lead = f"Dally equal to {name}"
+    elif all(v >= 0 for v in shown):
+        lead = f"Dally better than or equal to {name}"
+    elif all(v <= 0 for v in shown):
+        lead = f"{name} better than or equal to Dally"
+    else:
+        lead = f"Dally against {name} depends on the size"
+    return f"{lead} ({_improvements_text(values, labels)})"
+
+
+def _imp(a: float, b: float) -> float:
+    """1 − a / b in % (0 where both are 0)."""
+    if b == 0:
+        return 0.0 if a == 0 else -math.inf
+    return 100 * (1 - a / b)
+
+
+def trace_sentences(rows: pd.DataFrame, trace: str, sizes: pd.DataFrame | None = None) -> list[str]:
+    """The computed headline of one real trace: Dally against Tiresias, Gandiva and the best other
+    heuristic on mean JCT and makespan, per size, and how many of the paper's directions hold."""
+    heur = rows[(rows["kind"] == "heuristic") & (rows["trace"] == trace)]
+    labels = list(dict.fromkeys(heur["size"]))
+    if not labels or "dally" not in set(heur["policy"]):
+        return []
+    lines = []
+    for metric, what in (("jct_mean_s", "mean JCT"), ("makespan_s", "makespan")):
+        wide = heur.pivot(index="policy", columns="size", values=metric)[labels]
+        d = wide.loc["dally"]
+        parts = [_versus_named([_imp(d[s], wide.loc[b, s]) for s in labels], b.capitalize(), labels)
+                 for b in ("tiresias", "gandiva") if b in wide.index]
+        others = wide.drop(index=[p for p in NAMED if p in wide.index])
+        if not others.empty:
+            best = others.idxmin()
+            names = list(dict.fromkeys(best))
+            who = names[0] if len(names) == 1 else " / ".join(best[s] for s in labels)
+            parts.append(_versus_named([_imp(d[s], wide.loc[best[s], s]) for s in labels],
+                                       f"the best other policy ({who})", labels))
+        bound = ""
+        if metric == "makespan_s" and sizes is not None and "makespan_bound_s" in sizes.columns:
+            b = sizes[sizes["trace"] == trace].set_index("label")["makespan_bound_s"]
+            at = [s for s in labels if s in b.index and math.isclose(d[s], b[s], rel_tol=TIE_WITHIN)]
+            bound = (f"; the least possible, every job alone from its arrival: "
+                     f"{', '.join(f'{b[s] / 3600:,.1f} h' for s in labels if s in b.index)}"
+                     + (f"; Dally is at it at {_sizes_text(at)}" if at else ""))
+        lines.append(f"*{what}* (Dally {', '.join(f'{d[s] / 3600:,.1f} h' for s in labels)}{bound}): "
+                     + "; ".join(parts))
+    table = directions_table(heur)
+    counts = table["verdict"].value_counts()
+    held = sorted({r.direction for r in table.itertuples() if r.verdict == "agrees"}
+                  - {r.direction for r in table.itertuples() if r.verdict != "agrees"})
+    summary = (f"{counts.get('agrees', 0)} of {len(table)} (direction, size) cells agree with the paper, "
+               f"{counts.get('disagrees', 0)} disagree, {counts.get('tie', 0)} tie; "
+               + ("holding at every size: " if len(labels) > 1 else "holding: ")
+               + (", ".join(held) if held else "none"))
+    return [f"- **{trace}** ({_sizes_text(labels)}): " + "; ".join(lines) + ". " + summary + "."]
+
+
+def agent_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each learned agent against Dally at the same (trace, size): mean JCT and makespan change, %."""
+    out = []
+    for (trace, size), cell in rows.groupby(["trace", "size"], sort=False):
+        c = cell.set_index("policy")
+        if "dally" not in c.index:
+            continue
+        for r in cell[cell["kind"] == "learned"].itertuples():
+            ok = r.status == "ok"
+            out.append({"agent": r.policy, "trace": trace, "size": size,
+                        "mean JCT (h)": r.jct_mean_s / 3600 if ok else math.nan,
+                        "JCT vs dally (%)": 100 * (r.jct_mean_s / c.loc["dally", "jct_mean_s"] - 1) if ok else math.nan,
+                        "makespan (h)": r.makespan_s / 3600 if ok else math.nan,
+                        "makespan vs dally (%)": 100 * (r.makespan_s / c.loc["dally", "makespan_s"] - 1) if ok else math.nan,
+                        "status": r.status if ok else f"too slow: {r.status}"})
+    return pd.DataFrame(out)
+
+
+def _span_pct(values: pd.Series) -> str:
+    lo, hi = f"{values.min():+.1f}", f"{values.max():+.1f}"
+    return f"{lo} %" if lo == hi else f"{lo} to {hi} %"
+
+
+def agent_sentences(rows: pd.DataFrame) -> list[str]:
+    """Per learned agent: its range against Dally over the real-trace cells it finished, the cells
+    where it meets the goal (mean JCT 10 % below Dally's, makespan no longer) and those stopped."""
+    table = agent_table(rows)
+    if table.empty:
+        return []
+    lines = []
+    for agent, t in table.groupby("agent", sort=False):
+        done = t[t["status"] == "ok"]
+        stopped = t[t["status"] != "ok"]
+        text = f"- **{agent}**: "
+        if not done.empty:
+            goal = done[(done["JCT vs dally (%)"] <= -10) & (done["makespan vs dally (%)"] <= 0)]
+            text += (f"mean JCT {_span_pct(done['JCT vs dally (%)'])} and makespan "
+                     f"{_span_pct(done['makespan vs dally (%)'])} against Dally over {len(done)} (trace, size) "
+                     f"cell{'s' if len(done) > 1 else ''}; the goal (mean JCT at least 10 % lower, "
+                     f"makespan no longer) is met on {len(goal)}"
+                     + (": " + ", ".join(f"{g.trace} at {g.size}" for g in goal.itertuples()) if len(goal) else ""))
+        if not stopped.empty:
+            text += ("; " if not done.empty else "") + "too slow on " + ", ".join(
+                f"{s.trace} at {s.size} ({s.status.removeprefix('too slow: ')})" for s in stopped.itertuples())
+        lines.append(text + ".")
+    return lines
+
+
+def contending_rows(sizes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The runs at sizes where their trace contends (the directions and sentences use only these)."""
+    keep = sizes[sizes["contends"].astype(bool)]
+    keys = set(zip(keep["trace"], keep["label"]))
+    return rows[[k in keys for k in zip(rows["trace"], rows["size"])]]
+
+
+def _agents_shown(agents: pd.DataFrame, heuristics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (trace, size), one column per agent: "mean JCT / makespan" against Dally, %."""
+    def cell(r) -> str:
+        if r["status"] != "ok":
+            return r["status"]
+        return f"{r['JCT vs dally (%)']:+.1f} / {r['makespan vs dally (%)']:+.1f}"
+
+    wide = agents.assign(text=agents.apply(cell, axis=1)).pivot(index=["trace", "size"], columns="agent", values="text")
+    order = list(dict.fromkeys(zip(agents["trace"], agents["size"])))
+    shown = wide.reindex(order)[list(dict.fromkeys(agents["agent"]))].fillna("not run")
+    if heuristics is not None:
+        best = []
+        for trace, size in order:
+            c = heuristics[(heuristics["trace"] == trace) & (heuristics["size"] == size)].set_index("policy")
+            p = c["jct_mean_s"].idxmin()
+            best.append(f"{p}: {100 * (c.loc[p, 'jct_mean_s'] / c.loc['dally', 'jct_mean_s'] - 1):+.1f} / "
+                        f"{100 * (c.loc[p, 'makespan_s'] / c.loc['dally', 'makespan_s'] - 1):+.1f}")
+        shown["lowest-JCT heuristic"] = best
+    return shown.reset_index()
+
+
+def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
+    """The real-trace section: sizes and why, the paper's directions per trace and size, the
+    computed headline sentences, the learned agents and every run's metrics."""
+    heur = rows[rows["kind"] == "heuristic"]
+    size_rows = []
+    for r in sizes.itertuples():
+        cell = heur[(heur["trace"] == r.trace) & (heur["size"] == r.label)]
+        queue = (f"{cell['queue_mean_s'].min() / 3600:,.2f}–{cell['queue_mean_s'].max() / 3600:,.2f}"
+                 if r.run and not cell.empty else "—")
+        size_rows.append({"trace": r.trace, "jobs": f"{r.jobs:,}", "largest job (GPUs)": r.largest_job,
+                          "size": r.label, "GPUs": f"{r.gpus:,}", "peak demand (GPUs)": f"{r.peak:,}",
+                          "contends": "yes" if r.contends else "no", "run": "yes" if r.run else "no",
+                          "mean queueing, h (lowest–highest policy)": queue})
+    never = [t for t, g in sizes.groupby("trace", sort=False)
+             if not g[(g["machines_per_rack"] == 8)]["contends"].any()]
+    all_rows, rows = rows, contending_rows(sizes, rows)
+    directions = directions_table(rows)
+    counts = directions["verdict"].value_counts()
+    per_dir = []
+    for _, _, label, paper in REAL_DIRECTIONS:
+        d = directions[directions["direction"] == label]
+        row = {"direction (Dally lower than)": label, "paper": paper}
+        for trace in dict.fromkeys(directions["trace"]):
+            v = d[d["trace"] == trace]["verdict"]
+            row[trace] = f"{(v == 'agrees').sum()}/{len(v)}" + (f" ({(v == 'tie').sum()} tie)" if (v == "tie").any() else "")
+        per_dir.append(row)
+    agents = agent_table(rows)
+    lines = [
+        "# The comparison on the shipped real traces",
+        "",
+        meta,
+        "Every shipped policy and the committed learned agents on each real trace of `traces/` (see "
+        "`traces/README.md`), at the cluster sizes where the trace contends. Defaults everywhere, nothing tuned: "
+        f"renewal mode `{RENEWAL_MODES[0]}`, lease 3600 s, restart overhead 0, seed 0, latency preset `dally-paper`.",
+        "",
+        "## Cluster sizes: where each trace contends",
+        "",
+        "The rule (`contention_sizes` in `benchmarks/compare.py`): the *uncontended demand* of a trace is the "
+        "number of GPUs its jobs would hold at each instant if every job started on arrival and ran alone at its "
+        "most consolidated placement (its recorded duration, for these `--durations wall` imports). A cluster "
+        "size contends when the peak of that demand exceeds its GPUs: then some job must wait or slow down under "
+        f"any policy. Every size of {', '.join(map(str, REAL_RACKS))} racks of 8 machines × 8 GPUs that holds the "
+        "largest job and contends is run. A trace that contends at no whole-rack size is run at one rack anyway, "
+        "to show it, and at one rack of the most machines among "
+        f"{', '.join(map(str, SUB_RACK_MACHINES))} (8 GPUs each) at which it does contend. The last column is "
+        "measured: the mean queueing delay of the lowest and the highest heuristic at that size.",
+        "",
+        _md(pd.DataFrame(size_rows)),
+        "",
+        (f"Contending at no whole-rack size (their peak demand is at most one rack's {ClusterSpec(1).num_gpus} GPUs): "
+         + ", ".join(f"`{t}` (peak {int(sizes[sizes['trace'] == t]['peak'].max())} GPUs)" for t in never)
+         + ". They are shown at one rack, where queueing is zero or nearly so, and at the smaller one-rack "
+           "cluster where they contend." if never else "Every trace contends at some whole-rack size."),
+        "",
+        "## The paper's directions on each real trace",
+        "",
+        "Each direction is one of §VI's statements about Dally against Tiresias or Gandiva on the paper's generated "
+        "traces; it *agrees* at a size when Dally's value is the lower one there (ties: equal values, e.g. no "
+        f"queueing under either, or within {100 * TIE_WITHIN:g} %). Only sizes where the trace contends count. "
+        "Cells: sizes agreeing / sizes run.",
+        "",
+        f"Over all real traces: {counts.get('agrees', 0)} of {len(directions)} (direction, trace, size) cells "
+        f"agree with the paper, {counts.get('disagrees', 0)} disagree, {counts.get('tie', 0)} tie.",
+        "",
+        _md(pd.DataFrame(per_dir)),
+        "",
+        "## Headline numbers per trace",
+        "",
+        "Computed from the runs: improvement = 1 − Dally / other, per size in the order listed (positive: Dally "
+        "better); the best other policy is the lowest of the heuristics other than Dally, Tiresias and Gandiva.",
+        "",
+        *[line for trace in dict.fromkeys(rows["trace"]) for line in trace_sentences(rows, trace, sizes)],
+        "",
+        "## Learned agents on the real traces",
+        "",
+        "The committed agents (`agents/runs/`): `ppo-*` answer `Dally-v0` offers, `queue-ppo-s0` picks the next "
+        "job in `DallyQueue-v0`; each acts in the environment and observation mode of its saved config, through "
+        "`dallygym.learn.run_agent`. All were trained at 8 racks of 8 × 8 on generated batch-500 draws; "
+        "`run_agent` accepts any cluster (the observation is scaled to the cluster, its size is not fixed by "
+        "training), so every size here other than 8 racks, and every real trace, is outside what they were "
+        "trained on. A run still going after the time limit is stopped and reported as too slow with that time.",
+        "",
+        *agent_sentences(rows),
+        "",
+        "Each cell: mean JCT / makespan against Dally's at the same size, % (negative: lower than Dally's); the "
+        "last column is the heuristic with the lowest mean JCT there, for scale.",
+        "",
+        _md(_agents_shown(agents, rows[rows["kind"] == "heuristic"])) if not agents.empty else "",
+        "",
+        "## Every run",
+        "",
+        "Times in hours; `wall` is the run's wall time in seconds.",
+        "",
+    ]
+    for (trace, size), cell in all_rows.groupby(["trace", "size"], sort=False):
+        shown = pd.DataFrame({
+            "policy": cell["policy"],
+            **{label: [f"{v / 3600:,.2f}" if v == v else "—" for v in cell[m]] for m, label in (
+                ("makespan_s", "makespan"), ("jct_mean_s", "mean JCT"), ("jct_p95_s", "P95 JCT"),
+                ("jct_p99_s", "P99 JCT"), ("queue_mean_s", "mean queue"), ("queue_p95_s", "P95 queue"),
+                ("queue_p99_s", "P99 queue"), ("comm_mean_s", "mean comm."))},
+            "preemptions": [f"{v:,.0f}" if v == v else "—" for v in cell["preemptions"]],
+            "wall": [f"{v:,.1f}" for v in cell["wall_s"]],
+        })
+        lines += [f"### {trace}, {size}", "", _md(shown), ""]
+    return "\n".join(lines)
+
+
+def real_main(args, given: list[str]) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    traces = real_trace_names(args.real_traces or None)
+    sizes = real_sizes(traces)
+    sizes.to_csv(out / "real_traces_sizes.csv", index=False)
+    if args.report_only:
+        rows = pd.read_csv(out / "real_traces.csv")
+        meta = json.loads((out / "real_traces_run.json").read_text())["produced"]
+    else:
+        with make_backend(args.backend, args.workers, args.address) as workers:
+            start = time.perf_counter()
+            partial = out / "real_traces.partial.csv"
+            kept = pd.read_csv(partial) if args.resume and partial.is_file() else None
+            rows = run_real(sizes, args.policies, args.agents, workers, args.agent_time_limit, out, kept)
+            total = time.perf_counter() - start
+        rows.to_csv(out / "real_traces.csv", index=False)
+        (out / "real_traces.partial.csv").unlink(missing_ok=True)
+        meta = (f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
+                f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
+                f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
+                + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)" if kept is not None else "")
+                + "; every run's time is in `real_traces.csv`. The machine was shared with training jobs: "
+                  "wall times, and so which learned-agent runs hit the time limit, depend on its load.")
+        (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")
+    (out / "real_traces.md").write_text(real_report(sizes, rows, meta) + "\n")
+    print(f"wrote {out / 'real_traces.md'} ({len(rows)} runs)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
@@ -654,7 +1227,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the history-window runs")
     parser.add_argument("--no-lease-sweep", dest="lease_sweep", action="store_false",
                         help="skip the lease-sensitivity runs")
+    parser.add_argument("--real-traces", nargs="*", default=None, metavar="NAME",
+                        help="run only the real-trace comparison on these shipped real traces (none or 'all': "
+                             "every one) at the sizes where each contends, with the learned agents; writes "
+                             "real_traces.csv, real_traces_sizes.csv and real_traces.md")
+    parser.add_argument("--agents", nargs="*", default=[str(p) for p in REAL_AGENTS],
+                        help="saved agents for --real-traces (default: the committed ones)")
+    parser.add_argument("--agent-time-limit", type=float, default=AGENT_TIME_LIMIT_S,
+                        help="stop a learned agent's run after this many seconds and report it as too slow")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --real-traces: keep the rows of an interrupted run (real_traces.partial.csv) "
+                             "and run only the cells missing from it")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --real-traces: rewrite real_traces.md from the CSVs of an earlier run")
     args = parser.parse_args(argv)
+    if args.real_traces is not None:
+        return real_main(args, sys.argv[1:] if argv is None else list(argv))
     workers = make_backend(args.backend, args.workers, args.address)  # every run below goes through it
 
     start = time.perf_counter()

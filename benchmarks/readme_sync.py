@@ -15,7 +15,10 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
   for the default renewal mode, from ``results/compare.md``;
 * ``jct-gap``: the computed sentences on the JCT gap to Tiresias in ``results/compare.md``;
 * ``agents``: the learned agents and the main heuristics from the first table of
-  ``results/report/report.md``.
+  ``results/report/report.md``;
+* ``real-traces``: the overall count, the table of the paper's directions per real trace and
+  the computed headline sentences of ``results/real_traces.md`` (``compare.py --real-traces``);
+* ``real-agents``: the computed sentences on the learned agents in ``results/real_traces.md``.
 
 The tests run the check, so a rerun of a benchmark without a sync fails CI.
 """
@@ -136,8 +139,26 @@ def agents_block() -> str:
     return "\n".join(out) + "\n"
 
 
+def _bullets(body: str) -> list[str]:
+    return [line for line in body.splitlines() if line.startswith("- **")]
+
+
+def real_traces_block() -> str:
+    text = (RESULTS / "real_traces.md").read_text()
+    body = section(text, "## The paper's directions on each real trace")
+    overall = next(line for line in body.splitlines() if line.startswith("Over all real traces:"))
+    headline = _bullets(section(text, "## Headline numbers per trace"))
+    return "\n".join([overall, "", *first_table(body), "", *headline]) + "\n"
+
+
+def real_agents_block() -> str:
+    text = (RESULTS / "real_traces.md").read_text()
+    return "\n".join(_bullets(section(text, "## Learned agents on the real traces"))) + "\n"
+
+
 BLOCKS = {"speed": speed_block, "makespan": makespan_block, "claims": claims_block, "agents": agents_block,
-          "section-vi": section_vi_block, "jct-gap": jct_gap_block}
+          "section-vi": section_vi_block, "jct-gap": jct_gap_block, "real-traces": real_traces_block,
+          "real-agents": real_agents_block}
 
 
 def synced(readme: str) -> str:
