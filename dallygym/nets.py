@@ -89,3 +89,18 @@ class JobPointerPolicy(MaskableMultiInputActorCriticPolicy):
             nn.init.zeros_(layer.bias)
         self.action_net = _Logits(int(self.action_space.n))
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def _predict(self, observation, deterministic: bool = False, action_masks=None) -> th.Tensor:
+        """Sampled actions, or deterministic ones chosen in two stages: stop if the policy puts
+        at least half its probability on stopping, else the likeliest candidate. (A plain argmax
+        would stop whenever stop's probability beats that of every single candidate -- with
+        hundreds of candidates sharing the rest, even a small chance of stopping would win.)"""
+        distribution = self.get_distribution(observation, action_masks)
+        if not deterministic:
+            return distribution.get_actions(deterministic=False)
+        probs = distribution.distribution.probs
+        stop = probs[:, -1]
+        serve = probs[:, :-1]
+        best = serve.argmax(dim=1)
+        return th.where(stop >= serve.sum(dim=1), th.full_like(best, probs.shape[1] - 1), best)
+
