@@ -345,6 +345,21 @@ def time_cli(args: list[str], repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def write_part(out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str],
+               step_s: float) -> int:
+    """Write one partial measurement (``stem``.csv and .md, the command and CartPole's rate in
+    the same run in the header) and print it."""
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / f"{stem}.csv", index=False)
+    lines = [f"# {title}", "",
+             f"Produced by `python benchmarks/speed.py {options}` (dallygym {dallygym.__version__}, Python "
+             f"{platform.python_version()}, {platform.machine()}); CartPole-v1 in the same run: "
+             f"{1 / step_s:,.0f} steps/s.", "", *body]
+    (out / f"{stem}.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -371,30 +386,14 @@ def main(argv: list[str] | None = None) -> int:
         return scaling_main(Path(args.out), step_s, jobs=args.scaling_jobs)
     if args.episode_cost:
         cost_frame = episode_cost_rows(step_s, episodes=args.episodes, envs=tuple(args.cost_envs))
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        cost_frame.to_csv(out / "episode_cost.csv", index=False)
-        lines = ["# Episode cost per heuristic", "",
-                 f"Produced by `python benchmarks/speed.py --episode-cost --episodes {args.episodes} --cost-envs "
-                 f"{' '.join(args.cost_envs)}` (dallygym {dallygym.__version__}, Python {platform.python_version()}, "
-                 f"{platform.machine()}); CartPole-v1 in the same run: {1 / step_s:,.0f} steps/s.", "",
-                 *cost_lines(cost_frame, args.episodes)]
-        (out / "episode_cost.md").write_text("\n".join(lines))
-        print("\n".join(lines))
-        return 0
+        return write_part(Path(args.out), "episode_cost", "Episode cost per heuristic",
+                          f"--episode-cost --episodes {args.episodes} --cost-envs {' '.join(args.cost_envs)}",
+                          cost_frame, cost_lines(cost_frame, args.episodes), step_s)
     if args.queue_only:
         queue_frame = queue_env_rows(step_s, args.env_repeats)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        queue_frame.to_csv(out / "queue_speed.csv", index=False)
-        lines = ["# DallyQueue speed", "",
-                 f"Produced by `python benchmarks/speed.py --queue-only --env-repeats {args.env_repeats}` "
-                 f"(dallygym {dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); "
-                 f"CartPole-v1 in the same run: {1 / step_s:,.0f} steps/s.", "",
-                 *queue_lines(queue_frame, args.env_repeats)]
-        (out / "queue_speed.md").write_text("\n".join(lines))
-        print("\n".join(lines))
-        return 0
+        return write_part(Path(args.out), "queue_speed", "DallyQueue speed",
+                          f"--queue-only --env-repeats {args.env_repeats}", queue_frame,
+                          queue_lines(queue_frame, args.env_repeats), step_s)
     rows = []
     for policy in args.policies:
         for trace in args.traces:
