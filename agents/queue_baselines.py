@@ -16,6 +16,9 @@ window at 2 and 4 racks (where it contends). Rows per cell:
 * ``random-picks``: seeded uniform masked actions through ``DallyQueue-v0`` (offer rule dally,
   the default ``lease_picks="waiting"``); ``random-picks (lease picks)``: the same with
   ``lease_picks="all"``;
+* ``protected-share picks``: :func:`dallygym.queue_env.protected_share_action` through
+  ``DallyQueue-v0`` (the protected-remaining order with "the largest" over every unfinished
+  job; offer rule dally) -- the teacher of the agents' imitation warm start;
 * ``constant-0``: always action 0 through ``DallyQueue-v0`` -- the slot the offer rule's order
   puts first, i.e. exactly Dally (the equivalence the tests check); ``always-stop``: stop
   whenever stopping is valid, else action 0;
@@ -41,6 +44,7 @@ import pandas as pd
 import dallygym
 from dallygym import ClusterSpec, simulate
 from dallygym.learn import load_agent, run_agent
+from dallygym.queue_env import protected_share_action
 from dallygym.trace import generate_trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,14 +71,21 @@ def random_masked(rng, mask):
     return int(rng.choice(np.flatnonzero(mask)))
 
 
+def protected_share(rng, mask, obs):
+    return protected_share_action(obs, mask)
+
+
 def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
+    """Play one episode with ``choose(rng, mask)`` (or ``choose(rng, mask, obs)``); its summary."""
     env = gym.make(env_id, racks=spec.racks, machines_per_rack=spec.machines_per_rack,
                    gpus_per_machine=spec.gpus_per_machine, trace=trace, **kwargs)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done = env.unwrapped._done
+    with_obs = choose is protected_share
     while not done:
-        obs, _, terminated, truncated, info = env.step(choose(rng, info["action_mask"]))
+        action = choose(rng, info["action_mask"], obs) if with_obs else choose(rng, info["action_mask"])
+        obs, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
     return dallygym.metrics.summarize(env.unwrapped.engine)
 
@@ -105,6 +116,7 @@ def run_cells(cells, queue_env: str, agents, machines_per_rack: int = 8) -> pd.D
         results = {h: simulate(trace, spec, policy=h).summary for h in HEURISTICS}
         results["random-picks"] = through_env(queue_env, trace, spec, random_masked)
         results["random-picks (lease picks)"] = through_env(queue_env, trace, spec, random_masked, lease_picks="all")
+        results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
         results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
         results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
         results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))
@@ -119,6 +131,7 @@ def run_cells(cells, queue_env: str, agents, machines_per_rack: int = 8) -> pd.D
                 "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
                 "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1),
                 "preemptions": summary["preemptions"],
+                "makespan_s": summary["makespan_s"], "dally_makespan_s": base["makespan_s"],
             })
             print(rows[-1], flush=True)
     return pd.DataFrame(rows)
@@ -143,7 +156,15 @@ def goal_sentences(frame: pd.DataFrame, learned: list[str]) -> list[str]:
     makespan within +5 %."""
     out = []
     strongest = "protected-remaining"
-    for agent in learned + [strongest, "random-picks"]:
+    pooled = []
+    groups = {seed_group(a) for a in learned}
+    for group in sorted(groups):
+        members = [a for a in learned if seed_group(a) == group]
+        if len(members) > 1:
+            rows = frame[frame["agent"].isin(members)].assign(agent=f"{group} ({len(members)} seeds pooled)")
+            frame = pd.concat([frame, rows])
+            pooled.append(f"{group} ({len(members)} seeds pooled)")
+    for agent in learned + pooled + [strongest, "protected-share picks", "random-picks"]:
         rows = frame[(frame["agent"] == agent) & (frame["kind"] == "batch")]
         at8 = rows[rows["racks"] == 8]
         if at8.empty:
@@ -151,7 +172,9 @@ def goal_sentences(frame: pd.DataFrame, learned: list[str]) -> list[str]:
         jct = at8["jct_vs_dally_%"]
         span = at8["makespan_vs_dally_%"]
         others = rows[rows["racks"].isin([4, 16])]["makespan_vs_dally_%"]
-        ok = jct.mean() <= -30 and (span <= 0).all() and not others.empty and (others <= 5).all()
+        # "No worse" on the exact makespans (the percentages are rounded).
+        no_worse = (at8["makespan_s"] <= at8["dally_makespan_s"]).all()
+        ok = jct.mean() <= -30 and no_worse and not others.empty and (others <= 5).all()
         spread = f"{others.min():+.1f} … {others.max():+.1f} %" if not others.empty else "not run"
         out.append(
             f"{agent}: at 8 racks mean JCT {jct.mean():+.1f} % (per trace {', '.join(f'{v:+.1f}' for v in jct)}), "
@@ -182,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     frame = run_cells(cells, args.queue_env, agents, args.machines_per_rack)
     means = summary_table(frame, learned)
     goal = goal_sentences(frame, learned)
-    text = (f"```\n{frame.to_string(index=False)}\n```\n\nPer cell kind, racks and agent (mean, min, max over "
+    text = (f"```\n{frame.drop(columns=['makespan_s', 'dally_makespan_s']).to_string(index=False)}\n```\n\nPer cell kind, racks and agent (mean, min, max over "
             f"the traces{' and seeds' if len(learned) > 1 else ''}):\n\n```\n{means.to_string()}\n```\n")
     if goal:
         text += "\nIssue 10's goal, computed from the rows above:\n\n" + "\n".join(f"- {s}" for s in goal) + "\n"

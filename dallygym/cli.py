@@ -115,6 +115,22 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default 1: the network is tiny, more threads contend)")
     p.add_argument("--eval-freq-steps", type=int, default=defaults.eval_freq_steps)
     p.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
+    p.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+                   help=f"PPO's (and the warm start's) Adam step size (default {defaults.learning_rate:g})")
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                   help=f"minibatch size of PPO and of the warm start (default {defaults.batch_size})")
+    p.add_argument("--ent-coef", type=float, default=defaults.ent_coef,
+                   help=f"PPO's entropy bonus (default {defaults.ent_coef:g})")
+    p.add_argument("--imitate-episodes", type=int, default=defaults.imitate_episodes,
+                   help="DallyQueue: warm-start the network by behaviour cloning of the protected-share "
+                        "order over this many teacher episodes before PPO (default 0: none)")
+    p.add_argument("--imitate-epochs", type=int, default=defaults.imitate_epochs,
+                   help=f"epochs over the teacher's samples (default {defaults.imitate_epochs})")
+    p.add_argument("--imitate-learning-rate", type=float, default=defaults.imitate_learning_rate,
+                   help=f"the warm start's Adam step size (default {defaults.imitate_learning_rate:g})")
+    p.add_argument("--keep", choices=("last", "best"), default=defaults.keep,
+                   help="parameters saved in policy.pth: the end of training (last, the default) or the best "
+                        "validation return seen, the warm start included (best)")
 
 
 def _train_config(args: argparse.Namespace, **given):
@@ -128,6 +144,9 @@ def _train_config(args: argparse.Namespace, **given):
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,
+        learning_rate=args.learning_rate, batch_size=args.batch_size, ent_coef=args.ent_coef,
+        imitate_episodes=args.imitate_episodes, imitate_epochs=args.imitate_epochs,
+        imitate_learning_rate=args.imitate_learning_rate, keep=args.keep,
     )
     return TrainConfig(**{**settings, **given})
 

@@ -51,6 +51,13 @@ class TrainConfig:
     For a ``DallyQueue`` id (:func:`is_queue_env`) the environment takes ``offer_rule`` instead
     of ``priority``, the reward defaults to the environment's (``"jct-makespan"``) and the
     network is :class:`dallygym.nets.JobPointerPolicy` (``net_arch`` is not used).
+
+    ``imitate_episodes`` > 0 (``DallyQueue`` ids only) warm-starts the network before PPO by
+    behaviour cloning: :func:`imitation_warm_start` plays that many training episodes with
+    :func:`dallygym.queue_env.protected_share_action` and fits the policy to its choices and
+    the value head to its discounted returns for ``imitate_epochs`` epochs. ``keep`` chooses
+    the parameters saved in ``policy.pth``: ``"last"`` (the end of training) or ``"best"``
+    (the best validation return seen, the warm start's included; needs evaluations).
     """
 
     env_id: str = "Dally-v0"
@@ -81,6 +88,10 @@ class TrainConfig:
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
     eval_freq_steps: int = 100_000
     checkpoint_freq_steps: int = 250_000
+    imitate_episodes: int = 0
+    imitate_epochs: int = 10
+    imitate_learning_rate: float = 1e-3
+    keep: str = "last"
     torch_threads: int = 1
     out_dir: str = "agents/runs/ppo"
     tensorboard: bool = False
@@ -132,6 +143,111 @@ def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
     return min(divisors, key=lambda d: (abs(math.log(d / n_steps)), -d))
 
 
+KEEP = ("last", "best")
+#: Seeds of the warm start's teacher episodes: IMITATION_SEED_BASE x (seed + 1) + episode, far
+#: from the validation (100, 101) and held-out (2001-2010) seeds of the generators.
+IMITATION_SEED_BASE = 100_000
+
+
+def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
+    """Behaviour cloning of :func:`~dallygym.queue_env.protected_share_action` into ``model``'s
+    policy (see :class:`TrainConfig`); returns what it did (for ``meta.json``).
+
+    The teacher plays ``config.imitate_episodes`` episodes of the training distribution
+    (traces drawn with seeds ``IMITATION_SEED_BASE x (seed + 1) + episode``). Every step is a
+    sample: the candidates' rows (stored without the empty slots), the cluster features,
+    whether stopping was valid, the teacher's action and the discounted return from that step
+    (``config.gamma``). Then ``imitate_epochs`` epochs of minibatches (``config.batch_size``,
+    shuffled by the model's seed; Adam step ``imitate_learning_rate``) minimise −log π(teacher action) + ``vf_coef`` x (V − return)²
+    / Var(returns) with the model's optimiser, masks applied as in PPO.
+    """
+    import gymnasium as gym
+    import torch as th
+
+    from .queue_env import protected_share_action
+
+    env = gym.make(env_id, **config.env_kwargs())
+    rows, clusters, may_stop, actions, returns = [], [], [], [], []
+    steps_per_episode = []
+    for episode in range(config.imitate_episodes):
+        obs, info = env.reset(seed=IMITATION_SEED_BASE * (config.seed + 1) + episode)
+        rewards = []
+        done = env.unwrapped._done
+        while not done:
+            mask = info["action_mask"]
+            action = protected_share_action(obs, mask)
+            k = int(obs["job_mask"].sum())
+            rows.append(obs["jobs"][:k].copy())
+            clusters.append(obs["cluster"].copy())
+            may_stop.append(bool(mask[-1]))
+            actions.append(action)
+            obs, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            done = terminated or truncated
+        running = 0.0
+        episode_returns = np.empty(len(rewards))
+        for i in range(len(rewards) - 1, -1, -1):
+            running = rewards[i] + config.gamma * running
+            episode_returns[i] = running
+        returns.extend(episode_returns.tolist())
+        steps_per_episode.append(len(rewards))
+    env.close()
+
+    policy = model.policy
+    slots, features = policy.observation_space["jobs"].shape
+    n = len(actions)
+    actions_t = th.as_tensor(actions)
+    returns_t = th.as_tensor(returns, dtype=th.float32)
+    clusters_t = th.as_tensor(np.stack(clusters))
+    # The value error in units of the returns' variance, so that neither part swamps the other
+    # (the returns' scale depends on the reward options; the choice log-loss does not).
+    return_var = max(float(np.var(returns)), 1e-6)
+    rng = np.random.default_rng(config.seed)
+    policy.set_training_mode(True)
+    for group in policy.optimizer.param_groups:  # PPO sets its own rate again at every update
+        group["lr"] = config.imitate_learning_rate
+    losses = []
+    sizes = np.array([len(r) for r in rows])
+    size = config.batch_size
+    for _ in range(config.imitate_epochs):
+        # Shuffled batches of similar candidate counts (sorted within chunks of 16 batches),
+        # each cut to its largest count: the empty tail is the same for every sample.
+        order = rng.permutation(n)
+        chunks = [order[i:i + 16 * size] for i in range(0, n, 16 * size)]
+        order = np.concatenate([c[np.argsort(sizes[c], kind="stable")] for c in chunks])
+        batches = [order[i:i + size] for i in range(0, n, size)]
+        for index in rng.permutation(len(batches)):
+            batch = batches[index]
+            b = len(batch)
+            shown = int(sizes[batch].max())
+            jobs = np.zeros((b, shown, features), dtype=np.float32)
+            job_mask = np.zeros((b, shown), dtype=np.float32)
+            masks = np.zeros((b, slots + 1), dtype=bool)
+            for row, i in enumerate(batch.tolist()):
+                k = len(rows[i])
+                jobs[row, :k] = rows[i]
+                job_mask[row, :k] = 1.0
+                masks[row, :k] = True
+                masks[row, slots] = may_stop[i]
+            obs_t = {"jobs": th.as_tensor(jobs), "job_mask": th.as_tensor(job_mask), "cluster": clusters_t[batch]}
+            values, log_prob, _ = policy.evaluate_actions(obs_t, actions_t[batch], action_masks=masks)
+            imitation = -log_prob.mean()
+            value = th.nn.functional.mse_loss(values.flatten(), returns_t[batch]) / return_var
+            loss = imitation + model.vf_coef * value
+            policy.optimizer.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            policy.optimizer.step()
+            losses.append(loss.item())
+    policy.set_training_mode(False)
+    per_epoch = max(1, -(-n // config.batch_size))
+    return {"teacher": "protected_share_action", "episodes": config.imitate_episodes,
+            "samples": n, "steps_per_episode": steps_per_episode, "epochs": config.imitate_epochs,
+            "learning_rate": config.imitate_learning_rate, "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
+            "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
+            "return_std": round(float(np.sqrt(return_var)), 4)}
+
+
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
     name = config.trace[4:] if config.trace.startswith("gen:") else "batch-500"
     return [generate_trace(name, seed=s) for s in VALIDATION_SEEDS]
@@ -150,6 +266,13 @@ def train(config: TrainConfig) -> Path:
     import torch
 
     torch.set_num_threads(config.torch_threads)
+    if config.keep not in KEEP:
+        raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {config.keep!r}")
+    if config.imitate_episodes < 0 or config.imitate_epochs < 1:
+        raise ValueError(f"imitate_episodes must be >= 0 and imitate_epochs >= 1, got "
+                         f"{config.imitate_episodes} and {config.imitate_epochs}")
+    if config.imitate_episodes and not is_queue_env(config.env_id):
+        raise ValueError(f"imitate_episodes needs a DallyQueue id (the teacher picks jobs), got {config.env_id!r}")
     # Rollouts that add up to exactly the requested steps (config.json records the size used).
     config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)
@@ -181,6 +304,12 @@ def train(config: TrainConfig) -> Path:
         tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
     )
 
+    # 3b. Optional warm start by behaviour cloning, before any PPO update.
+    start = time.perf_counter()
+    warm = imitation_warm_start(model, config, env_id) if config.imitate_episodes else None
+    if warm is not None:
+        warm["wall_s"] = round(time.perf_counter() - start, 1)
+
     # 4. Callbacks: evaluation, checkpoints, wall-clock limit.
     class WallClockLimit(BaseCallback):
         def __init__(self, minutes: float | None) -> None:
@@ -200,17 +329,38 @@ def train(config: TrainConfig) -> Path:
         WallClockLimit(config.time_limit_min),
     ]
 
+    evaluation = callbacks[0]
+    if warm is not None:
+        # The warm start is the first candidate for "best": its validation return, saved as such.
+        from sb3_contrib.common.maskable.evaluation import evaluate_policy
+
+        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=len(VALIDATION_SEEDS), deterministic=True,
+                                     return_episode_rewards=True)
+        warm["validation_return"] = round(float(np.mean(returns)), 4)
+        evaluation.best_mean_reward = float(np.mean(returns))
+        (out / "best").mkdir(exist_ok=True)
+        model.save(out / "best" / "best_model")
+
     # 5. Learn, then save the model, what produced it, and the curve.
-    start = time.perf_counter()
     model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=config.progress_bar)
     wall_s = time.perf_counter() - start
+    trained = int(model.num_timesteps)
     path = out / "model.zip"
+    best_zip = out / "best" / "best_model.zip"
+    if config.keep == "best" and best_zip.exists():
+        # model.zip and policy.pth hold the kept parameters; the last ones go with the checkpoints.
+        model.save(out / "checkpoints" / "ppo_last.zip")
+        model = MaskablePPO.load(best_zip, device="cpu")
     model.save(path)
     torch.save(model.policy.state_dict(), out / POLICY_FILE)  # what `dallygym evaluate` loads
     venv.close()
-    meta = {"command": _command_line(), "timesteps": int(model.num_timesteps), "wall_s": round(wall_s, 1),
-            "stopped_by_time_limit": int(model.num_timesteps) < config.total_timesteps,
-            "env_kwargs": config.env_kwargs()}
+    meta = {"command": _command_line(), "timesteps": trained, "wall_s": round(wall_s, 1),
+            "stopped_by_time_limit": trained < config.total_timesteps,
+            "env_kwargs": config.env_kwargs(), "kept": config.keep,
+            "best_validation_return": (None if not np.isfinite(evaluation.best_mean_reward)
+                                       else round(float(evaluation.best_mean_reward), 4))}
+    if warm is not None:
+        meta["imitation_warm_start"] = warm
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     plot_training_curve(out)
     return path

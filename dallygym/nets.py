@@ -46,16 +46,24 @@ class JobSetExtractor(BaseFeaturesExtractor):
         self.stop_out = nn.Linear(context_dim, 1)
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
+        """The features of a batch of observations. ``obs["jobs"]`` and ``obs["job_mask"]`` may
+        hold fewer slots than the space (the empty tail cut off, as the imitation warm start
+        does to save time): the output is the same, since every empty slot scores alike."""
         jobs, mask = obs["jobs"], obs["job_mask"]
-        h = self.phi(jobs)  # (batch, slots, job_dim)
+        shown = jobs.shape[1]
+        h = self.phi(jobs)  # (batch, shown, job_dim)
         m = mask.unsqueeze(-1)
         count = m.sum(dim=1).clamp(min=1.0)
         mean = (h * m).sum(dim=1) / count
         # Encodings are >= 0 (ReLU), so zeroing the empty slots leaves the max of the others.
         top = (h * m).amax(dim=1)
         ctx = self.context(th.cat([mean, top, obs["cluster"]], dim=-1))
-        pair = th.cat([h, ctx.unsqueeze(1).expand(-1, self.slots, -1)], dim=-1)
-        scores = self.score_out(self.score_hidden(pair)).squeeze(-1)  # (batch, slots)
+        pair = th.cat([h, ctx.unsqueeze(1).expand(-1, shown, -1)], dim=-1)
+        scores = self.score_out(self.score_hidden(pair)).squeeze(-1)  # (batch, shown)
+        if shown < self.slots:
+            empty = self.phi(jobs.new_zeros(1, 1, jobs.shape[2])).expand(len(jobs), 1, -1)
+            tail = self.score_out(self.score_hidden(th.cat([empty, ctx.unsqueeze(1)], dim=-1))).squeeze(-1)
+            scores = th.cat([scores, tail.expand(-1, self.slots - shown)], dim=-1)
         stop = self.stop_out(ctx)  # (batch, 1)
         return th.cat([scores, stop, ctx], dim=-1)
 

@@ -39,7 +39,7 @@ JOB_FEATURES: tuple[str, ...] = (
     "starvation", "nw_sens", "progress", "remaining_ideal", "remaining_estimate",
     "attained_service", "preemptions", "holds_lease", "current_tier",
     "speed_machine", "speed_rack", "speed_network",
-    "past_timer_machine", "past_timer_rack",
+    "past_timer_machine", "past_timer_rack", "estimate_share",
 )
 #: Cluster and queue features, in order.
 CLUSTER_FEATURES: tuple[str, ...] = (
@@ -59,6 +59,33 @@ def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
     name = OFFER_RULES.get(offer_rule, offer_rule)
     make_policy(name)  # unknown names fail here, naming the known ones
     return name
+
+
+#: Jobs whose estimate_share is at least this are protected by :func:`protected_share_action`
+#: (the protected-remaining heuristic's ½).
+PROTECT_SHARE = 0.5
+
+
+def protected_share_action(obs: dict, action_mask: np.ndarray | None = None) -> int:
+    """The protected-remaining order read from a ``DallyQueue`` observation: serve the
+    candidate whose ``estimate_share`` is at least ½ with the longest remaining estimate, or,
+    if none is protected, the one with the shortest; ties go to the earlier slot. Never stops.
+
+    It differs from the ``protected-remaining`` policy in one respect: "the largest estimate"
+    is over every unfinished job, running ones included, not over the jobs being ordered (with
+    ``lease_picks="waiting"`` those are the waiting jobs only, and protecting the longest
+    waiting job when a longer one already runs costs mean JCT for nothing). It is the
+    teacher of the imitation warm start (``dallygym train --imitate-episodes``) and a
+    baseline in ``agents/queue_baselines.py``. ``action_mask`` is accepted for the
+    ``choose(obs, mask)`` signature and not needed: the filled slots are the valid ones.
+    """
+    k = int(obs["job_mask"].sum())
+    if k == 0:
+        return 0
+    jobs = obs["jobs"][:k]
+    estimate = jobs[:, JOB_FEATURES.index("remaining_estimate")]
+    protected = jobs[:, JOB_FEATURES.index("estimate_share")] >= PROTECT_SHARE
+    return int(np.argmin(np.where(protected, -estimate, estimate)))
 
 
 class DallyQueueEnv(DallyEnv):
@@ -120,7 +147,7 @@ class DallyQueueEnv(DallyEnv):
 
     ## Observation Space
 
-    ``Dict`` of ``"jobs"``: ``Box(0, 1, (max_candidates, 19), float32)``, one row per slot (zeros
+    ``Dict`` of ``"jobs"``: ``Box(0, 1, (max_candidates, 20), float32)``, one row per slot (zeros
     in empty slots); ``"job_mask"``: ``Box(0, 1, (max_candidates,), float32)``, 1 where a slot
     holds a candidate; ``"cluster"``: ``Box(0, 1, (15,), float32)``. Times ``t`` are shown as
     ``log1p(t / lease_s) / log1p(10000)`` (1 from 10,000 leases on).
@@ -141,6 +168,7 @@ class DallyQueueEnv(DallyEnv):
     | 13 | current_tier | tier it holds: 1/3 machine, 2/3 rack, 1 network; 0 if waiting |
     | 14–16 | speed_machine, speed_rack, speed_network | speed factors, see ``sensitivity`` |
     | 17–18 | past_timer_machine, past_timer_rack | 1 if starvation >= the offer rule's T_Mc (resp. T_Rk) for its demand; 0 if the rule has no timers |
+    | 19 | estimate_share | its remaining estimate (feature 9, in seconds) / the largest remaining estimate of any unfinished job, running ones included: the jobs near 1 are the ones that decide the makespan |
 
     | # | cluster feature | meaning |
     |---|---|---|
@@ -228,7 +256,9 @@ class DallyQueueEnv(DallyEnv):
     ## Version History
 
     * v0: initial version; ``lease_picks`` (default ``"waiting"``) and ``makespan_credit``
-      (default ``"bound"``) added before the first committed three-seed agents.
+      (default ``"bound"``) added before the first committed three-seed agents; job feature 19
+      (``estimate_share``) added with the imitation warm start (agents trained on 19 features
+      are refused at load with a message saying so).
     """
 
     def __init__(
@@ -480,7 +510,7 @@ class DallyQueueEnv(DallyEnv):
         times = np.empty((4, k))
         times[0] = starvation
         times[1] = remaining_ideal
-        times[2] = remaining_ideal / np.where(nw > 0, nw, self._never_run_nw[c])
+        times[2] = estimate = self._estimate_s(c, remaining_ideal, nw)
         times[3] = g * run_s / self._num_gpus
         times = self._time(times)
         view[:, 5] = times[0]
@@ -496,6 +526,7 @@ class DallyQueueEnv(DallyEnv):
             view[:, 14:17] = self._job_speeds(c)
         view[:, 17] = past_machine
         view[:, 18] = past_rack
+        view[:, 19] = estimate / max(self.largest_estimate_s(), float(estimate.max()), 1e-9)
 
         mask = np.zeros(k_max, dtype=np.float32)
         mask[:k] = 1.0
@@ -525,6 +556,21 @@ class DallyQueueEnv(DallyEnv):
         self._mask[:] = False
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
+
+    def _estimate_s(self, jobs: np.ndarray, remaining_ideal: np.ndarray, nw: np.ndarray) -> np.ndarray:
+        """The protected-remaining heuristic's estimate of the jobs' remaining run time:
+        remaining ideal time / Nw_sens (a never-run job: / 1 if it fits a machine, else / 0.1)."""
+        return remaining_ideal / np.where(nw > 0, nw, self._never_run_nw[jobs])
+
+    def largest_estimate_s(self) -> float:
+        """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,
+        running or waiting; 0 when none is left."""
+        e = self.engine
+        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
+        if not jobs.size:
+            return 0.0
+        remaining = (e.total_iterations[jobs] - e.done_iters[jobs]) * e.iter_time_s[jobs]
+        return float(self._estimate_s(jobs, remaining, e.nw_sens(jobs)).max())
 
     def _job_speeds(self, c: np.ndarray) -> np.ndarray:
         """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""

@@ -16,7 +16,7 @@ import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
 from dallygym.engine import Engine, EngineConfig, EngineError, Pick
 from dallygym.policies import POLICIES, make_policy
-from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv
+from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
 
 QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
 ORDERS = ["dally", "tiresias", "fifo"]
@@ -251,6 +251,47 @@ def test_protected_remaining_order_is_the_issue_definition():
     assert est.tolist() == [30.0 / 0.5]
 
 
+def two_gpu_env(long_s: float) -> DallyQueueEnv:
+    """One machine of 2 GPUs, speed 1. Job 0 (``long_s``, 1 GPU) starts alone at t=0; at t=10
+    jobs 1, 2, 3 (100, 400, 600 s, 1 GPU each) arrive for the one free GPU: the pick."""
+    rows = [(0, 0, 1, long_s, 1.0), (1, 10, 1, 100, 1.0), (2, 10, 1, 400, 1.0), (3, 10, 1, 600, 1.0)]
+    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
+                         latency=TierLatency(), lease_s=1e6, max_candidates=4)
+
+
+@pytest.mark.parametrize("long_s, largest, chosen", [
+    # Job 0 has 990 s left (ran 10 s at speed 1): only job 3 (600 >= 495) is protected: served first.
+    (1000, 990.0, 3),
+    # Job 0 has 9,990 s left: nobody waiting is protected (the running job is the makespan's),
+    # so the shortest goes first. (Over the candidates alone, 400 and 600 would be protected.)
+    (10_000, 9990.0, 1),
+    # Job 0 has 190 s left: the largest estimate is a candidate's; 400 and 600 are protected.
+    (200, 600.0, 3),
+])
+def test_estimate_share_counts_running_jobs_and_the_protected_share_action_follows_it(long_s, largest, chosen):
+    env = two_gpu_env(long_s)
+    obs, _ = env.reset(seed=0)
+    assert env.pick.now_s == 10.0
+    assert [int(env.engine.job_id[j]) for j in env.pick.candidates] == [1, 2, 3]
+    share = obs["jobs"][:3, JOB_FEATURES.index("estimate_share")]
+    assert share.tolist() == pytest.approx([100 / largest, 400 / largest, 600 / largest])
+    assert env.largest_estimate_s() == pytest.approx(largest)
+    action = protected_share_action(obs, env.action_masks())
+    assert int(env.engine.job_id[env.pick.candidates[action]]) == chosen
+
+
+def test_protected_share_action_serves_only_shown_candidates_and_never_stops():
+    env = gym.make("DallyQueueSmall-v0")
+    obs, info = env.reset(seed=4)
+    done, steps = False, 0
+    while not done:
+        action = protected_share_action(obs, info["action_mask"])
+        assert action < env.unwrapped.stop_action and info["action_mask"][action]
+        obs, _, terminated, truncated, info = env.step(action)
+        done, steps = terminated or truncated, steps + 1
+    assert not info["invalid_action"] and info["summary"]["jobs"] == 60
+
+
 def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
     from dallygym.policies.dally import DallyConsolidatedPolicy
 
@@ -393,6 +434,23 @@ def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp
     obs, info = env.reset(seed=3)
     action, _ = loaded.predict(obs, action_masks=info["action_mask"], deterministic=True)
     assert info["action_mask"][int(action)]
+
+
+def test_job_set_extractor_gives_the_same_features_with_the_empty_tail_cut_off():
+    th = pytest.importorskip("torch")
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from dallygym.nets import JobPointerPolicy
+
+    env = gym.make("DallyQueueSmall-v0")
+    model = sb3_contrib.MaskablePPO(JobPointerPolicy, env, seed=0, device="cpu")
+    observations = [obs for obs, _, _, _ in play(env, 2, random_masked)[:20]]
+    full = {k: th.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+    shown = int(full["job_mask"].sum(dim=1).max())
+    assert shown < env.unwrapped.max_candidates
+    cut = {"jobs": full["jobs"][:, :shown], "job_mask": full["job_mask"][:, :shown], "cluster": full["cluster"]}
+    extractor = model.policy.features_extractor
+    with th.no_grad():
+        assert th.allclose(extractor(full), extractor(cut), atol=1e-6)
 
 
 def test_a_window_smaller_than_the_candidates_shows_the_first_in_priority_order_and_counts_the_rest():
