@@ -20,7 +20,7 @@ from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
-from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
+from .policies.protected import ProtectedRemainingPolicy
 
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
 #: How the makespan part of a reward is credited over the steps (the return is the same):
@@ -333,9 +333,6 @@ class DallyQueueEnv(DallyEnv):
         self._num_gpus = float(self.spec_cluster.num_gpus)
         self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
         self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
-        # The protected-remaining estimate's Nw_sens for a never-run job (feature 9).
-        self._never_run_nw = np.where(engine.num_gpus > self.spec_cluster.gpus_per_machine,
-                                      NEVER_RUN_MULTI_MACHINE_NW_SENS, 1.0)
         self._oracle_cache: dict = {}
         # The makespan bound's speed of each job at its best tier (see makespan_bound_s). A job
         # too big for any representative placement (wider than two racks) is taken at speed 1
@@ -510,7 +507,7 @@ class DallyQueueEnv(DallyEnv):
         times = np.empty((4, k))
         times[0] = starvation
         times[1] = remaining_ideal
-        times[2] = estimate = self._estimate_s(c, remaining_ideal, nw)
+        times[2] = estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
         times[3] = g * run_s / self._num_gpus
         times = self._time(times)
         view[:, 5] = times[0]
@@ -557,20 +554,12 @@ class DallyQueueEnv(DallyEnv):
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
 
-    def _estimate_s(self, jobs: np.ndarray, remaining_ideal: np.ndarray, nw: np.ndarray) -> np.ndarray:
-        """The protected-remaining heuristic's estimate of the jobs' remaining run time:
-        remaining ideal time / Nw_sens (a never-run job: / 1 if it fits a machine, else / 0.1)."""
-        return remaining_ideal / np.where(nw > 0, nw, self._never_run_nw[jobs])
-
     def largest_estimate_s(self) -> float:
         """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,
         running or waiting; 0 when none is left."""
         e = self.engine
         jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-        if not jobs.size:
-            return 0.0
-        remaining = (e.total_iterations[jobs] - e.done_iters[jobs]) * e.iter_time_s[jobs]
-        return float(self._estimate_s(jobs, remaining, e.nw_sens(jobs)).max())
+        return float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
 
     def _job_speeds(self, c: np.ndarray) -> np.ndarray:
         """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 # One torch thread per test process, set before anything imports torch: the tests' networks are
 # tiny, and with pytest-xdist running a process per core, more threads only contend (a
@@ -77,3 +78,13 @@ def tier_latency() -> TierLatency:
 def check_every_allocation(monkeypatch):
     """In tests, every allocation re-checks that its GPUs are free (off on the hot path)."""
     monkeypatch.setattr(ClusterState, "check_allocations", True)
+
+
+def load_script(relative: str, name: str):
+    """A script of the repository (``benchmarks/compare.py``, ...) imported as module ``name``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+from conftest import load_script
 import io
 import json
 from pathlib import Path
@@ -84,9 +84,7 @@ def test_evaluate_unknown_agent_exits_2_naming_it(capsys):
 
 @pytest.mark.slow
 def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
-    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_script("benchmarks/report.py", "report")
     code = report.main(["--agent", str(COMMITTED), "--policies", "dally", "tiresias", "gandiva", "fifo",
                         "--racks", "2", "--machines-per-rack", "2", "--goal-racks", "2",
                         "--batch-traces", "small", "--poisson-traces", "small", "--imported-traces", "--probe-thresholds",

@@ -3,7 +3,7 @@ hand-made result tables whose right wording is known."""
 
 from __future__ import annotations
 
-import importlib.util
+from conftest import load_script
 import math
 from pathlib import Path
 
@@ -15,10 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/compare.py", "bench_compare")
 
 
 def _row(policy, racks, trace="batch-500", **metrics):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+from conftest import load_script
 import re
 from pathlib import Path
 
@@ -29,9 +29,7 @@ def test_readme_commands_are_marked_for_ci():
 
 def test_readme_result_tables_are_the_committed_benchmark_results():
     # The README's result blocks are copies of benchmarks/results (benchmarks/readme_sync.py).
-    spec = importlib.util.spec_from_file_location("readme_sync", README.parent / "benchmarks" / "readme_sync.py")
-    sync = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sync)
+    sync = load_script("benchmarks/readme_sync.py", "readme_sync")
     text = README.read_text()
     assert {m["name"] for m in sync.BLOCK.finditer(text)} == set(sync.BLOCKS)
     assert sync.synced(text) == text, "run python benchmarks/readme_sync.py"

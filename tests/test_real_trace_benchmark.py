@@ -4,7 +4,7 @@ checked on small hand-built traces and result tables."""
 
 from __future__ import annotations
 
-import importlib.util
+from conftest import load_script
 from pathlib import Path
 
 import pandas as pd
@@ -17,10 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_compare_real", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/compare.py", "bench_compare_real")
 
 
 def _trace(jobs: list[tuple[float, int]], hours: float = 10.0) -> pd.DataFrame:
