@@ -56,6 +56,20 @@ def _failure(exc: BaseException, detail: str = "") -> Failure:
     return Failure(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, detail)
 
 
+def _worker_init() -> None:
+    """Set up a forked worker process: one torch thread, if the parent had imported torch.
+
+    A parent that has run torch operations (loading a learned agent does) leaves its OpenMP
+    thread pool in a state that a forked child cannot use: the child's first multi-threaded
+    operation waits forever on threads that were not copied. With one thread torch never enters
+    the pool, and with one worker per core one thread each is the right share anyway. Torch is
+    not imported here when the parent had not imported it.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _guarded(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
     """``(True, fn(item))``, or ``(False, Failure)`` if it raised: one failing task never takes
     the pool, the Ray job or the other tasks down with it."""
@@ -117,7 +131,7 @@ class LocalBackend(Backend):
             return
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)))
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)), initializer=_worker_init)
         try:
             futures, unsent, broken = {}, [], None
             for i, item in enumerate(items):

@@ -234,3 +234,21 @@ def test_a_worker_process_that_dies_fails_its_cells_instead_of_the_sweep(tmp_pat
     assert result.failed >= 1 and result.failed + len(result.results) == len(cells)
     assert result.errors["error"].str.contains("BrokenProcessPool").all()
     assert set(result.errors["racks"]) >= {1}
+
+
+def _torch_threads_and_a_product(_):
+    import torch
+
+    x = torch.ones(256, 256)
+    return torch.get_num_threads(), float((x @ x).sum())
+
+
+def test_worker_processes_of_a_parent_that_ran_torch_use_one_torch_thread():
+    # A parent that ran a multi-threaded torch operation (loading and running a learned agent
+    # does) used to leave forked workers hanging on their first one: report.py --workers 2 hung.
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(2)
+    x = torch.ones(256, 256)
+    assert float((x @ x).sum()) == 256.0**3
+    outcomes = run_ordered(_torch_threads_and_a_product, [0, 1, 2], 2)
+    assert outcomes == [(1, 256.0**3)] * 3
