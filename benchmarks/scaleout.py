@@ -14,7 +14,8 @@ Runs each command in a fresh process, one after the other, and times it from out
 each with ``--workers 1``, ``--workers 2`` and ``--backend ray --workers 2`` (a local Ray
 instance with 2 CPUs, started and stopped by the command). The sweep's ``results.csv`` and the
 report's ``report.csv`` (without its per-run ``wall_s`` timings) are hashed and compared across
-the three runs; a mismatch is written into the table, not hidden. Writes ``scaleout.csv`` and ``scaleout.md`` to ``--out``.
+the three runs; a mismatch is written into the table, not hidden. Writes ``scaleout.csv`` and
+``scaleout.md`` to ``--out``.
 
 Speed is a benchmark, never a test: run it on an otherwise idle machine.
 """

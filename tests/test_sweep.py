@@ -247,8 +247,12 @@ def test_worker_processes_of_a_parent_that_ran_torch_use_one_torch_thread():
     # A parent that ran a multi-threaded torch operation (loading and running a learned agent
     # does) used to leave forked workers hanging on their first one: report.py --workers 2 hung.
     torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    x = torch.ones(256, 256)
-    assert float((x @ x).sum()) == 256.0**3
-    outcomes = run_ordered(_torch_threads_and_a_product, [0, 1, 2], 2)
+    try:
+        x = torch.ones(256, 256)
+        assert float((x @ x).sum()) == 256.0**3
+        outcomes = run_ordered(_torch_threads_and_a_product, [0, 1, 2], 2)
+    finally:
+        torch.set_num_threads(threads)  # the other tests see this process as it was
     assert outcomes == [(1, 256.0**3)] * 3
