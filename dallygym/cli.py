@@ -82,6 +82,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env-id", default=defaults.env_id,
                    help="Dally-v0 (tier offers; default), DallyQueue-v0 (job order) or their Small variants")
     p.add_argument("--racks", type=int, default=defaults.racks)
+    p.add_argument("--train-racks", type=int, nargs="+", default=defaults.train_racks, metavar="RACKS",
+                   help="train on several cluster sizes: environment i gets the i-th size, cycled (e.g. "
+                        "4 8 8 16 over 4 environments); validation sums over the distinct sizes "
+                        "(default: --racks only)")
     p.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
     p.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
     p.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
@@ -137,7 +141,7 @@ def _train_config(args: argparse.Namespace, **given):
     from .learn import TrainConfig
 
     settings = dict(
-        env_id=args.env_id, racks=args.racks, machines_per_rack=args.machines_per_rack,
+        env_id=args.env_id, racks=args.racks, train_racks=args.train_racks, machines_per_rack=args.machines_per_rack,
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,

@@ -58,10 +58,18 @@ class TrainConfig:
     the value head to its discounted returns for ``imitate_epochs`` epochs. ``keep`` chooses
     the parameters saved in ``policy.pth``: ``"last"`` (the end of training) or ``"best"``
     (the best validation return seen, the warm start's included; needs evaluations).
+
+    ``train_racks`` trains on several cluster sizes at once: training environment ``i`` has
+    ``train_racks[i % len(train_racks)]`` racks (e.g. ``[4, 8, 8, 16]`` over four
+    environments), the warm start's teacher episodes cycle through them in that order, and
+    validation plays every validation trace at each distinct size (one evaluation environment
+    per size), so "best" is the best return summed over the sizes. ``racks`` stays the size the
+    agent is evaluated at by default. None (the default) trains at ``racks`` only.
     """
 
     env_id: str = "Dally-v0"
     racks: int = 8
+    train_racks: list[int] | None = None
     machines_per_rack: int = 8
     gpus_per_machine: int = 8
     trace: str = "gen:batch-500"
@@ -97,11 +105,13 @@ class TrainConfig:
     tensorboard: bool = False
     progress_bar: bool = True
 
-    def env_kwargs(self) -> dict:
+    def env_kwargs(self, racks: int | None = None) -> dict:
         """Keyword arguments of the training environments (the evaluation uses the same
-        cluster shape and observation mode). Options left None take the environment's default."""
+        cluster shape and observation mode), at ``racks`` racks if given (one of
+        :meth:`training_sizes`), else at ``self.racks``. Options left None take the
+        environment's default."""
         kwargs = {
-            "racks": self.racks, "machines_per_rack": self.machines_per_rack,
+            "racks": self.racks if racks is None else racks, "machines_per_rack": self.machines_per_rack,
             "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
             "sensitivity": self.sensitivity, "reward": self.reward,
         }
@@ -112,6 +122,25 @@ class TrainConfig:
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}
+
+    def rank_racks(self, rank: int) -> int:
+        """Racks of training environment ``rank`` (and of teacher episode ``rank``)."""
+        return self.racks if not self.train_racks else self.train_racks[rank % len(self.train_racks)]
+
+    def training_sizes(self) -> list[int]:
+        """The distinct cluster sizes (racks) trained and validated on, in ascending order."""
+        return sorted(set(self.train_racks)) if self.train_racks else [self.racks]
+
+    def check_train_racks(self) -> None:
+        """Reject a ``train_racks`` that is empty or holds a non-positive or non-integer size."""
+        if self.train_racks is None:
+            return
+        sizes = list(self.train_racks)
+        if not sizes or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in sizes):
+            raise ValueError(f"train_racks must be a non-empty list of positive integers, got {self.train_racks!r}")
+        if len(sizes) > self.n_envs:
+            raise ValueError(f"train_racks lists {len(sizes)} sizes but there are only {self.n_envs} training "
+                             f"environments (--n-envs): sizes {sizes[self.n_envs:]} would never be trained on")
 
 
 def is_queue_env(env_id: str) -> bool:
@@ -166,10 +195,11 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
 
     from .queue_env import protected_share_action
 
-    env = gym.make(env_id, **config.env_kwargs())
+    envs = {racks: gym.make(env_id, **config.env_kwargs(racks)) for racks in config.training_sizes()}
     rows, clusters, may_stop, actions, returns = [], [], [], [], []
     steps_per_episode = []
     for episode in range(config.imitate_episodes):
+        env = envs[config.rank_racks(episode)]
         obs, info = env.reset(seed=IMITATION_SEED_BASE * (config.seed + 1) + episode)
         rewards = []
         done = env.unwrapped._done
@@ -191,7 +221,8 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
             episode_returns[i] = running
         returns.extend(episode_returns.tolist())
         steps_per_episode.append(len(rewards))
-    env.close()
+    for env in envs.values():
+        env.close()
 
     policy = model.policy
     slots, features = policy.observation_space["jobs"].shape
@@ -259,13 +290,13 @@ def train(config: TrainConfig) -> Path:
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
     from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     import torch
 
     torch.set_num_threads(config.torch_threads)
+    config.check_train_racks()
     if config.keep not in KEEP:
         raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {config.keep!r}")
     if config.imitate_episodes < 0 or config.imitate_epochs < 1:
@@ -279,16 +310,31 @@ def train(config: TrainConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
 
-    # 1. Training environments: each draws a fresh seeded trace at every reset.
+    # 1. Training environments: each draws a fresh seeded trace at every reset; environment i
+    #    has config.rank_racks(i) racks. Built as SB3's make_vec_env builds them (action space
+    #    seeded with seed + rank, a Monitor file per rank, the vector seeded at the first reset),
+    #    with per-rank keyword arguments, which make_vec_env cannot give.
     env_id = config.env_id if ":" in config.env_id else f"dallygym:{config.env_id}"
-    venv = make_vec_env(
-        env_id, n_envs=config.n_envs, seed=config.seed, env_kwargs=config.env_kwargs(),
-        monitor_dir=str(out / "monitor"),
-        vec_env_cls=SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv,
-    )
-    # 2. Evaluation environment: fixed validation traces, cycled, masks used.
-    eval_kwargs = {**config.env_kwargs(), "trace": _validation_traces(config)}
-    eval_env = Monitor(gym.make(env_id, **eval_kwargs))
+    monitor_dir = out / "monitor"
+    monitor_dir.mkdir(exist_ok=True)
+
+    def training_env(rank: int):
+        def build():
+            env = gym.make(env_id, render_mode="rgb_array", **config.env_kwargs(config.rank_racks(rank)))
+            env.action_space.seed(config.seed + rank)
+            return Monitor(env, filename=str(monitor_dir / str(rank)))
+        return build
+
+    venv = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)(
+        [training_env(rank) for rank in range(config.n_envs)])
+    venv.seed(config.seed)
+    # 2. Evaluation: one environment per training size, each cycling the fixed validation
+    #    traces; every evaluation plays each trace once at each size, masks used.
+    validation = _validation_traces(config)
+    eval_env = DummyVecEnv([
+        (lambda racks=racks: Monitor(gym.make(env_id, **{**config.env_kwargs(racks), "trace": validation})))
+        for racks in config.training_sizes()])
+    n_eval_episodes = len(VALIDATION_SEEDS) * len(config.training_sizes())
 
     # 3. The model.
     if is_queue_env(config.env_id):
@@ -321,7 +367,7 @@ def train(config: TrainConfig) -> Path:
 
     per_env = lambda steps: max(1, steps // config.n_envs)  # noqa: E731 - SB3 counts calls per env
     callbacks = [
-        MaskableEvalCallback(eval_env, n_eval_episodes=len(VALIDATION_SEEDS), eval_freq=per_env(config.eval_freq_steps),
+        MaskableEvalCallback(eval_env, n_eval_episodes=n_eval_episodes, eval_freq=per_env(config.eval_freq_steps),
                              log_path=str(out / "eval"), best_model_save_path=str(out / "best"),
                              deterministic=True, verbose=0),
         CheckpointCallback(save_freq=per_env(config.checkpoint_freq_steps), save_path=str(out / "checkpoints"),
@@ -334,7 +380,7 @@ def train(config: TrainConfig) -> Path:
         # The warm start is the first candidate for "best": its validation return, saved as such.
         from sb3_contrib.common.maskable.evaluation import evaluate_policy
 
-        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=len(VALIDATION_SEEDS), deterministic=True,
+        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True,
                                      return_episode_rewards=True)
         warm["validation_return"] = round(float(np.mean(returns)), 4)
         evaluation.best_mean_reward = float(np.mean(returns))

@@ -101,3 +101,43 @@ def test_bad_warm_start_settings_are_refused_before_training(tmp_path, changes, 
     with pytest.raises(ValueError, match=words):
         train(replace(SMALL, out_dir=str(tmp_path / "run"), **changes))
     assert not (tmp_path / "run").exists()
+
+
+def test_train_racks_cycle_over_the_environments_and_validation_covers_every_size():
+    config = replace(SMALL, n_envs=4, train_racks=[2, 1, 1])
+    assert [config.rank_racks(i) for i in range(5)] == [2, 1, 1, 2, 1]
+    assert config.training_sizes() == [1, 2]
+    assert config.env_kwargs(1)["racks"] == 1 and config.env_kwargs()["racks"] == SMALL.racks
+    assert replace(SMALL).training_sizes() == [SMALL.racks] and SMALL.rank_racks(3) == SMALL.racks
+
+
+def test_train_on_several_sizes_builds_each_size_for_training_teaching_and_validation(tmp_path, monkeypatch):
+    pytest.importorskip("sb3_contrib")
+    made = []
+    real_make = gym.make
+
+    def recording_make(env_id, **kwargs):
+        made.append(kwargs.get("racks"))
+        return real_make(env_id, **kwargs)
+
+    monkeypatch.setattr(gym, "make", recording_make)
+    config = replace(SMALL, train_racks=[1, 2], imitate_episodes=2, imitate_epochs=1, keep="best",
+                     out_dir=str(tmp_path / "run"))
+    train(config)
+    # teacher: one environment per size; training: ranks 0, 1 -> 1, 2 racks; validation: one per size.
+    assert made == [1, 2, 1, 2, 1, 2], made
+    results = np.load(tmp_path / "run" / "eval" / "evaluations.npz")["results"]
+    assert results.shape[1] == 4  # 2 validation traces x 2 sizes per evaluation
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["train_racks"] == [1, 2]
+
+
+@pytest.mark.parametrize("train_racks, words", [
+    ([], "non-empty list of positive integers"),
+    ([2, 0], "non-empty list of positive integers"),
+    ([1, 2, 2], "only 2 training environments"),
+])
+def test_bad_train_racks_are_refused_before_training(tmp_path, train_racks, words):
+    with pytest.raises(ValueError, match=words):
+        train(replace(SMALL, train_racks=train_racks, out_dir=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()

@@ -24,6 +24,14 @@ def test_a_total_that_is_not_a_multiple_of_the_environments_is_refused():
         rollout_steps(2049, 8, 512)
 
 
+def test_train_racks_on_the_command_line_reach_the_config():
+    from dallygym.cli import _train_config, build_parser
+
+    args = build_parser().parse_args(["train", "--env-id", "DallyQueue-v0", "--train-racks", "4", "8", "8", "16"])
+    assert _train_config(args).train_racks == [4, 8, 8, 16]
+    assert _train_config(build_parser().parse_args(["train"])).train_racks is None
+
+
 @pytest.mark.slow
 def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path, capsys):
     pytest.importorskip("sb3_contrib")
