@@ -33,6 +33,7 @@ differ only in a ``-sN`` seed suffix are also pooled over seeds).
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from pathlib import Path
@@ -107,34 +108,57 @@ def seed_group(name: str) -> str:
     return re.sub(r"-s\d+$", "", name)
 
 
-def run_cells(cells, queue_env: str, agents, machines_per_rack: int = 8) -> pd.DataFrame:
+def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_rack: int = 8) -> list[dict]:
+    """Every row of one cell ``(kind, trace, racks)``: the heuristics, the trivial baselines and
+    each saved agent (loaded from ``agent_paths``; a process loads each once)."""
+    kind, source, racks = cell
+    spec = ClusterSpec(racks, machines_per_rack, 8)
+    trace = load_trace(source, cluster=spec) if not isinstance(source, pd.DataFrame) else source
+    name = Path(str(source)).stem if not isinstance(source, pd.DataFrame) else kind
+    results = {h: simulate(trace, spec, policy=h).summary for h in HEURISTICS}
+    results["random-picks"] = through_env(queue_env, trace, spec, random_masked)
+    results["random-picks (lease picks)"] = through_env(queue_env, trace, spec, random_masked, lease_picks="all")
+    results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
+    results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
+    results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
+    results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))
+    for path in agent_paths:
+        results[Path(path).name] = run_agent(_loaded_agent(path), trace, spec).summary
+    base = results["dally"]
     rows = []
-    for kind, source, racks in cells:
-        spec = ClusterSpec(racks, machines_per_rack, 8)
-        trace = load_trace(source, cluster=spec) if not isinstance(source, pd.DataFrame) else source
-        name = Path(str(source)).stem if not isinstance(source, pd.DataFrame) else kind
-        results = {h: simulate(trace, spec, policy=h).summary for h in HEURISTICS}
-        results["random-picks"] = through_env(queue_env, trace, spec, random_masked)
-        results["random-picks (lease picks)"] = through_env(queue_env, trace, spec, random_masked, lease_picks="all")
-        results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
-        results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
-        results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
-        results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))
-        for agent_name, agent in agents:
-            results[Path(agent_name).name] = run_agent(agent, trace, spec).summary
-        base = results["dally"]
-        for agent_name, summary in results.items():
-            rows.append({
-                "kind": kind, "trace": name, "racks": racks, "agent": agent_name,
-                "jct_mean_h": round(summary["jct_mean_s"] / 3600, 1),
-                "makespan_h": round(summary["makespan_s"] / 3600, 1),
-                "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
-                "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1),
-                "preemptions": summary["preemptions"],
-                "makespan_s": summary["makespan_s"], "dally_makespan_s": base["makespan_s"],
-            })
-            print(rows[-1], flush=True)
-    return pd.DataFrame(rows)
+    for agent_name, summary in results.items():
+        rows.append({
+            "kind": kind, "trace": name, "racks": racks, "agent": agent_name,
+            "jct_mean_h": round(summary["jct_mean_s"] / 3600, 1),
+            "makespan_h": round(summary["makespan_s"] / 3600, 1),
+            "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
+            "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1),
+            "preemptions": summary["preemptions"],
+            "makespan_s": summary["makespan_s"], "dally_makespan_s": base["makespan_s"],
+        })
+    return rows
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded_agent(path: str):
+    return load_agent(path)
+
+
+def run_cells(cells, queue_env: str, agent_paths, machines_per_rack: int = 8, workers: int = 1) -> pd.DataFrame:
+    """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
+    (the rows are the same: every run is seeded by its cell alone)."""
+    from dallygym.sweep import LocalBackend
+
+    task = functools.partial(run_cell, queue_env=queue_env, agent_paths=tuple(agent_paths),
+                             machines_per_rack=machines_per_rack)
+    done = {}
+    for i, ok, value in LocalBackend(workers).imap_unordered(task, list(cells)):
+        if not ok:
+            raise RuntimeError(f"cell {cells[i][1]} at {cells[i][2]} racks failed: {value.error}\n{value.detail}")
+        done[i] = value
+        print(f"cell {len(done)}/{len(cells)} done: {Path(str(cells[i][1])).stem} at {cells[i][2]} racks",
+              file=sys.stderr, flush=True)
+    return pd.DataFrame([row for i in range(len(cells)) for row in done[i]])
 
 
 def summary_table(frame: pd.DataFrame, learned: list[str]) -> pd.DataFrame:
@@ -195,14 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", action="append", default=[], help="saved learned agents (run directories)")
     parser.add_argument("--out", help="write the tables as Markdown here")
     parser.add_argument("--csv", help="write every row as CSV here")
+    parser.add_argument("--workers", type=int, default=1, help="cells run in this many processes (default 1)")
     args = parser.parse_args(argv)
     if args.generated:
         cells = [(args.generated, generate_trace(args.generated, seed=s), args.racks) for s in args.seeds]
     else:
         cells = args.cell or DEFAULT_CELLS
-    agents = [(a, load_agent(a)) for a in args.agent]
+    for path in args.agent:
+        _loaded_agent(path)  # a bad agent fails here, before any cell runs
     learned = [Path(a).name for a in args.agent]
-    frame = run_cells(cells, args.queue_env, agents, args.machines_per_rack)
+    frame = run_cells(cells, args.queue_env, args.agent, args.machines_per_rack, args.workers)
     means = summary_table(frame, learned)
     goal = goal_sentences(frame, learned)
     text = (f"```\n{frame.drop(columns=['makespan_s', 'dally_makespan_s']).to_string(index=False)}\n```\n\nPer cell kind, racks and agent (mean, min, max over "
