@@ -35,11 +35,47 @@ def test_committed_agents_have_their_provenance(run):
     # The full total, unless the wall-clock guard stopped the run (then meta.json says so).
     assert meta["timesteps"] >= config["total_timesteps"] or meta.get("stopped_by_time_limit") is True
     assert meta["wall_s"] <= 3600
-    # `dallygym train ...`, or the same entry point run as `python -m dallygym.cli train ...`.
-    assert meta["command"].startswith(("dallygym train", "cli.py train"))
+    # `dallygym train ...`, or the same entry point run as `python -m dallygym train ...` or
+    # `python -m dallygym.cli train ...`.
+    assert meta["command"].startswith(("dallygym train", "python -m dallygym train", "cli.py train"))
     assert f"--seed {config['seed']}" in meta["command"]
     assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
     assert (ROOT / "agents" / "runs" / run / "policy.pth").exists()  # what dallygym evaluate loads
+
+
+def test_a_learned_agent_is_run_on_one_torch_thread_and_the_count_restored():
+    import torch
+
+    from dallygym.learn import run_agent
+
+    agent = LearnedAgent(ROOT / "agents" / "runs" / "queue-small-ppo-s0")
+    seen = []
+
+    class Spy:
+        config, env_id, name = agent.config, agent.env_id, agent.name
+
+        def predict(self, *args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return agent.predict(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spied = run_agent(Spy(), "small", ClusterSpec(2, 2, 8)).summary
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1}
+    assert spied == run_agent(agent, "small", ClusterSpec(2, 2, 8)).summary
+
+
+def test_training_records_the_command_as_typed(monkeypatch):
+    from dallygym.learn import _command_line
+
+    monkeypatch.setattr("sys.argv", ["/work/venv/lib/dallygym/__main__.py", "train", "--seed", "2"])
+    assert _command_line() == "python -m dallygym train --seed 2"
+    monkeypatch.setattr("sys.argv", ["/usr/bin/dallygym", "train", "--out", "a b"])
+    assert _command_line() == "dallygym train --out 'a b'"
 
 
 def test_agent_trained_under_another_priority_is_evaluated_under_it():
