@@ -441,6 +441,23 @@ def training_curve(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return episodes, evals
 
 
+def _return_label(run_dir: Path) -> str:
+    """What a run's episode return is, from its ``config.json`` (the environment's default
+    reward when the run left it unset; each reward's return is defined in its docstring)."""
+    try:
+        config = json.loads((run_dir / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return "episode return"
+    queue = str(config.get("env_id", "")).startswith("DallyQueue")
+    reward = config.get("reward") or ("jct-makespan" if queue else "jct")
+    weight = config.get("makespan_weight")
+    if queue:  # every DallyQueue reward is a total over 100 leases (see DallyQueueEnv)
+        total = {"jct-makespan": f"mean JCT + {weight if weight is not None else 1:g}·makespan",
+                 "jct": "mean JCT"}.get(reward, reward)
+        return f"episode return = −({total}) / (100 leases)"
+    return "episode return = −mean JCT (leases)" if reward == "jct" else f"episode return ({reward} reward)"
+
+
 def plot_training_curve(run_dir: str | Path) -> Path | None:
     """Write ``curve.png`` (training and validation returns against timesteps)."""
     try:
@@ -460,7 +477,7 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
     if not evals.empty:
         ax.plot(evals["timesteps"], evals["mean_return"], "o-", label="validation traces")
     ax.set_xlabel("timesteps (decisions)")
-    ax.set_ylabel("episode return = −mean JCT (leases)")
+    ax.set_ylabel(_return_label(run_dir))
     ax.set_title(run_dir.name)
     ax.legend()
     fig.tight_layout()

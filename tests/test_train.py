@@ -75,3 +75,18 @@ def test_train_on_dally_queue_saves_a_pointer_agent_that_evaluate_runs_in_its_en
                  "--machines-per-rack", "2", "--trace", "small", "--format", "csv"]) == 0
     printed = capsys.readouterr().out
     assert str(out) in printed and "protected-remaining" in printed
+
+
+@pytest.mark.parametrize("config, label", [
+    ({"env_id": "Dally-v0", "reward": None}, "episode return = −mean JCT (leases)"),
+    ({"env_id": "DallyQueue-v0", "reward": None, "makespan_weight": 10.0},
+     "episode return = −(mean JCT + 10·makespan) / (100 leases)"),
+    ({"env_id": "DallyQueueSmall-v0", "reward": None, "makespan_weight": None},
+     "episode return = −(mean JCT + 1·makespan) / (100 leases)"),
+    ({"env_id": "DallyQueue-v0", "reward": "jct"}, "episode return = −(mean JCT) / (100 leases)"),
+])
+def test_the_training_curve_says_what_its_return_is(tmp_path, config, label):
+    from dallygym.learn import _return_label
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert _return_label(tmp_path) == label
