@@ -148,3 +148,32 @@ def test_a_hand_written_dally_v0_agent_without_a_saved_config_runs_through_run_a
     spec = ClusterSpec(2, 2, 8)
     waited = run_agent(AlwaysWait(), "small", spec).summary
     assert waited == dallygym.simulate("small", spec, policy="dally-consolidated").summary
+
+
+def _goal_rows(makespans: dict) -> pd.DataFrame:
+    """Report rows of batch traces: {(agent, trace, racks): makespan_h}; mean JCT 100 h for Dally, 50 h else."""
+    return pd.DataFrame([{"workload": "batch", "agent": a, "trace": t, "racks": r, "makespan_s": 3600.0 * m,
+                          "jct_mean_s": 3600.0 * (100 if a == "dally" else 50)} for (a, t, r), m in makespans.items()])
+
+
+@pytest.mark.parametrize("agent_at_16, verdict", [
+    ({"t1": 100, "t2": 100}, "goal met"),
+    ({"t1": 100, "t2": 106}, "goal not met"),   # one trace beyond +5 % at 16 racks
+    ({"t1": 100}, "goal not decided"),           # t2 never ran at 16 racks
+])
+def test_the_report_decides_issue_10s_goal_on_every_trace_at_the_other_sizes(agent_at_16, verdict):
+    report = load_script("benchmarks/report.py", "report")
+    makespans = {}
+    for agent in ("dally", "tiresias", "queue-x"):
+        for trace in ("t1", "t2"):
+            makespans[(agent, trace, 8)] = makespans[(agent, trace, 4)] = 100
+            if agent != "queue-x":
+                makespans[(agent, trace, 16)] = 100
+    makespans.update({("queue-x", t, 16): m for t, m in agent_at_16.items()})
+    rows = _goal_rows(makespans)
+    goal = report.goal_table(rows, 8, ["queue-x"])
+    lines = report.queue_goal_lines(rows, goal, ["queue-x"], 8)
+    sentence = next(line for line in lines if line.startswith("- **queue-x**"))
+    assert sentence.endswith(verdict + "." if verdict != "goal not decided" else "16 racks).")
+    assert verdict in sentence
+    assert "4 racks +0.0, +0.0 %" in sentence
