@@ -864,7 +864,8 @@ def _run_task(task):
 ROOT = Path(__file__).resolve().parents[1]
 #: The committed learned agents run on the real traces.
 REAL_AGENTS = tuple(ROOT / "agents" / "runs" / n for n in
-                    ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0"))
+                    ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0",
+                     "queue-ppo-sizes-s2"))
 
 
 #: The paper's §VI directions checked on each real trace: Dally's metric is lower than the
@@ -1146,12 +1147,13 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
         "## Learned agents on the real traces",
         "",
-        "The committed agents (`agents/runs/`): `ppo-*` answer `Dally-v0` offers, `queue-ppo-s0` picks the next "
+        "The committed agents (`agents/runs/`): `ppo-*` answer `Dally-v0` offers, `queue-ppo-*` pick the next "
         "job in `DallyQueue-v0`; each acts in the environment and observation mode of its saved config, through "
-        "`dallygym.learn.run_agent`. All were trained at 8 racks of 8 × 8 on generated batch-500 draws; "
-        "`run_agent` accepts any cluster (the observation is scaled to the cluster, its size is not fixed by "
-        "training), so every size here other than 8 racks, and every real trace, is outside what they were "
-        "trained on. A run still going after the time limit is stopped and reported as too slow with that time.",
+        "`dallygym.learn.run_agent`. All were trained on generated batch-500 draws of 8 × 8 racks, at 8 racks "
+        "(`queue-ppo-sizes-*`: at 4, 8 and 16); `run_agent` accepts any cluster (the observation is scaled to "
+        "the cluster, its size is not fixed by training), so every other size, and every real trace, is "
+        "outside what they were trained on. A run still going after the time limit is stopped and reported as "
+        "too slow with that time.",
         "",
         *agent_sentences(rows),
         "",
@@ -1201,8 +1203,8 @@ def real_main(args, given: list[str]) -> int:
                 f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
                 f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
                 + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)" if kept is not None else "")
-                + "; every run's time is in `real_traces.csv`. The machine was shared with training jobs: "
-                  "wall times, and so which learned-agent runs hit the time limit, depend on its load.")
+                + "; every run's time is in `real_traces.csv`. Wall times, and so which learned-agent runs "
+                  "hit the time limit, depend on the machine's load.")
         (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")
     (out / "real_traces.md").write_text(real_report(sizes, rows, meta) + "\n")
     print(f"wrote {out / 'real_traces.md'} ({len(rows)} runs)")

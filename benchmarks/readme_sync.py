@@ -14,8 +14,8 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
 * ``section-vi``: the summary line of the paper's qualitative §VI claims and their table's rows
   for the default renewal mode, from ``results/compare.md``;
 * ``jct-gap``: the computed sentences on the JCT gap to Tiresias in ``results/compare.md``;
-* ``agents``: the learned agents and the main heuristics from the first table of
-  ``results/report/report.md``;
+* ``agents``: the learned agents and the main heuristics from the table of
+  ``results/report/report.md``'s section "The question: does a learned agent beat auto-tuned Dally?";
 * ``real-traces``: the overall count, the table of the paper's directions per real trace and
   the computed headline sentences of ``results/real_traces.md`` (``compare.py --real-traces``);
 * ``real-agents``: the computed sentences on the learned agents in ``results/real_traces.md``.
@@ -36,7 +36,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.DOTALL)
 
 #: Rows of the report's main table that the README shows, in its order.
-AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "dally",
+AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0",
+              "queue-ppo-s1", "queue-ppo-s2", "queue-ppo-sizes-s0", "queue-ppo-sizes-s1", "queue-ppo-sizes-s2", "dally",
               "dally-consolidated", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
 
 
@@ -126,7 +127,7 @@ def jct_gap_block() -> str:
 
 
 def agents_block() -> str:
-    text = (RESULTS / "report" / "report.md").read_text()
+    text = section((RESULTS / "report" / "report.md").read_text(), "## The question: does a learned agent beat")
     rows = {}
     for line in first_table(text)[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]

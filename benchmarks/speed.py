@@ -25,6 +25,11 @@ philly-like traces of 10,000, 30,000 and 100,000 jobs (``dallygym trace generate
 --jobs N``) at 16 and 64 racks under Dally, Tiresias and Gandiva, each run in its own process
 (wall time, CPU time and that process's peak RSS from ``os.wait4``); writes ``scaling.csv`` and
 ``scaling.md``. The 100,000-job runs take minutes each.
+
+``--train`` measures early training instead: ``dallygym train`` from a fresh network for
+``--train-steps`` steps on ``Dally-v0`` and ``DallyQueue-v0``, steps/s and the ratio to CartPole
+(``train_speed.csv`` and ``.md``). ``--whole-trace PHILLY_CSV`` runs every shipped policy on
+the whole public Philly trace at ``--whole-racks`` (``whole_trace.csv`` and ``.md``).
 """
 
 from __future__ import annotations
@@ -259,20 +264,58 @@ SCALING_RACKS = (16, 64)
 SCALING_POLICIES = ("dally", "tiresias", "gandiva")
 
 
-def run_measured(args: list[str]) -> dict:
+def run_measured(args: list[str], limit_s: float | None = None) -> dict:
     """Run ``python -m dallygym.cli *args`` in its own process: wall s, CPU s and the
-    process's peak resident set (MB), from ``os.wait4`` (that child's own rusage)."""
+    process's peak resident set (MB), from ``os.wait4`` (that child's own rusage). With
+    ``limit_s``, a run still going then is killed and returned with ``summary`` None."""
+    import threading
+
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(limit_s, proc.kill) if limit_s else None
+    if timer:
+        timer.start()
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    stopped = timer is not None and not timer.is_alive() and wall >= limit_s
+    if timer:
+        timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
+    if proc.returncode and not stopped:
         raise RuntimeError(f"dallygym {' '.join(args)} failed ({proc.returncode}): {err[-2000:]}")
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "max_rss_mb": round(usage.ru_maxrss / 1024), "summary": json.loads(out)}
+            "max_rss_mb": round(usage.ru_maxrss / 1024), "summary": None if stopped else json.loads(out)}
+
+
+def whole_trace_rows(step_s: float, source: str, racks: int = 8, limit_s: float = 600.0,
+                     workers: int = 2) -> pd.DataFrame:
+    """Every shipped policy on a whole imported Philly trace (``dallygym trace import philly
+    SOURCE --seed 0``), one ``dallygym simulate`` process each, ``workers`` at a time; a run
+    still going after ``limit_s`` is stopped and reported so."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dallygym.policies import POLICIES
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "philly-whole.csv"
+        subprocess.run([sys.executable, "-m", "dallygym.cli", "trace", "import", "philly", source, "--seed", "0",
+                        "--out", str(path)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        jobs = sum(1 for _ in path.open()) - 1
+
+        def one(policy: str) -> dict:
+            run = run_measured(["simulate", "--policy", policy, "--racks", str(racks), "--trace", str(path),
+                                "--format", "json", "--no-progress"], limit_s=limit_s)
+            done = run["summary"] is not None
+            print(f"whole trace {policy:20s} {run['wall_s']:8.1f} s {'' if done else '(stopped)'}", flush=True)
+            return {"policy": policy, "jobs": jobs, "racks": racks, "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
+                    "max_rss_mb": run["max_rss_mb"], "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
+                    "status": "ok" if done else f"stopped after {limit_s:.0f} s",
+                    "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1) if done else None}
+
+        with ThreadPoolExecutor(workers) as pool:
+            return pd.DataFrame(list(pool.map(one, list(POLICIES))))
 
 
 def scaling_rows(step_s: float, jobs=SCALING_JOBS, racks=SCALING_RACKS, policies=SCALING_POLICIES,
@@ -345,6 +388,40 @@ def time_cli(args: list[str], repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+#: ``--train``: (environment, training environments, steps per environment per rollout) of the
+#: early-training measurement: ``dallygym train``'s defaults for Dally-v0, the committed
+#: agents' recipe for DallyQueue-v0 (without the warm start).
+TRAIN_SETUPS = (("Dally-v0", 8, 512), ("DallyQueue-v0", 4, 256))
+
+
+def train_rows(step_s: float, steps: int = 8192) -> pd.DataFrame:
+    """Early training: ``dallygym train``'s procedure (``dallygym.learn.train``) for ``steps``
+    steps from a fresh network, no evaluations or checkpoints, timed whole (environment
+    construction, rollouts, PPO updates, saving), and its steps/s as a ratio to CartPole's."""
+    from dallygym.learn import TrainConfig, train
+
+    rows = []
+    for env_id, n_envs, n_steps in TRAIN_SETUPS:
+        with tempfile.TemporaryDirectory() as tmp:
+            config = TrainConfig(env_id=env_id, total_timesteps=steps, n_envs=n_envs, n_steps=n_steps,
+                                 eval_freq_steps=10**9, checkpoint_freq_steps=10**9, time_limit_min=None,
+                                 progress_bar=False, out_dir=tmp)
+            start = time.perf_counter()
+            train(config)
+            wall = time.perf_counter() - start
+        rate = steps / wall
+        rows.append({"env": env_id, "n_envs": n_envs, "steps": steps, "wall_s": round(wall, 1),
+                     "steps_per_s": round(rate, 1), "cartpole_ratio": round(rate * step_s, 4)})
+        print(f"train {env_id:14s} {rate:8.1f} steps/s", flush=True)
+    return pd.DataFrame(rows)
+
+
+def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
+    return [f"`dallygym train` from a fresh network (`dallygym.learn.train`, MaskablePPO, one torch thread, "
+            f"no evaluations), {steps:,} steps each, timed whole; `cartpole_ratio` = training steps/s / "
+            "CartPole steps/s:", "", "```\n" + frame.to_string(index=False) + "\n```", ""]
+
+
 def write_part(out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str],
                step_s: float) -> int:
     """Write one partial measurement (``stem``.csv and .md, the command and CartPole's rate in
@@ -379,9 +456,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=2, help="episodes per heuristic of the episode cost")
     parser.add_argument("--cost-envs", nargs="+", default=["Dally-v0", "DallyQueue-v0"],
                         help="environments of the episode cost")
+    parser.add_argument("--whole-trace", metavar="PHILLY_CSV",
+                        help="measure only every shipped policy on this whole Philly trace (the Pollux "
+                             "artifact's philly.csv), imported with seed 0 (writes whole_trace.csv/.md)")
+    parser.add_argument("--whole-racks", type=int, default=8, help="racks of --whole-trace (default 8)")
+    parser.add_argument("--whole-limit-s", type=float, default=600.0,
+                        help="stop a --whole-trace run after this many seconds (default 600)")
+    parser.add_argument("--train", action="store_true",
+                        help="measure only early training steps/s (writes train_speed.csv/.md)")
+    parser.add_argument("--train-steps", type=int, default=8192, help="steps of each --train run")
     args = parser.parse_args(argv)
 
     step_s = cartpole_step_s()
+    if args.whole_trace:
+        whole = whole_trace_rows(step_s, args.whole_trace, args.whole_racks, args.whole_limit_s)
+        body = [f"Every shipped policy on the whole trace ({whole['jobs'].iloc[0]:,} jobs, `dallygym trace import "
+                f"philly {args.whole_trace} --seed 0`) at {args.whole_racks} racks: `dallygym simulate --policy P "
+                f"--racks {args.whole_racks} --trace FILE --format json --no-progress`, one process per policy, two "
+                "at a time on the 2 cores (wall and CPU time and peak RSS of that process, from `os.wait4`; "
+                "`cartpole_steps_m` = wall time in millions of CartPole steps):", "",
+                "```\n" + whole.drop(columns=["jobs", "racks"]).to_string(index=False) + "\n```", ""]
+        return write_part(Path(args.out), "whole_trace", "The whole public Philly trace under every policy",
+                          f"--whole-trace {args.whole_trace} --whole-racks {args.whole_racks} "
+                          f"--whole-limit-s {args.whole_limit_s:g}", whole, body, step_s)
+    if args.train:
+        train_frame = train_rows(step_s, args.train_steps)
+        return write_part(Path(args.out), "train_speed", "Training speed", f"--train --train-steps {args.train_steps}",
+                          train_frame, train_lines(train_frame, args.train_steps), step_s)
     if args.scaling:
         return scaling_main(Path(args.out), step_s, jobs=args.scaling_jobs)
     if args.episode_cost:
