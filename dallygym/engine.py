@@ -628,7 +628,7 @@ class Engine:
         cluster = self.cluster
         if boundary:
             cand = np.concatenate((self.waiting_jobs(), self.running_jobs()))
-            cand.sort()
+            cand.sort(kind="stable")  # two sorted runs: merged in linear time (quicksort is n log n)
         else:
             if self.n_waiting == 0:
                 return
@@ -649,16 +649,16 @@ class Engine:
         num_gpus = self._num_gpus_list
         try:
             if self.agent_picks:
-                yield from self._picked_visits(queue, t, boundary)
+                yield from self._picked_visits(queue.tolist(), t, boundary)
             else:
                 pos = 0
                 while pos < n_visit:
-                    j = queue[pos]
+                    j = queue.item(pos)
                     pos += 1
                     if j not in expired_set and num_gpus[j] > cluster.free_total:
                         # Too big for the free GPUs, which only shrink during the pass: skip it,
                         # and every waiting job up to the next expired lease if none can fit.
-                        if pos < n_visit and cluster.free_total < least_ahead[pos]:
+                        if pos < n_visit and cluster.free_total < least_ahead.item(pos):
                             k = bisect_left(expired_pos, pos)
                             pos = expired_pos[k] if k < len(expired_pos) else n_visit
                         continue
@@ -885,7 +885,7 @@ class Engine:
             if hidden is not None:
                 cluster.unhide(hidden)
 
-    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[list[int], list[int], list[int]]:
+    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
 
         The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
@@ -906,8 +906,11 @@ class Engine:
         else:
             order, demand = order[fits], demand[fits]
             expired_pos = []
-        least_ahead = np.minimum.accumulate(demand[::-1])[::-1].tolist()
-        return order.tolist(), least_ahead, expired_pos
+        least_ahead = np.minimum.accumulate(demand[::-1])[::-1]
+        # Arrays, read one item at a time: a pass usually ends long before its last job (once
+        # nobody left fits), and with thousands waiting, making a Python list of them all at
+        # every pass was most of a long run's time (py-spy, the whole Philly trace under fifo).
+        return order, least_ahead, expired_pos
 
     def _migrations(self, jobs: np.ndarray, t: float) -> None:
         """After a boundary pass: running jobs that kept their GPUs may move to a better tier
