@@ -318,6 +318,10 @@ class Engine:
         #: Whether a boundary's picks include the lease-expired jobs (``lease_picks="all"``).
         self.pick_leases = lease_picks == "all"
         self.policy = policy
+        # A policy that keeps the default priority (arrival time) orders a pass's jobs as their
+        # indices already are (indices follow arrival, then id): no sort needed.
+        self._arrival_order = (getattr(type(policy), "priority", None) is Policy.priority
+                               and "priority" not in getattr(policy, "__dict__", {}))
         self.latency = latency
         self.config = config or EngineConfig()
         self.rng = np.random.default_rng(self.config.seed)
@@ -924,6 +928,8 @@ class Engine:
     def _priority_order(self, jobs: np.ndarray) -> np.ndarray:
         """``jobs`` (increasing indices) in the policy's order: by its keys, ties by earlier
         arrival, then by index."""
+        if self._arrival_order:  # the keys would be arrival_s[jobs], already in order
+            return jobs
         keys = np.asarray(self.policy.priority(self, jobs), dtype=np.float64)
         if keys.shape != jobs.shape:
             raise EngineError(f"policy {self.policy.name!r} returned {keys.shape} priority keys for {jobs.size} jobs")

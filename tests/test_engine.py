@@ -265,3 +265,17 @@ def test_all_jobs_finish_with_exact_iterations():
     engine = run_engine(make_trace(rows), spec, lease_s=600.0)
     assert (engine.state == DONE).all()
     assert np.array_equal(engine.done_iters, engine.total_iterations)
+
+
+def test_a_priority_given_on_the_instance_is_used_not_the_arrival_shortcut():
+    # Two one-GPU jobs on one GPU: arrival order runs job 0 first; a priority set on the
+    # instance (not the class) that puts job 1 first must be honoured.
+    trace = make_trace([(0, 0, 1, 10, 1.0), (1, 0, 1, 10, 1.0)])
+    spec = ClusterSpec(1, 1, 1)
+    by_arrival = run_engine(trace, spec, FifoPolicy())
+    assert by_arrival._arrival_order and by_arrival.end_s[0] < by_arrival.end_s[1]
+    reordered = FifoPolicy()
+    reordered.priority = lambda view, jobs: -np.asarray(jobs, dtype=float)
+    engine = run_engine(trace, spec, reordered)
+    assert not engine._arrival_order and engine.end_s[1] < engine.end_s[0]
+    assert not run_engine(trace, spec, TablePriority({0: 1.0, 1: 0.0}))._arrival_order
