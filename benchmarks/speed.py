@@ -273,15 +273,21 @@ def run_measured(args: list[str], limit_s: float | None = None) -> dict:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(limit_s, proc.kill) if limit_s else None
+    killed = threading.Event()
+
+    def stop() -> None:
+        killed.set()
+        proc.kill()
+
+    timer = threading.Timer(limit_s, stop) if limit_s else None
     if timer:
         timer.start()
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    stopped = timer is not None and not timer.is_alive() and wall >= limit_s
     if timer:
         timer.cancel()
+    stopped = killed.is_set()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode and not stopped:
         raise RuntimeError(f"dallygym {' '.join(args)} failed ({proc.returncode}): {err[-2000:]}")
