@@ -418,7 +418,10 @@ class Engine:
         #: (finish time, job) of every placement made; an entry whose time is no longer the
         #: job's ``finish_s`` is stale (the placement ended early) and is dropped when met.
         self._finish_heap: list[tuple[float, int]] = []
-        self._rank = np.full(n, -1, dtype=np.int64)  # scratch of _expire_leases, -1 between uses
+        #: During a boundary pass: each visited job's rank in it (the marks of its GPUs if its
+        #: lease expired); -1 between passes. ``_ranked``: the jobs ranked.
+        self._rank = np.full(n, -1, dtype=np.int64)
+        self._ranked: np.ndarray | None = None
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
@@ -647,7 +650,7 @@ class Engine:
             if order is None:  # nobody waits or bids: every lease is renewed as it stands
                 self._migrations(cand, t)
                 return
-        queue, least_ahead, expired_pos = self._visit_plan(order, boundary)
+        queue, least_ahead, expired_pos, waiting_pos = self._visit_plan(order, boundary)
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
@@ -658,8 +661,20 @@ class Engine:
                 pos = 0
                 while pos < n_visit:
                     j = queue.item(pos)
+                    if j in expired_set:
+                        # Expired leases up to the next waiting job that may still fit take
+                        # their turns together (a waiting job that does not fit now never will).
+                        if cluster.free_total < least_ahead.item(pos):
+                            end = n_visit
+                        else:
+                            end = waiting_pos[bisect_left(waiting_pos, pos)]
+                        k = bisect_left(expired_pos, pos)
+                        run = queue[expired_pos[k:bisect_left(expired_pos, end, lo=k)]]
+                        yield from self._expired_turns(run, t)
+                        pos = end
+                        continue
                     pos += 1
-                    if j not in expired_set and num_gpus[j] > cluster.free_total:
+                    if num_gpus[j] > cluster.free_total:
                         # Too big for the free GPUs, which only shrink during the pass: skip it,
                         # and every waiting job up to the next expired lease if none can fit.
                         if pos < n_visit and cluster.free_total < least_ahead.item(pos):
@@ -671,6 +686,9 @@ class Engine:
             if boundary:
                 expired_set.clear()
                 cluster.clear_marks()
+                if self._ranked is not None:
+                    self._rank[self._ranked] = -1
+                    self._ranked = None
         if boundary:
             self._migrations(cand, t)
 
@@ -733,8 +751,17 @@ class Engine:
             # One candidate is a choice only between serving it and stopping (waiting picks).
             may_stop = demand > free and (len(candidates) > 1 or not pick_leases) and self._may_stop()
             if demand <= free or not candidates or (len(candidates) < 2 and not may_stop):
+                run: list[int] = []  # consecutive expired leases: their turns go together
                 for j in remaining:
+                    if j in expired:
+                        run.append(j)
+                        continue
+                    if run:
+                        yield from self._expired_turns(np.array(run), t)
+                        run = []
                     yield from self._visit(j, t)
+                if run:
+                    yield from self._expired_turns(np.array(run), t)
                 return
             pick = Pick(t, tuple(candidates), may_stop, boundary)
             answer = yield pick
@@ -812,11 +839,11 @@ class Engine:
         expired = visit[state[visit] == RUNNING]
         if expired.size:
             rank = self._rank
-            rank[visit] = np.arange(visit.size)
+            rank[visit] = np.arange(visit.size)  # kept until the pass ends (see _renew_in_place)
+            self._ranked = visit
             owner = self.cluster.owner
             gpus = np.flatnonzero(owner >= 0)
             ranks = rank[owner[gpus]]
-            rank[visit] = -1
             later = ranks >= 0
             self.cluster.mark_reclaimable(gpus[later], ranks[later])
             self.expired_unvisited.update(expired.tolist())
@@ -889,15 +916,16 @@ class Engine:
             if hidden is not None:
                 cluster.unhide(hidden)
 
-    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
 
         The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
         leases were freed when the pass opened), so a waiting job too big for them now is
         skipped all pass long: such jobs are dropped here. Returns the job indices to visit,
         ``least_ahead`` (at each position, the smallest demand of a waiting job there or
-        later: once the free GPUs are fewer, only expired leases are left to visit) and the
-        positions of the expired leases (always visited: renewed or preempted).
+        later: once the free GPUs are fewer, only expired leases are left to visit), the
+        positions of the expired leases (always visited: renewed or preempted) and those of the
+        waiting jobs, closed by the number of jobs (at a boundary only).
         """
         demand = self.num_gpus[order]
         fits = demand <= self.cluster.free_total
@@ -907,14 +935,77 @@ class Engine:
             order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
             demand[expired_at] = _NO_DEMAND
             expired_pos = np.flatnonzero(expired_at).tolist()
+            waiting_pos = np.flatnonzero(~expired_at).tolist()
+            waiting_pos.append(order.size)
         else:
             order, demand = order[fits], demand[fits]
-            expired_pos = []
+            expired_pos = waiting_pos = []
         least_ahead = np.minimum.accumulate(demand[::-1])[::-1]
         # Arrays, read one item at a time: a pass usually ends long before its last job (once
         # nobody left fits), and with thousands waiting, making a Python list of them all at
         # every pass was most of a long run's time (py-spy, the whole Philly trace under fifo).
-        return order, least_ahead, expired_pos
+        return order, least_ahead, expired_pos, waiting_pos
+
+    #: Renew in place several lease-expired jobs at once when nothing happens between their
+    #: turns (:meth:`_renew_in_place`). False: every turn is taken alone, through
+    #: :meth:`_visit` -- the plain reference the tests hold the fast path to, result for result.
+    renew_together = True
+
+    def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
+        """The turns, in order, of lease-expired jobs with nothing else happening between them
+        in the pass: those whose turn only renews their lease in place go together
+        (:meth:`_renew_in_place`), the others one at a time (:meth:`_visit`)."""
+        n = jobs.size
+        i = 0
+        together = self.renew_together
+        while i < n:
+            if together and n - i > 1:
+                i += self._renew_in_place(jobs[i:])
+                if i == n:
+                    return
+            yield from self._visit(jobs.item(i), t)
+            i += 1
+
+    def _renew_in_place(self, jobs: np.ndarray) -> int:
+        """Renew at once the leading ``jobs`` (lease-expired, in their turns' order, with no
+        other turn between them) whose turn would just give them back the GPUs they hold: none
+        of their GPUs was claimed, and the renewal mode makes them no offer (``keep``; or
+        ``upgrade`` when the policy takes no upgrades, or the job is at its best possible tier,
+        or no better tier is idle for it).
+        The same as their turns one by one (each takes only its own marked GPUs, so it changes
+        nothing the next one sees); returns how many were renewed."""
+        mode = self._renewal
+        if mode == "rebid":
+            return 0
+        ranks = self._rank[jobs]
+        lo = ranks.item(0)
+        span = ranks.item(-1) - lo + 1
+        mark = self.cluster.mark
+        # Every mark in [lo, lo + span) belongs to one of ``jobs``: the jobs ranked between two
+        # of them are waiting ones (no GPUs) or in ``jobs``; those visited earlier hold no marks.
+        marked = np.flatnonzero((mark >= lo) & (mark < lo + span))
+        unclaimed = np.bincount(mark[marked] - lo, minlength=span)[ranks - lo] == self.num_gpus[jobs]
+        n = jobs.size if unclaimed.all() else int(np.argmin(unclaimed))
+        if n and self._upgrades_offered:
+            # A job below its best tier gets an upgrade offer at its turn if the idle GPUs and
+            # its own make a better tier (see _renew). The idle GPUs stay as they are while the
+            # jobs before it renew in place, so the test can be made now.
+            below = self.tier[jobs[:n]] > self.best_possible_tier[jobs[:n]]
+            for i in np.flatnonzero(below).tolist():
+                j = jobs.item(i)
+                idle = self.cluster.idle_per_machine + np.bincount(
+                    self.spec.machine_of_gpu[self.gpus[j]], minlength=self.spec.num_machines)
+                if self._better_tier_in(idle, self._num_gpus_list[j], self.tier.item(j)):
+                    n = i
+                    break
+        if n == 0:
+            return 0
+        gpus = marked[mark[marked] <= ranks.item(n - 1)]
+        owner_of_rank = np.empty(span, dtype=np.int64)
+        owner_of_rank[ranks - lo] = jobs
+        self.cluster.renew_marked(gpus, owner_of_rank[mark[gpus] - lo])
+        self.expired_unvisited.difference_update(jobs[:n].tolist())
+        return n
 
     def _migrations(self, jobs: np.ndarray, t: float) -> None:
         """After a boundary pass: running jobs that kept their GPUs may move to a better tier

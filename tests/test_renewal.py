@@ -18,7 +18,7 @@ import dallygym
 from dallygym.cluster import ClusterSpec, Tier
 from dallygym.engine import RENEWAL_MODES, Engine, EngineConfig, EngineError, run_policy
 from dallygym.latency import get_latency_model
-from dallygym.policies import DallyManualPolicy, DallyPolicy, GandivaPolicy, make_policy
+from dallygym.policies import DallyManualPolicy, DallyPolicy, GandivaPolicy, Policy, make_policy
 
 H = 3600.0
 SPEC3 = ClusterSpec(racks=2, machines_per_rack=1, gpus_per_machine=4)
@@ -291,3 +291,73 @@ def test_cli_renewal_flag_reaches_the_engine(capsys, tmp_path):
         main([*args, "--renewal", "never"])
     assert stop.value.code == 2
     assert "invalid choice: 'never'" in capsys.readouterr().err
+
+
+
+class NewestFirst(Policy):
+    """The latest arrival first; greedy acceptance. Records every start: (job, time, GPUs)."""
+
+    name = "newest-first"
+
+    def __init__(self):
+        self.starts = []
+
+    def priority(self, view, jobs):
+        return -view.arrival_s[jobs]
+
+    def on_start(self, view, job, tier, starvation_s, now_s):
+        self.starts.append((int(view.job_id[job]), now_s, sorted(view.gpus[job].tolist())))
+
+
+def test_leases_renewed_together_around_a_claimed_one(monkeypatch):
+    """Worked by hand: 1 machine of 4 GPUs, lease 1 h. J1, J2, J3 (1 GPU each) start at 0, 10
+    and 20 s on GPUs 0, 1, 2; W (2 GPUs) arrives at 30 s and waits (1 GPU free). At the 1 h
+    boundary the order is W, J3, J2, J1: W takes the idle GPU 3 and, of the marked ones, J1's
+    (visited last). J3 and J2 are renewed in place together, in one step; J1, claimed, is
+    preempted and waits until a job ends."""
+    renewed = []
+    original = Engine._renew_in_place
+
+    def spy(self, jobs):
+        n = original(self, jobs)
+        renewed.append([(int(self.job_id[j]), self.gpus[j].tolist(), bool((self.cluster.owner[self.gpus[j]] == j).all()))
+                        for j in jobs[:n]])
+        return n
+
+    monkeypatch.setattr(Engine, "_renew_in_place", spy)
+    trace = make_trace([(1, 0, 1, 36_000, 1.0), (2, 10, 1, 36_000, 1.0), (3, 20, 1, 36_000, 1.0),
+                        (4, 30, 2, 36_000, 1.0)])
+    policy = NewestFirst()
+    engine = run_policy(Engine(trace, ClusterSpec(1, 1, 4), policy, TierLatency(), EngineConfig(lease_s=H)))
+    assert policy.starts[:5] == [(1, 0.0, [0]), (2, 10.0, [1]), (3, 20.0, [2]), (4, H, [0, 3]),
+                                 (1, 36_010.0, [1])]
+    assert renewed[0] == [(3, [2], True), (2, [1], True)]
+    assert engine.preemptions.tolist() == [1, 0, 0, 0]
+
+
+class NewestFirstDecliningW(NewestFirst):
+    """NewestFirst, except that job id 9 is declined until 2 h."""
+
+    def decide(self, offer, view):
+        if offer.job_id == 9 and offer.now_s < 2 * H:
+            return None
+        return super().decide(offer, view)
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_job_below_its_best_tier_in_a_run_of_expired_leases_still_gets_its_upgrade(together):
+    """Worked by hand: 1 rack x 2 machines x 4 GPUs, lease 1 h. A (3 GPUs, ends at 1,000 s)
+    takes machine 0, C (3 GPUs) machine 1, B (2 GPUs) the last GPU of each: a rack placement.
+    W (1 GPU, id 9) arrives at 2,000 s and is declined. At the 1 h boundary the order is W, B,
+    C: W waits again, then B and C take their turns with nothing between them -- and B, below
+    its best tier with machine 0's three idle GPUs and its own GPU 3 free, must get its upgrade
+    offer rather than a renewal in place."""
+    trace = make_trace([(1, 0, 3, 1_000, 1.0), (2, 1, 3, 36_000, 1.0), (3, 2, 2, 36_000, 1.0),
+                        (9, 2_000, 1, 100, 1.0)])
+    policy = NewestFirstDecliningW()
+    engine = Engine(trace, ClusterSpec(1, 2, 4), policy, TierLatency(), EngineConfig(lease_s=H))
+    engine.renew_together = together
+    run_policy(engine)
+    assert policy.starts[:4] == [(1, 0.0, [0, 1, 2]), (2, 1.0, [4, 5, 6]), (3, 2.0, [3, 7]),
+                                 (3, H, [0, 1])]
+    assert engine.upgrades.tolist() == [0, 0, 1, 0]
