@@ -19,6 +19,8 @@ window at 2 and 4 racks (where it contends). Rows per cell:
 * ``protected-share picks``: :func:`dallygym.queue_env.protected_share_action` through
   ``DallyQueue-v0`` (the protected-remaining order with "the largest" over every unfinished
   job; offer rule dally) -- the teacher of the agents' imitation warm start;
+  ``guarded protected-share picks``: the same order protecting from an ``estimate_share`` of
+  ¼, with ``guard_leases=0.25`` -- the teacher of ``queue-ppo-guard-s*``;
 * ``constant-0``: always action 0 through ``DallyQueue-v0`` -- the slot the offer rule's order
   puts first, i.e. exactly Dally (the equivalence the tests check); ``always-stop``: stop
   whenever stopping is valid, else action 0;
@@ -76,14 +78,28 @@ def protected_share(rng, mask, obs):
     return protected_share_action(obs, mask)
 
 
-def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
-    """Play one episode with ``choose(rng, mask)`` (or ``choose(rng, mask, obs)``); its summary."""
+def protected_quarter(rng, mask, obs):
+    return protected_share_action(obs, mask, share=GUARD_SHARE)
+
+
+#: The share of the guarded teacher row: it protects jobs from this estimate_share and runs
+#: with guard_leases at the same share (the recipe of agents/runs/queue-ppo-guard-s*; chosen
+#: on tuning draws of batch-500, seeds 5001-5008, never on the held-out ones).
+GUARD_SHARE = 0.25
+SEES_OBSERVATION = (protected_share, protected_quarter)
+
+
+def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0,
+                with_obs: bool | None = None, **kwargs) -> dict:
+    """Play one episode with ``choose(rng, mask)`` (or ``choose(rng, mask, obs)``: ``with_obs``,
+    by default for the teachers here); its summary."""
     env = gym.make(env_id, racks=spec.racks, machines_per_rack=spec.machines_per_rack,
                    gpus_per_machine=spec.gpus_per_machine, trace=trace, **kwargs)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done = env.unwrapped._done
-    with_obs = choose is protected_share
+    if with_obs is None:
+        with_obs = choose in SEES_OBSERVATION
     while not done:
         action = choose(rng, info["action_mask"], obs) if with_obs else choose(rng, info["action_mask"])
         obs, _, terminated, truncated, info = env.step(action)
@@ -119,6 +135,8 @@ def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_ra
     results["random-picks"] = through_env(queue_env, trace, spec, random_masked)
     results["random-picks (lease picks)"] = through_env(queue_env, trace, spec, random_masked, lease_picks="all")
     results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
+    results["guarded protected-share picks"] = through_env(queue_env, trace, spec, protected_quarter,
+                                                           guard_leases=GUARD_SHARE)
     results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
     results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
     results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))

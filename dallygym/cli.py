@@ -105,6 +105,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--makespan-credit", choices=("bound", "elapsed"), default=defaults.makespan_credit,
                    help="DallyQueue jct-makespan reward: credit the makespan as its bound moves (bound; the "
                         "environment's default) or as time elapses")
+    p.add_argument("--guard-leases", type=float, default=defaults.guard_leases, metavar="SHARE",
+                   help="DallyQueue: at a round boundary, renew before any pick the leases of jobs whose "
+                        "estimate_share is at least SHARE (default: off)")
+    p.add_argument("--teacher-share", type=float, default=defaults.teacher_share, metavar="SHARE",
+                   help=f"the warm start's teacher protects jobs whose estimate_share is at least SHARE "
+                        f"(default {defaults.teacher_share:g})")
     p.add_argument("--total-timesteps", type=int, default=defaults.total_timesteps,
                    help="environment steps to train, exactly: a multiple of --n-envs; the rollout size "
                         "(--n-steps per environment) is adjusted to divide it (default 1000000)")
@@ -145,6 +151,7 @@ def _train_config(args: argparse.Namespace, **given):
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,
+        guard_leases=args.guard_leases, teacher_share=args.teacher_share,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,

@@ -738,6 +738,18 @@ class Engine:
         num_gpus = self._num_gpus_list
         pick_leases = self.pick_leases
         remaining = queue
+        if boundary and expired and self.lease_guard is not None:
+            # Guarded leases are served before any pick: nobody can claim their GPUs.
+            leases = [j for j in remaining if j in expired]
+            guarded = np.asarray(self.lease_guard(self, np.array(leases, dtype=np.int64)), dtype=bool)
+            if guarded.shape != (len(leases),):
+                raise EngineError(f"lease_guard returned {guarded.shape} flags for {len(leases)} lease-expired jobs")
+            first = [j for j, g in zip(leases, guarded.tolist()) if g]
+            if first:
+                served = set(first)
+                remaining = [j for j in remaining if j not in served]
+                for j in first:
+                    yield from self._visit(j, t)
         demand = sum(num_gpus[j] for j in remaining)
         biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
         while remaining:
@@ -945,6 +957,12 @@ class Engine:
         # nobody left fits), and with thousands waiting, making a Python list of them all at
         # every pass was most of a long run's time (py-spy, the whole Philly trace under fifo).
         return order, least_ahead, expired_pos, waiting_pos
+
+    #: With ``agent_picks``: None, or ``lease_guard(engine, jobs) -> bool per job``, asked at
+    #: each round boundary's pass about its lease-expired jobs (in the offer order). Those it
+    #: flags take their turns first, before any pick, so no picked job can claim their GPUs
+    #: (``DallyQueue-v0``'s ``guard_leases``).
+    lease_guard: Callable[[Engine, np.ndarray], np.ndarray] | None = None
 
     #: Renew in place several lease-expired jobs at once when nothing happens between their
     #: turns (:meth:`_renew_in_place`). False: every turn is taken alone, through

@@ -66,6 +66,11 @@ class TrainConfig:
     validation plays every validation trace at each distinct size (one evaluation environment
     per size), so "best" is the best return summed over the sizes. ``racks`` stays the size the
     agent is evaluated at by default. None (the default) trains at ``racks`` only.
+
+    ``guard_leases`` is the ``DallyQueue`` option of that name (None: off), part of the
+    environment the agent is trained and evaluated in. ``teacher_share``: the
+    ``estimate_share`` from which the warm start's teacher protects a job (``share`` of
+    :func:`~dallygym.queue_env.protected_share_action`; the issue's ½ by default).
     """
 
     env_id: str = "Dally-v0"
@@ -82,6 +87,8 @@ class TrainConfig:
     max_candidates: int | None = None
     lease_picks: str | None = None
     makespan_credit: str | None = None
+    guard_leases: float | None = None
+    teacher_share: float = 0.5
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
     n_envs: int = 8
@@ -119,7 +126,7 @@ class TrainConfig:
         if is_queue_env(self.env_id):
             kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
                           max_candidates=self.max_candidates, lease_picks=self.lease_picks,
-                          makespan_credit=self.makespan_credit)
+                          makespan_credit=self.makespan_credit, guard_leases=self.guard_leases)
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}
@@ -206,7 +213,7 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
         done = env.unwrapped._done
         while not done:
             mask = info["action_mask"]
-            action = protected_share_action(obs, mask)
+            action = protected_share_action(obs, mask, share=config.teacher_share)
             k = int(obs["job_mask"].sum())
             rows.append(obs["jobs"][:k].copy())
             clusters.append(obs["cluster"].copy())
@@ -273,7 +280,8 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
             losses.append(loss.item())
     policy.set_training_mode(False)
     per_epoch = max(1, -(-n // config.batch_size))
-    return {"teacher": "protected_share_action", "episodes": config.imitate_episodes,
+    return {"teacher": "protected_share_action", "teacher_share": config.teacher_share,
+            "episodes": config.imitate_episodes,
             "samples": n, "steps_per_episode": steps_per_episode, "epochs": config.imitate_epochs,
             "learning_rate": config.imitate_learning_rate, "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
             "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
@@ -305,6 +313,10 @@ def train(config: TrainConfig) -> Path:
                          f"{config.imitate_episodes} and {config.imitate_epochs}")
     if config.imitate_episodes and not is_queue_env(config.env_id):
         raise ValueError(f"imitate_episodes needs a DallyQueue id (the teacher picks jobs), got {config.env_id!r}")
+    if not 0.0 < config.teacher_share <= 1.0:
+        raise ValueError(f"teacher_share must be a share in (0, 1], got {config.teacher_share!r}")
+    if config.guard_leases is not None and not is_queue_env(config.env_id):
+        raise ValueError(f"guard_leases is an option of the DallyQueue ids, got {config.env_id!r}")
     # Rollouts that add up to exactly the requested steps (config.json records the size used).
     config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)

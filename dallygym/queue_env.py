@@ -66,10 +66,11 @@ def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
 PROTECT_SHARE = 0.5
 
 
-def protected_share_action(obs: dict, action_mask: np.ndarray | None = None) -> int:
+def protected_share_action(obs: dict, action_mask: np.ndarray | None = None, share: float = PROTECT_SHARE) -> int:
     """The protected-remaining order read from a ``DallyQueue`` observation: serve the
-    candidate whose ``estimate_share`` is at least ½ with the longest remaining estimate, or,
-    if none is protected, the one with the shortest; ties go to the earlier slot. Never stops.
+    candidate whose ``estimate_share`` is at least ``share`` (½, the issue's, by default) with
+    the longest remaining estimate, or, if none is protected, the one with the shortest; ties
+    go to the earlier slot. Never stops.
 
     It differs from the ``protected-remaining`` policy in one respect: "the largest estimate"
     is over every unfinished job, running ones included, not over the jobs being ordered (with
@@ -84,7 +85,7 @@ def protected_share_action(obs: dict, action_mask: np.ndarray | None = None) -> 
         return 0
     jobs = obs["jobs"][:k]
     estimate = jobs[:, JOB_FEATURES.index("remaining_estimate")]
-    protected = jobs[:, JOB_FEATURES.index("estimate_share")] >= PROTECT_SHARE
+    protected = jobs[:, JOB_FEATURES.index("estimate_share")] >= share
     return int(np.argmin(np.where(protected, -estimate, estimate)))
 
 
@@ -111,6 +112,14 @@ class DallyQueueEnv(DallyEnv):
     * ``"all"``: every lease-expired job is a candidate too; picking one renews it before anyone
       else can claim its GPUs, so the agent also chooses whom to protect. About 13,000-17,000
       steps per episode at 8 racks (most of them renewals).
+
+    ``guard_leases`` (a share in (0, 1], default None: off) guards the leases of the jobs that
+    may set the makespan: at a round boundary, before any pick, every lease-expired job whose
+    remaining estimate (job feature 9) is at least that share of the largest of any unfinished
+    job (so its ``estimate_share`` is at least the share) takes its turn -- renewed, or offered
+    an upgrade -- so no picked job can claim its GPUs. It is part of the scheduler the agent
+    acts in, like the offer rule: a guarded job is never preempted by a pick, which is what
+    keeps the makespan when the agent orders the rest for mean JCT.
 
     What a served candidate does:
 
@@ -240,7 +249,7 @@ class DallyQueueEnv(DallyEnv):
     trace="gen:batch-500", offer_rule="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="jct-makespan", makespan_weight=1.0,
     reward_scale_s=None, max_candidates=512, sensitivity="hidden", lease_picks="waiting",
-    makespan_credit="bound", strict=False, render_mode=None)``
+    makespan_credit="bound", guard_leases=None, strict=False, render_mode=None)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -252,13 +261,15 @@ class DallyQueueEnv(DallyEnv):
     * ``max_candidates``: the number of slots.
     * ``lease_picks``: ``"waiting"`` or ``"all"``, see Description.
     * ``makespan_credit``: ``"bound"`` or ``"elapsed"``, see Rewards.
+    * ``guard_leases``: None or a share in (0, 1], see Description.
 
     ## Version History
 
     * v0: initial version; ``lease_picks`` (default ``"waiting"``) and ``makespan_credit``
       (default ``"bound"``) added before the first committed three-seed agents; job feature 19
       (``estimate_share``) added with the imitation warm start (agents trained on 19 features
-      are refused at load with a message saying so).
+      are refused at load with a message saying so). ``guard_leases`` (default None: off, so
+      every earlier result stands) added with the guarded agents.
     """
 
     def __init__(
@@ -279,6 +290,7 @@ class DallyQueueEnv(DallyEnv):
         sensitivity: str = "hidden",
         lease_picks: str = "waiting",
         makespan_credit: str = "bound",
+        guard_leases: float | None = None,
         strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
@@ -294,6 +306,9 @@ class DallyQueueEnv(DallyEnv):
             raise ValueError(f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}")
         if lease_picks not in LEASE_PICKS:
             raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
+        if guard_leases is not None and (isinstance(guard_leases, bool) or not isinstance(guard_leases, (int, float))
+                                         or not 0.0 < guard_leases <= 1.0):
+            raise ValueError(f"guard_leases must be None or a share in (0, 1], got {guard_leases!r}")
         super().__init__(
             racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
             priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
@@ -306,6 +321,7 @@ class DallyQueueEnv(DallyEnv):
         self.makespan_credit = makespan_credit
         self.max_candidates = max_candidates
         self.lease_picks = lease_picks
+        self.guard_leases = None if guard_leases is None else float(guard_leases)
         self.stop_action = max_candidates
         self.action_space = spaces.Discrete(max_candidates + 1)
         self.observation_space = spaces.Dict({
@@ -327,6 +343,8 @@ class DallyQueueEnv(DallyEnv):
                               seed=int(self.np_random.integers(2**31 - 1)), renewal=self.config.renewal)
         engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True,
                                       lease_picks=self.lease_picks)
+        if self.guard_leases is not None:
+            engine.lease_guard = self._guarded
         self._gen = engine.decisions()
         self._lease_s = float(self.config.lease_s)
         self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
@@ -553,6 +571,12 @@ class DallyQueueEnv(DallyEnv):
         self._mask[:] = False
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
+
+    def _guarded(self, engine: Engine, jobs: np.ndarray) -> np.ndarray:
+        """``guard_leases``: the lease-expired ``jobs`` whose remaining estimate (job feature 9)
+        is at least that share of the largest of any unfinished job (``estimate_share``)."""
+        estimate = ProtectedRemainingPolicy.remaining_estimate_s(engine, jobs)
+        return estimate >= self.guard_leases * self.largest_estimate_s()
 
     def largest_estimate_s(self) -> float:
         """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,

@@ -95,6 +95,9 @@ def test_same_seed_same_warm_start():
     ({"imitate_episodes": 2, "env_id": "DallySmall-v0"}, "DallyQueue id"),
     ({"keep": "first"}, "keep must be one of last, best"),
     ({"imitate_episodes": -1}, "imitate_episodes must be >= 0"),
+    ({"teacher_share": 0.0}, "teacher_share must be a share"),
+    ({"teacher_share": 1.5}, "teacher_share must be a share"),
+    ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
 ])
 def test_bad_warm_start_settings_are_refused_before_training(tmp_path, changes, words):
     pytest.importorskip("sb3_contrib")
@@ -141,3 +144,32 @@ def test_bad_train_racks_are_refused_before_training(tmp_path, train_racks, word
     with pytest.raises(ValueError, match=words):
         train(replace(SMALL, train_racks=train_racks, out_dir=str(tmp_path / "run")))
     assert not (tmp_path / "run").exists()
+
+
+def test_teacher_share_and_guard_reach_the_warm_start(monkeypatch):
+    """The warm start's teacher protects from ``teacher_share``, in environments with the
+    config's ``guard_leases``."""
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    import dallygym.queue_env as queue_env
+    from dallygym.nets import JobPointerPolicy
+
+    shares, guards = [], []
+    original = queue_env.protected_share_action
+
+    def spy(obs, mask=None, share=0.5):
+        shares.append(share)
+        return original(obs, mask, share=share)
+
+    monkeypatch.setattr(queue_env, "protected_share_action", spy)
+    made = gym.make
+
+    def make(env_id, **kwargs):
+        guards.append(kwargs.get("guard_leases"))
+        return made(env_id, **kwargs)
+
+    monkeypatch.setattr(gym, "make", make)
+    config = replace(SMALL, imitate_episodes=1, imitate_epochs=1, teacher_share=0.25, guard_leases=0.3)
+    model = sb3_contrib.MaskablePPO(JobPointerPolicy, made("DallyQueueSmall-v0"), seed=0, device="cpu")
+    report = imitation_warm_start(model, config, "DallyQueueSmall-v0")
+    assert shares and set(shares) == {0.25} and report["teacher_share"] == 0.25
+    assert guards == [0.3]

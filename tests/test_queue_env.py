@@ -96,6 +96,42 @@ def test_waiting_picks_serve_the_leases_ranked_ahead_first():
     assert info["summary"]["preemptions"] == 0
 
 
+def test_a_guarded_lease_is_renewed_before_any_pick():
+    # The case above with guard_leases. At t=50 job 0 has 50 s left (observed Nw_sens 1) and
+    # job 1 10 s (never run, one machine: Nw_sens taken as 1), so job 0's estimate_share is 1:
+    # with any share its lease is renewed before the pick, job 1 finds no free GPU, and there
+    # is no choice left -- the episode ends at reset with job 0's run uninterrupted (JCTs 100
+    # and 90). Without the guard, slot 0 preempted job 0 (test above).
+    rows = [(0, 0, 1, 100, 1.0), (1, 20, 1, 10, 1.0)]
+    for share in (0.5, 1.0):
+        env = one_gpu_env(rows, lease_s=50.0, guard_leases=share)
+        env.reset(seed=0)
+        assert env._done and env.pick is None
+        summary = dallygym.metrics.summarize(env.engine)
+        assert summary["jct_mean_s"] == pytest.approx(95.0) and summary["preemptions"] == 0
+
+
+def test_the_guard_flags_leases_by_estimate_share():
+    # Two GPUs, lease 50 s: job 0 (100 s) and job 1 (80 s) run from 0; job 2 (10 s) arrives at
+    # 20 and waits. At the t=50 boundary job 0 has 50 s left (the largest estimate) and job 1
+    # 30 s, a share of 0.6: a guard of 0.5 flags both leases, one of 0.7 only job 0's.
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 80, 1.0), (2, 20, 1, 10, 1.0)]
+    for share, flagged in ((0.5, [True, True]), (0.7, [True, False])):
+        env = DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
+                            latency=TierLatency(), lease_s=50.0, max_candidates=4, guard_leases=share)
+        seen = []
+        guard = env._guarded
+
+        def spy(engine, jobs, guard=guard, seen=seen):
+            flags = guard(engine, jobs)
+            seen.append(([int(engine.job_id[j]) for j in jobs], flags.tolist()))
+            return flags
+
+        env._guarded = spy
+        env.reset(seed=0)
+        assert sorted(zip(*seen[0])) == sorted(zip([0, 1], flagged))
+
+
 def test_makespan_bound_moves_when_the_longest_job_waits():
     # One GPU. Job 0 (100 s) and job 1 (10 s) arrive at 0. At the pick the bound is 100 (job 0
     # alone from now). Serving job 1 first delays job 0 by 10 s: the bound, and the makespan, 110.
@@ -280,6 +316,20 @@ def test_estimate_share_counts_running_jobs_and_the_protected_share_action_follo
     assert int(env.engine.job_id[env.pick.candidates[action]]) == chosen
 
 
+def test_protected_share_action_protects_from_its_share():
+    # Two candidates: estimates 0.9 and 0.3 (as shown), shares 0.99 and 0.3. With the issue's
+    # share of 1/2 only the first is protected and goes first (longest protected); with 1/4 both
+    # are, and the longest still goes first; with a share of 1, above both, nobody is protected
+    # and the shortest (slot 1) goes first.
+    obs = {"jobs": np.zeros((4, len(JOB_FEATURES)), dtype=np.float32), "job_mask": np.array([1, 1, 0, 0], dtype=np.float32)}
+    est, share = JOB_FEATURES.index("remaining_estimate"), JOB_FEATURES.index("estimate_share")
+    obs["jobs"][0, [est, share]] = (0.9, 0.99)
+    obs["jobs"][1, [est, share]] = (0.3, 0.3)
+    assert protected_share_action(obs) == 0
+    assert protected_share_action(obs, share=0.25) == 0
+    assert protected_share_action(obs, share=1.0) == 1
+
+
 def test_protected_share_action_serves_only_shown_candidates_and_never_stops():
     env = gym.make("DallyQueueSmall-v0")
     obs, info = env.reset(seed=4)
@@ -415,7 +465,10 @@ def test_sensitivity_modes_fill_speed_features(mode):
                                           ({"makespan_weight": -1}, "makespan_weight"),
                                           ({"sensitivity": "x"}, "sensitivity"),
                                           ({"lease_picks": "some"}, "lease_picks"),
-                                          ({"makespan_credit": "x"}, "makespan_credit")])
+                                          ({"makespan_credit": "x"}, "makespan_credit"),
+                                          ({"guard_leases": 0}, "guard_leases"),
+                                          ({"guard_leases": 1.5}, "guard_leases"),
+                                          ({"guard_leases": True}, "guard_leases")])
 def test_bad_arguments_name_the_problem(kwargs, word):
     with pytest.raises(ValueError, match=word):
         gym.make("DallyQueueSmall-v0", **kwargs)

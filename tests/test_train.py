@@ -32,6 +32,19 @@ def test_train_racks_on_the_command_line_reach_the_config():
     assert _train_config(build_parser().parse_args(["train"])).train_racks is None
 
 
+def test_guard_and_teacher_share_on_the_command_line_reach_the_config_and_the_environment():
+    from dallygym.cli import _train_config, build_parser
+
+    args = build_parser().parse_args(["train", "--env-id", "DallyQueue-v0", "--guard-leases", "0.25",
+                                      "--teacher-share", "0.3"])
+    config = _train_config(args)
+    assert (config.guard_leases, config.teacher_share) == (0.25, 0.3)
+    assert config.env_kwargs()["guard_leases"] == 0.25
+    default = _train_config(build_parser().parse_args(["train", "--env-id", "DallyQueue-v0"]))
+    assert default.guard_leases is None and default.teacher_share == 0.5
+    assert "guard_leases" not in default.env_kwargs()
+
+
 @pytest.mark.slow
 def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path, capsys):
     pytest.importorskip("sb3_contrib")
