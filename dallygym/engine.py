@@ -650,7 +650,7 @@ class Engine:
             if order is None:  # nobody waits or bids: every lease is renewed as it stands
                 self._migrations(cand, t)
                 return
-        queue, least_ahead, expired_pos, waiting_pos = self._visit_plan(order, boundary)
+        queue, least_ahead, expired_pos = self._visit_plan(order, boundary)
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
@@ -664,12 +664,16 @@ class Engine:
                     if j in expired_set:
                         # Expired leases up to the next waiting job that may still fit take
                         # their turns together (a waiting job that does not fit now never will).
-                        if cluster.free_total < least_ahead.item(pos):
-                            end = n_visit
-                        else:
-                            end = waiting_pos[bisect_left(waiting_pos, pos)]
                         k = bisect_left(expired_pos, pos)
-                        run = queue[expired_pos[k:bisect_left(expired_pos, end, lo=k)]]
+                        if cluster.free_total < least_ahead.item(pos):
+                            run = queue[expired_pos[k:]]
+                            end = n_visit
+                        else:  # the expired leases at consecutive positions from here
+                            last = k + 1
+                            while last < len(expired_pos) and expired_pos[last] == pos + last - k:
+                                last += 1
+                            end = pos + last - k
+                            run = queue[pos:end]
                         yield from self._expired_turns(run, t)
                         pos = end
                         continue
@@ -928,16 +932,15 @@ class Engine:
             if hidden is not None:
                 cluster.unhide(hidden)
 
-    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
 
         The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
         leases were freed when the pass opened), so a waiting job too big for them now is
         skipped all pass long: such jobs are dropped here. Returns the job indices to visit,
         ``least_ahead`` (at each position, the smallest demand of a waiting job there or
-        later: once the free GPUs are fewer, only expired leases are left to visit), the
-        positions of the expired leases (always visited: renewed or preempted) and those of the
-        waiting jobs, closed by the number of jobs (at a boundary only).
+        later: once the free GPUs are fewer, only expired leases are left to visit) and the
+        positions of the expired leases (always visited: renewed or preempted).
         """
         demand = self.num_gpus[order]
         fits = demand <= self.cluster.free_total
@@ -947,16 +950,14 @@ class Engine:
             order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
             demand[expired_at] = _NO_DEMAND
             expired_pos = np.flatnonzero(expired_at).tolist()
-            waiting_pos = np.flatnonzero(~expired_at).tolist()
-            waiting_pos.append(order.size)
         else:
             order, demand = order[fits], demand[fits]
-            expired_pos = waiting_pos = []
+            expired_pos = []
         least_ahead = np.minimum.accumulate(demand[::-1])[::-1]
         # Arrays, read one item at a time: a pass usually ends long before its last job (once
         # nobody left fits), and with thousands waiting, making a Python list of them all at
         # every pass was most of a long run's time (py-spy, the whole Philly trace under fifo).
-        return order, least_ahead, expired_pos, waiting_pos
+        return order, least_ahead, expired_pos
 
     #: With ``agent_picks``: None, or ``lease_guard(engine, jobs) -> bool per job``, asked at
     #: each round boundary's pass about its lease-expired jobs (in the offer order). Those it
