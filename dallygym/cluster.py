@@ -285,14 +285,9 @@ class ClusterState:
         each job's GPUs. Marked GPUs are not idle, so the idle counts stay."""
         if gpus.size == 0:
             return
-        spec = self.spec
         self.owner[gpus] = owners
         self.mark[gpus] = _IDLE
-        per_machine = np.bincount(spec.machine_of_gpu[gpus], minlength=spec.num_machines)
-        self.free_per_machine -= per_machine
-        self.free_per_rack -= per_machine.reshape(spec.racks, spec.machines_per_rack).sum(axis=1)
-        self.free_total -= int(gpus.size)
-        self.version += 1
+        self._shift_free(gpus, -1)
 
     def unmark(self, gpus: np.ndarray) -> None:
         """Those of ``gpus`` that are free and marked count as idle again: their holder was

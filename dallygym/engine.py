@@ -598,12 +598,14 @@ class Engine:
             return True
         return self.policy.may_migrate(self)
 
+    def _with_own(self, per_machine: np.ndarray, j: int) -> np.ndarray:
+        """``per_machine`` GPUs plus running job ``j``'s own, per machine (a new array)."""
+        return per_machine + np.bincount(self.spec.machine_of_gpu[self.gpus[j]], minlength=self.spec.num_machines)
+
     def _free_with_own(self, j: int) -> np.ndarray:
         """Free GPUs per machine if running job ``j``'s own GPUs were free too (outside a
         boundary pass: the free GPUs are the idle ones)."""
-        free = self.cluster.free_per_machine.copy()
-        np.add.at(free, self.spec.machine_of_gpu[self.gpus[j]], 1)
-        return free
+        return self._with_own(self.cluster.free_per_machine, j)
 
     def best_tier_with_own(self, j: int) -> Tier:
         """The most consolidated tier free now for running job ``j`` if its own GPUs were
@@ -1012,8 +1014,7 @@ class Engine:
             below = self.tier[jobs[:n]] > self.best_possible_tier[jobs[:n]]
             for i in np.flatnonzero(below).tolist():
                 j = jobs.item(i)
-                idle = self.cluster.idle_per_machine + np.bincount(
-                    self.spec.machine_of_gpu[self.gpus[j]], minlength=self.spec.num_machines)
+                idle = self._with_own(self.cluster.idle_per_machine, j)
                 if self._better_tier_in(idle, self._num_gpus_list[j], self.tier.item(j)):
                     n = i
                     break
