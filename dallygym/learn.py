@@ -317,6 +317,8 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"teacher_share must be a share in (0, 1], got {config.teacher_share!r}")
     if config.guard_leases is not None and not is_queue_env(config.env_id):
         raise ValueError(f"guard_leases is an option of the DallyQueue ids, got {config.env_id!r}")
+    if config.guard_leases is not None and not 0.0 < config.guard_leases <= 1.0:
+        raise ValueError(f"guard_leases must be None or a share in (0, 1], got {config.guard_leases!r}")
     # Rollouts that add up to exactly the requested steps (config.json records the size used).
     config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)
