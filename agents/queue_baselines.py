@@ -21,6 +21,12 @@ window at 2 and 4 racks (where it contends). Rows per cell:
   job; offer rule dally) -- the teacher of the agents' imitation warm start;
   ``guarded protected-share picks``: the same order protecting from an ``estimate_share`` of
   ¼, with ``guard_leases=0.25`` -- the teacher of ``queue-ppo-guard-s*``;
+* ``full guard: ...``: the same environment with ``guard_waiting=True`` too (every candidate
+  whose ``estimate_share`` is at least ¼ is served without asking, longest first), the agent's
+  steps answered by the guarded teacher (``full guard: protected-share picks``, the teacher of
+  ``queue-ppo-fullguard-s*``), by seeded uniform masked actions (``full guard: random
+  picks``) or by action 0 (``full guard: constant-0``, the offer rule's order for the rest):
+  what the guard alone achieves, which a learned agent in it must beat;
 * ``constant-0``: always action 0 through ``DallyQueue-v0`` -- the slot the offer rule's order
   puts first, i.e. exactly Dally (the equivalence the tests check); ``always-stop``: stop
   whenever stopping is valid, else action 0;
@@ -137,6 +143,10 @@ def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_ra
     results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
     results["guarded protected-share picks"] = through_env(queue_env, trace, spec, protected_quarter,
                                                            guard_leases=GUARD_SHARE)
+    full_guard = {"guard_leases": GUARD_SHARE, "guard_waiting": True}
+    results["full guard: protected-share picks"] = through_env(queue_env, trace, spec, protected_quarter, **full_guard)
+    results["full guard: random picks"] = through_env(queue_env, trace, spec, random_masked, **full_guard)
+    results["full guard: constant-0"] = through_env(queue_env, trace, spec, constant(0), **full_guard)
     results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
     results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
     results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))

@@ -108,6 +108,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--guard-leases", type=float, default=defaults.guard_leases, metavar="SHARE",
                    help="DallyQueue: at a round boundary, renew before any pick the leases of jobs whose "
                         "estimate_share is at least SHARE (default: off)")
+    p.add_argument("--guard-waiting", action="store_true", default=defaults.guard_waiting,
+                   help="DallyQueue, with --guard-leases: before each pick, serve without asking the candidate "
+                        "whose estimate_share is at least SHARE with the longest estimate (default: off)")
     p.add_argument("--teacher-share", type=float, default=defaults.teacher_share, metavar="SHARE",
                    help=f"the warm start's teacher protects jobs whose estimate_share is at least SHARE "
                         f"(default {defaults.teacher_share:g})")
@@ -151,7 +154,7 @@ def _train_config(args: argparse.Namespace, **given):
         gpus_per_machine=args.gpus_per_machine, trace=args.trace, priority=args.priority,
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,
-        guard_leases=args.guard_leases, teacher_share=args.teacher_share,
+        guard_leases=args.guard_leases, guard_waiting=args.guard_waiting, teacher_share=args.teacher_share,
         reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,

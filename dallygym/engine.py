@@ -782,7 +782,11 @@ class Engine:
                     yield from self._expired_turns(np.array(run), t)
                 return
             pick = Pick(t, tuple(candidates), may_stop, boundary)
-            answer = yield pick
+            answer = None if self.pick_guard is None else self.pick_guard(self, candidates)
+            if answer is None:
+                answer = yield pick
+            elif answer not in candidates:
+                raise EngineError(f"pick_guard served {answer!r}, which is not a candidate of {pick!r}")
             if answer is None:
                 if not pick.may_stop:
                     raise EngineError(f"stopped the pass at {pick!r}, where stopping is not allowed "
@@ -966,6 +970,12 @@ class Engine:
     #: flags take their turns first, before any pick, so no picked job can claim their GPUs
     #: (``DallyQueue-v0``'s ``guard_leases``).
     lease_guard: Callable[[Engine, np.ndarray], np.ndarray] | None = None
+
+    #: With ``agent_picks``: None, or ``pick_guard(engine, candidates) -> job or None``, asked
+    #: before each :class:`Pick` with its candidates (in the offer order). A job it returns is
+    #: served as if the agent had picked it, without asking; None asks the agent
+    #: (``DallyQueue-v0``'s ``guard_waiting``).
+    pick_guard: Callable[[Engine, list[int]], int | None] | None = None
 
     #: Renew in place several lease-expired jobs at once when nothing happens between their
     #: turns (:meth:`_renew_in_place`). False: every turn is taken alone, through

@@ -68,7 +68,8 @@ class TrainConfig:
     agent is evaluated at by default. None (the default) trains at ``racks`` only.
 
     ``guard_leases`` is the ``DallyQueue`` option of that name (None: off), part of the
-    environment the agent is trained and evaluated in. ``teacher_share``: the
+    environment the agent is trained and evaluated in, as is ``guard_waiting`` (True: the guard
+    serves every protected candidate, not only leases; needs ``guard_leases``). ``teacher_share``: the
     ``estimate_share`` from which the warm start's teacher protects a job (``share`` of
     :func:`~dallygym.queue_env.protected_share_action`; the issue's ½ by default).
     """
@@ -88,6 +89,7 @@ class TrainConfig:
     lease_picks: str | None = None
     makespan_credit: str | None = None
     guard_leases: float | None = None
+    guard_waiting: bool = False
     teacher_share: float = 0.5
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
@@ -127,6 +129,8 @@ class TrainConfig:
             kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
                           max_candidates=self.max_candidates, lease_picks=self.lease_picks,
                           makespan_credit=self.makespan_credit, guard_leases=self.guard_leases)
+            if self.guard_waiting:  # omitted when off: configs saved before the option still load as they were
+                kwargs["guard_waiting"] = True
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}
@@ -319,6 +323,8 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"guard_leases is an option of the DallyQueue ids, got {config.env_id!r}")
     if config.guard_leases is not None and not 0.0 < config.guard_leases <= 1.0:
         raise ValueError(f"guard_leases must be None or a share in (0, 1], got {config.guard_leases!r}")
+    if config.guard_waiting and config.guard_leases is None:
+        raise ValueError("guard_waiting needs guard_leases (the share from which a job is protected)")
     # Rollouts that add up to exactly the requested steps (config.json records the size used).
     config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)

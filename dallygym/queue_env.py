@@ -119,7 +119,13 @@ class DallyQueueEnv(DallyEnv):
     job (so its ``estimate_share`` is at least the share) takes its turn -- renewed, or offered
     an upgrade -- so no picked job can claim its GPUs. It is part of the scheduler the agent
     acts in, like the offer rule: a guarded job is never preempted by a pick, which is what
-    keeps the makespan when the agent orders the rest for mean JCT.
+    keeps the makespan when the agent orders the rest for mean JCT. ``guard_waiting=True``
+    (with ``guard_leases``) extends the guard to every candidate: before each pick, a
+    candidate whose ``estimate_share`` is at least the share is served without asking the
+    agent, the longest remaining estimate first (ties: the earlier slot), exactly as if it had
+    been picked -- the protected-remaining rule for the jobs that may set the makespan. The
+    agent is asked only when no candidate is protected, so it orders the rest, the jobs that
+    decide the mean JCT.
 
     What a served candidate does:
 
@@ -249,7 +255,8 @@ class DallyQueueEnv(DallyEnv):
     trace="gen:batch-500", offer_rule="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="jct-makespan", makespan_weight=1.0,
     reward_scale_s=None, max_candidates=512, sensitivity="hidden", lease_picks="waiting",
-    makespan_credit="bound", guard_leases=None, strict=False, render_mode=None)``
+    makespan_credit="bound", guard_leases=None, guard_waiting=False, strict=False,
+    render_mode=None)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -262,6 +269,8 @@ class DallyQueueEnv(DallyEnv):
     * ``lease_picks``: ``"waiting"`` or ``"all"``, see Description.
     * ``makespan_credit``: ``"bound"`` or ``"elapsed"``, see Rewards.
     * ``guard_leases``: None or a share in (0, 1], see Description.
+    * ``guard_waiting``: False, or True to guard every protected candidate (needs
+      ``guard_leases``), see Description.
 
     ## Version History
 
@@ -269,7 +278,8 @@ class DallyQueueEnv(DallyEnv):
       (default ``"bound"``) added before the first committed three-seed agents; job feature 19
       (``estimate_share``) added with the imitation warm start (agents trained on 19 features
       are refused at load with a message saying so). ``guard_leases`` (default None: off, so
-      every earlier result stands) added with the guarded agents.
+      every earlier result stands) added with the guarded agents; ``guard_waiting`` (default
+      False) with the fully guarded ones.
     """
 
     def __init__(
@@ -291,6 +301,7 @@ class DallyQueueEnv(DallyEnv):
         lease_picks: str = "waiting",
         makespan_credit: str = "bound",
         guard_leases: float | None = None,
+        guard_waiting: bool = False,
         strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
@@ -309,6 +320,10 @@ class DallyQueueEnv(DallyEnv):
         if guard_leases is not None and (isinstance(guard_leases, bool) or not isinstance(guard_leases, (int, float))
                                          or not 0.0 < guard_leases <= 1.0):
             raise ValueError(f"guard_leases must be None or a share in (0, 1], got {guard_leases!r}")
+        if not isinstance(guard_waiting, bool):
+            raise ValueError(f"guard_waiting must be True or False, got {guard_waiting!r}")
+        if guard_waiting and guard_leases is None:
+            raise ValueError("guard_waiting=True needs guard_leases (the share from which a job is protected)")
         super().__init__(
             racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
             priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
@@ -322,6 +337,7 @@ class DallyQueueEnv(DallyEnv):
         self.max_candidates = max_candidates
         self.lease_picks = lease_picks
         self.guard_leases = None if guard_leases is None else float(guard_leases)
+        self.guard_waiting = guard_waiting
         self.stop_action = max_candidates
         self.action_space = spaces.Discrete(max_candidates + 1)
         self.observation_space = spaces.Dict({
@@ -345,6 +361,8 @@ class DallyQueueEnv(DallyEnv):
                                       lease_picks=self.lease_picks)
         if self.guard_leases is not None:
             engine.lease_guard = self._guarded
+        if self.guard_waiting:
+            engine.pick_guard = self._guarded_pick
         self._gen = engine.decisions()
         self._lease_s = float(self.config.lease_s)
         self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
@@ -577,6 +595,16 @@ class DallyQueueEnv(DallyEnv):
         is at least that share of the largest of any unfinished job (``estimate_share``)."""
         estimate = ProtectedRemainingPolicy.remaining_estimate_s(engine, jobs)
         return estimate >= self.guard_leases * self.largest_estimate_s()
+
+    def _guarded_pick(self, engine: Engine, candidates: list[int]) -> int | None:
+        """``guard_waiting``: of the candidates whose remaining estimate is at least
+        ``guard_leases`` of the largest (``estimate_share``), the one with the longest (ties: the
+        first in the offer order); None when no candidate is protected."""
+        estimate = ProtectedRemainingPolicy.remaining_estimate_s(engine, np.fromiter(candidates, dtype=np.int64))
+        at = int(np.argmax(estimate))
+        if estimate[at] < self.guard_leases * self.largest_estimate_s():
+            return None
+        return candidates[at]
 
     def largest_estimate_s(self) -> float:
         """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,

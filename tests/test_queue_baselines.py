@@ -21,7 +21,8 @@ def test_a_cell_has_every_baseline_row_and_constant_zero_is_dally():
     rows = baselines.run_cell(("other", trace, 2), "DallyQueueSmall-v0", (), machines_per_rack=2)
     by_agent = {row["agent"]: row for row in rows}
     assert {"dally", "protected-share picks", "guarded protected-share picks", "constant-0",
-            "always-stop", "random-picks"} <= set(by_agent)
+            "always-stop", "random-picks", "full guard: protected-share picks", "full guard: random picks",
+            "full guard: constant-0"} <= set(by_agent)
     assert by_agent["constant-0"]["makespan_s"] == by_agent["dally"]["makespan_s"]
     assert by_agent["dally"]["jct_vs_dally_%"] == 0.0
 

@@ -16,6 +16,7 @@ import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
 from dallygym.engine import Engine, EngineConfig, EngineError, Pick
 from dallygym.policies import POLICIES, make_policy
+from dallygym.policies.protected import ProtectedRemainingPolicy
 from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
 
 QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
@@ -130,6 +131,63 @@ def test_the_guard_flags_leases_by_estimate_share():
         env._guarded = spy
         env.reset(seed=0)
         assert sorted(zip(*seen[0])) == sorted(zip([0, 1], flagged))
+
+
+def test_guard_waiting_serves_the_protected_candidate_and_asks_for_the_rest():
+    # Two GPUs on one machine, no boundary. At t=0 job 0 (100 s), job 1 (10 s), job 2 (20 s) and
+    # job 3 (30 s) arrive, never run, one machine each: their estimates are their lengths, the
+    # largest 100. With a guard of 0.5 only job 0 is protected (30 < 50): guard_waiting serves
+    # it without asking, and the agent orders 1, 2 and 3 on the other GPU, job 0 still running
+    # (at t=10 its 90 s left keep 45 as the bar, above every candidate). Shortest first: JCTs
+    # 100, 10, 30, 60 (mean 50); longest first: 100, 60, 50, 30 (mean 60). Makespan 100 both ways.
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0), (2, 0, 1, 20, 1.0), (3, 0, 1, 30, 1.0)]
+
+    def env(**kwargs):
+        return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
+                             latency=TierLatency(), max_candidates=4, guard_leases=0.5, **kwargs)
+
+    lease_guard_only = env()
+    lease_guard_only.reset(seed=0)
+    assert [int(lease_guard_only.engine.job_id[j]) for j in lease_guard_only.pick.candidates] == [0, 1, 2, 3]
+    for slots, jct_mean in (([0, 0], 50.0), ([2, 1], 60.0)):
+        guarded = env(guard_waiting=True)
+        guarded.reset(seed=0)
+        e = guarded.engine
+        assert [int(e.job_id[j]) for j in guarded.pick.candidates] == [1, 2, 3]
+        assert int(e.job_id[e.running_jobs()[0]]) == 0 and e.first_start_s[0] == 0.0
+        for slot in slots:
+            _, _, terminated, _, info = guarded.step(slot)
+        assert terminated and guarded.steps == 2  # the last candidate alone is no choice
+        assert info["summary"]["jct_mean_s"] == pytest.approx(jct_mean)
+        assert info["summary"]["makespan_s"] == pytest.approx(100.0)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), share=st.sampled_from([0.25, 0.5, 1.0]))
+def test_under_guard_waiting_the_agent_never_sees_a_protected_candidate(seed, share):
+    # At every step of a random episode no candidate is protected: the guard served them all,
+    # and every step is still a real choice (two candidates or more, or stop valid).
+    env = gym.make("DallyQueueSmall-v0", guard_leases=share, guard_waiting=True).unwrapped
+    _, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    while not env._done:
+        pick = env.pick
+        largest = env.largest_estimate_s()
+        estimate = ProtectedRemainingPolicy.remaining_estimate_s(env.engine, np.array(pick.candidates))
+        assert (estimate < share * largest).all()
+        assert len(pick.candidates) >= 2 or pick.may_stop
+        _, _, _, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+
+
+def test_a_pick_guard_that_serves_a_non_candidate_is_an_error():
+    rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
+    env = one_gpu_env(rows)
+    env.reset(seed=0)
+    engine = Engine(make_trace(rows), ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(),
+                    agent_picks=True)
+    engine.pick_guard = lambda engine, candidates: 7
+    with pytest.raises(EngineError, match="pick_guard served 7"):
+        next(engine.decisions())
 
 
 def test_makespan_bound_moves_when_the_longest_job_waits():
@@ -468,7 +526,9 @@ def test_sensitivity_modes_fill_speed_features(mode):
                                           ({"makespan_credit": "x"}, "makespan_credit"),
                                           ({"guard_leases": 0}, "guard_leases"),
                                           ({"guard_leases": 1.5}, "guard_leases"),
-                                          ({"guard_leases": True}, "guard_leases")])
+                                          ({"guard_leases": True}, "guard_leases"),
+                                          ({"guard_waiting": True}, "guard_waiting=True needs guard_leases"),
+                                          ({"guard_leases": 0.5, "guard_waiting": 1}, "guard_waiting")])
 def test_bad_arguments_name_the_problem(kwargs, word):
     with pytest.raises(ValueError, match=word):
         gym.make("DallyQueueSmall-v0", **kwargs)

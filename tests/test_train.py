@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import pytest
 
 from dallygym.learn import rollout_steps
@@ -43,6 +44,11 @@ def test_guard_and_teacher_share_on_the_command_line_reach_the_config_and_the_en
     default = _train_config(build_parser().parse_args(["train", "--env-id", "DallyQueue-v0"]))
     assert default.guard_leases is None and default.teacher_share == 0.5
     assert "guard_leases" not in default.env_kwargs()
+    assert not default.guard_waiting and "guard_waiting" not in default.env_kwargs()
+    waiting = _train_config(build_parser().parse_args(["train", "--env-id", "DallyQueue-v0", "--guard-leases", "0.25",
+                                                       "--guard-waiting"]))
+    assert waiting.guard_waiting and waiting.env_kwargs()["guard_waiting"] is True
+    gym.make("dallygym:DallyQueueSmall-v0", **{k: v for k, v in waiting.env_kwargs().items() if k.startswith("guard")})
 
 
 @pytest.mark.slow
