@@ -216,7 +216,9 @@ def goal_sentences(frame: pd.DataFrame, learned: list[str]) -> list[str]:
             rows = frame[frame["agent"].isin(members)].assign(agent=f"{group} ({len(members)} seeds pooled)")
             frame = pd.concat([frame, rows])
             pooled.append(f"{group} ({len(members)} seeds pooled)")
-    for agent in learned + pooled + [strongest, "protected-share picks", "random-picks"]:
+    baselines = [strongest, "protected-share picks", "guarded protected-share picks", "random-picks",
+                 "full guard: protected-share picks", "full guard: random picks", "full guard: constant-0"]
+    for agent in learned + pooled + baselines:
         rows = frame[(frame["agent"] == agent) & (frame["kind"] == "batch")]
         at8 = rows[rows["racks"] == 8]
         if at8.empty:

@@ -805,9 +805,11 @@ class Engine:
             served.add(answer)
             remaining = [j for j in remaining if j not in served]
             # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
-            for j in ahead:
-                demand -= num_gpus[j]
-                yield from self._visit(j, t)
+            # The leases ahead take their turns with nothing between them (the jobs ranked
+            # between two of them wait or were served already): together where they can be.
+            if ahead:
+                demand -= sum(num_gpus[j] for j in ahead)
+                yield from self._expired_turns(np.array(ahead), t)
             demand -= num_gpus[answer]
             yield from self._visit(answer, t)
 

@@ -520,17 +520,22 @@ class DallyQueueEnv(DallyEnv):
         holds = (e.state[c] == RUNNING).astype(np.float32)
 
         # Per distinct demand: is its best tier free now, and the offer rule's timers.
-        best_free = np.empty(k, dtype=bool)
-        past_machine = np.zeros(k, dtype=bool)
-        past_rack = np.zeros(k, dtype=bool)
-        for demand in np.unique(g).tolist():
-            rows = g == demand
+        # (The best possible tier depends on the demand alone.)
+        demands, first, inverse = np.unique(g, return_index=True, return_inverse=True)
+        free_for = []
+        timers = []
+        for demand, best_tier in zip(demands.tolist(), best[first].tolist()):
             tiers = e._offer_tiers(demand)
-            best_free[rows] = bool(tiers) and int(tiers[0]) == int(best[rows][0])
+            free_for.append(bool(tiers) and int(tiers[0]) == best_tier)
             if self._timers is not None:
-                t_mc, t_rk = self._timers(demand, now)
-                past_machine[rows] = starvation[rows] >= t_mc
-                past_rack[rows] = starvation[rows] >= t_rk
+                timers.append(self._timers(demand, now))
+        best_free = np.array(free_for)[inverse]
+        if timers:
+            limits = np.array(timers, dtype=np.float64)[inverse]
+            past_machine = starvation >= limits[:, 0]
+            past_rack = starvation >= limits[:, 1]
+        else:
+            past_machine = past_rack = np.zeros(k, dtype=bool)
 
         jobs = np.zeros((k_max, JOB_DIM), dtype=np.float32)
         view = jobs[:k]

@@ -291,6 +291,27 @@ def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(ord
     assert evaluate(env, heuristic_agent(order, env)) == native.summary
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), lease_picks=st.sampled_from(["waiting", "all"]),
+       guard=st.sampled_from([{}, {"guard_leases": 0.25}, {"guard_leases": 0.25, "guard_waiting": True}]),
+       renewal=st.sampled_from(["upgrade", "keep"]))
+def test_picked_passes_renewing_leases_together_equal_one_by_one(monkeypatch, seed, lease_picks, guard, renewal):
+    # Engine.renew_together (runs of lease-expired turns renewed at once, e.g. the leases served
+    # ahead of a pick) against every turn alone: the same episode, step for step.
+    def episode(together):
+        monkeypatch.setattr(Engine, "renew_together", together)
+        env = gym.make("DallyQueueSmall-v0", lease_picks=lease_picks, renewal=renewal, **guard)
+        steps = play(env, seed, random_masked)
+        return steps, dallygym.metrics.collect(env.unwrapped.engine)
+
+    (fast, a), (plain, b) = episode(True), episode(False)
+    assert len(fast) == len(plain)
+    for (obs_a, r_a, _, info_a), (obs_b, r_b, _, info_b) in zip(fast, plain):
+        assert r_a == r_b and np.array_equal(info_a["action_mask"], info_b["action_mask"])
+        assert all(np.array_equal(obs_a[key], obs_b[key]) for key in obs_a)
+    assert a.summary == b.summary and a.jobs.equals(b.jobs)
+
+
 def test_waiting_picks_never_offer_a_lease_expired_job_and_cut_the_steps():
     counts = {}
     for lease_picks in ("waiting", "all"):
