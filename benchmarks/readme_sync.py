@@ -38,7 +38,8 @@ BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /r
 #: Rows of the report's main table that the README shows, in its order.
 AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0",
               "queue-ppo-s1", "queue-ppo-s2", "queue-ppo-sizes-s0", "queue-ppo-sizes-s1", "queue-ppo-sizes-s2",
-              "queue-ppo-guard-s0", "queue-ppo-guard-s1", "queue-ppo-guard-s2", "dally",
+              "queue-ppo-guard-s0", "queue-ppo-guard-s1", "queue-ppo-guard-s2", "queue-ppo-fullguard-s0",
+              "queue-ppo-fullguard-s1", "queue-ppo-fullguard-s2", "dally",
               "dally-consolidated", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
 
 
