@@ -18,13 +18,13 @@ import argparse
 import itertools
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
 from dallygym import ClusterSpec, simulate
 from dallygym.queue_env import protected_share_action
+from dallygym.sweep import run_ordered
 from dallygym.trace import generate_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,11 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     guards = [None if g == "none" else float(g) for g in args.guards]
     cells = list(itertools.product(args.seeds, args.racks, args.shares, guards))
     start = time.perf_counter()
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
-            rows = pd.DataFrame(list(pool.map(_cell, cells)))
-    else:
-        rows = pd.DataFrame([_cell(cell) for cell in cells])
+    rows = pd.DataFrame(run_ordered(_cell, cells, args.workers))
     wall = time.perf_counter() - start
     summary = (rows.groupby(["teacher_share", "guard_leases", "racks"], sort=False)
                .agg(jct_mean=("jct_vs_dally_%", "mean"), makespan_worst=("makespan_vs_dally_%", "max"),

@@ -175,18 +175,19 @@ def _loaded_agent(path: str):
 def run_cells(cells, queue_env: str, agent_paths, machines_per_rack: int = 8, workers: int = 1) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
     (the rows are the same: every run is seeded by its cell alone)."""
-    from dallygym.sweep import LocalBackend
+    from dallygym.sweep import run_ordered
 
     task = functools.partial(run_cell, queue_env=queue_env, agent_paths=tuple(agent_paths),
                              machines_per_rack=machines_per_rack)
-    done = {}
-    for i, ok, value in LocalBackend(workers).imap_unordered(task, list(cells)):
-        if not ok:
-            raise RuntimeError(f"cell {cells[i][1]} at {cells[i][2]} racks failed: {value.error}\n{value.detail}")
-        done[i] = value
-        print(f"cell {len(done)}/{len(cells)} done: {Path(str(cells[i][1])).stem} at {cells[i][2]} racks",
+    arrived = 0
+
+    def progress(i, _rows):
+        nonlocal arrived
+        arrived += 1
+        print(f"cell {arrived}/{len(cells)} done: {Path(str(cells[i][1])).stem} at {cells[i][2]} racks",
               file=sys.stderr, flush=True)
-    return pd.DataFrame([row for i in range(len(cells)) for row in done[i]])
+
+    return pd.DataFrame([row for rows in run_ordered(task, cells, workers, on_result=progress) for row in rows])
 
 
 def summary_table(frame: pd.DataFrame, learned: list[str]) -> pd.DataFrame:
