@@ -22,6 +22,8 @@ from functools import cached_property
 
 import numpy as np
 
+from . import kernels
+
 #: Shape of a placement: per rack (sorted, largest first), the per-machine GPU counts (sorted,
 #: largest first). Example: 8 GPUs as 4 + 4 on two machines of one rack is ``((4, 4),)``.
 Shape = tuple[tuple[int, ...], ...]
@@ -116,14 +118,17 @@ class ClusterSpec:
 
     def shape_of(self, gpus: np.ndarray) -> Shape:
         """Canonical shape of a placement given as an array of GPU ids."""
-        ids = np.asarray(gpus, dtype=np.int64)
-        try:
-            counts = np.bincount(ids // self.gpus_per_machine, minlength=self.num_machines)
-            per_rack = counts.reshape(self.racks, self.machines_per_rack)
-        except ValueError:  # a negative id (bincount) or one past the last GPU (reshape)
-            bad = ids[(ids < 0) | (ids >= self.num_gpus)]
-            raise ClusterError(f"GPU id {int(bad[0])} out of range 0..{self.num_gpus - 1}") from None
-        return canonical_shape(per_rack[per_rack.any(axis=1)].tolist())
+        ids = np.asarray(gpus, dtype=np.int64).reshape(-1)
+        # Per rack, the counts of the machines used (a placement touches a few machines,
+        # whatever the size of the cluster).
+        racks, counts, bad = kernels.machine_counts(ids, self.gpus_per_machine, self.machines_per_rack,
+                                                    self.num_gpus)
+        if bad >= 0:
+            raise ClusterError(f"GPU id {ids.item(bad)} out of range 0..{self.num_gpus - 1}")
+        per_rack: dict[int, list[int]] = {}
+        for rack, count in zip(racks.tolist(), counts.tolist()):
+            per_rack.setdefault(rack, []).append(count)
+        return canonical_shape(per_rack.values())
 
 
 def canonical_shape(per_rack_counts) -> Shape:
@@ -204,6 +209,10 @@ class ClusterState:
     #: placements are checked first), so this is off on the hot path; the tests turn it on.
     check_allocations = False
 
+    #: Use the compiled kernels (:mod:`dallygym.kernels`) where there is one. False: the
+    #: Python methods, the reference the tests hold the kernels to (result for result).
+    compiled = True
+
     def allocate(self, job: int, gpus: np.ndarray, machine: int | None = None) -> None:
         """Give free GPUs to a job. ``machine``: if the caller knows, the machine holding all
         of them, or -1 when they span machines; None: found here."""
@@ -237,6 +246,10 @@ class ClusterState:
                 self.mark[gpus] = _IDLE
             else:
                 self.idle_per_machine[machine] -= n
+        elif self.compiled:
+            kernels.allocate_spread(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
+                                    self.free_per_rack, gpus, job, self.spec.machines_per_rack,
+                                    self.spec.gpus_per_machine)
         else:
             spec = self.spec
             machines = spec.machine_of_gpu[gpus]
@@ -293,6 +306,9 @@ class ClusterState:
         """Those of ``gpus`` that are free and marked count as idle again: their holder was
         preempted at its turn, so taking them displaces nobody."""
         if not self.marks_active:
+            return
+        if self.compiled:
+            kernels.unmark(self.owner, self.mark, self.idle_per_machine, gpus, self.spec.gpus_per_machine)
             return
         stale = gpus[(self.owner[gpus] == -1) & (self.mark[gpus] != _IDLE)]
         if stale.size:
@@ -369,6 +385,13 @@ class ClusterState:
         two racks, so the tier of the result is the tier asked for.
         """
         spec = self.spec
+        if self.compiled and num_gpus >= 1 and 0 <= tier <= 2:
+            gpus = kernels.place(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
+                                 self.free_per_rack, spec.racks, spec.machines_per_rack,
+                                 spec.gpus_per_machine, num_gpus, int(tier), self.marks_active)
+            if gpus.size:
+                return gpus
+            # No such placement: the reference below says why.
         if tier == Tier.MACHINE:
             machine = self._pick_machine(num_gpus)
             if machine < 0:

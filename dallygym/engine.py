@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from . import kernels
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
 from .policies.base import Policy
 
@@ -75,11 +76,12 @@ class JobSet:
     changed afterwards (a change makes a new one).
     """
 
-    __slots__ = ("_added", "_array", "_code", "_left", "_state")
+    __slots__ = ("_added", "_array", "_code", "_compiled", "_left", "_state")
 
-    def __init__(self, state: np.ndarray, code: int) -> None:
+    def __init__(self, state: np.ndarray, code: int, compiled: bool = False) -> None:
         self._state = state  # the engine's per-job states (read only here)
         self._code = code
+        self._compiled = compiled  # merge with kernels.job_set
         self._array = np.flatnonzero(state == code)
         self._added: list[int] = []
         self._left = False
@@ -95,6 +97,13 @@ class JobSet:
     def array(self) -> np.ndarray:
         """The members in increasing order."""
         arr = self._array
+        if self._compiled:
+            if self._added or self._left:
+                arr = self._array = kernels.job_set(arr, np.array(self._added, dtype=np.int64), self._state,
+                                                    self._code, self._left)
+                self._added = []
+                self._left = False
+            return arr
         if self._added:
             arr = np.concatenate((arr, self._added))
             arr.sort(kind="stable")
@@ -364,6 +373,7 @@ class Engine:
         self._total_iterations_list: list[float] = self.total_iterations.tolist()
 
         self.cluster = ClusterState(cluster)
+        self._dims = (cluster.racks, cluster.machines_per_rack, cluster.gpus_per_machine)
         self.state = np.full(n, PENDING, dtype=np.int8)
         self.done_iters = np.zeros(n)
         self.speed = np.zeros(n)
@@ -412,8 +422,8 @@ class Engine:
         self.n_running = 0
         self.waiting_gpus = 0  # GPU demand of the waiting jobs
         # Index sets kept in step with ``state`` too, so that no event scans all n jobs.
-        self._waiting = JobSet(self.state, WAITING)
-        self._running = JobSet(self.state, RUNNING)
+        self._waiting = JobSet(self.state, WAITING, self.cluster.compiled)
+        self._running = JobSet(self.state, RUNNING, self.cluster.compiled)
         self._below_best: set[int] = set()  # running jobs whose tier is worse than their best possible one
         #: (finish time, job) of every placement made; an entry whose time is no longer the
         #: job's ``finish_s`` is stale (the placement ended early) and is dropped when met.
@@ -494,6 +504,8 @@ class Engine:
     def nw_sens(self, jobs: np.ndarray) -> np.ndarray:
         """Dally's priority (paper §IV-B1): W_compl / T_norm = ideal time of completed
         iterations / time run. 0 for a job that has never run."""
+        if self.cluster.compiled:
+            return kernels.nw_sens(jobs, self.done_iters, self.iter_time_s, self.run_s)
         run = self.run_s[jobs]
         return np.divide(self.done_iters[jobs] * self.iter_time_s[jobs], run, out=np.zeros(len(jobs)), where=run > 0)
 
@@ -847,6 +859,24 @@ class Engine:
         act."""
         state = self.state
         mode = self._renewal
+        c = self.cluster
+        if c.compiled:
+            racks, mpr, gpm = self._dims
+            start, expired, count = kernels.expire_leases(
+                order, state, self.tier, self.best_possible_tier, mode != "rebid",
+                self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._rank, c.owner,
+                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm)
+            if start < 0:
+                return None
+            visit = order[start:]
+            if expired.size:
+                self._ranked = visit
+                if count:  # as ClusterState.mark_reclaimable
+                    c.free_total += count
+                    c.version += 1
+                    c.marks_active = True
+                self.expired_unvisited.update(expired.tolist())
+            return visit
         if mode == "rebid":
             start = 0
         else:
@@ -950,6 +980,10 @@ class Engine:
         later: once the free GPUs are fewer, only expired leases are left to visit) and the
         positions of the expired leases (always visited: renewed or preempted).
         """
+        if self.cluster.compiled:
+            queue, least_ahead, expired_pos = kernels.visit_plan(order, self.num_gpus, self.state,
+                                                                 self.cluster.free_total, boundary)
+            return queue, least_ahead, expired_pos.tolist()
         demand = self.num_gpus[order]
         fits = demand <= self.cluster.free_total
         if boundary:
@@ -1010,6 +1044,18 @@ class Engine:
         mode = self._renewal
         if mode == "rebid":
             return 0
+        c = self.cluster
+        if c.compiled:
+            racks, mpr, gpm = self._dims
+            n, count = kernels.renew_in_place(
+                jobs, self._rank, c.mark, c.owner, c.free_per_machine, c.idle_per_machine, c.free_per_rack,
+                self.num_gpus, self.tier, self.best_possible_tier, racks, mpr, gpm, self._upgrades_offered)
+            if count:  # as ClusterState.renew_marked
+                c.free_total -= count
+                c.version += 1
+            if n:
+                self.expired_unvisited.difference_update(jobs[:n].tolist())
+            return n
         ranks = self._rank[jobs]
         lo = ranks.item(0)
         span = ranks.item(-1) - lo + 1
@@ -1101,6 +1147,9 @@ class Engine:
         rack test when a machine-tier answer settles it (renewals ask this of many jobs)."""
         if current == 0:
             return False
+        if self.cluster.compiled:
+            racks, mpr, gpm = self._dims
+            return kernels.better_tier_in(per_machine, racks, mpr, gpm, g, current)
         spec = self.spec
         if g <= spec.gpus_per_machine and _largest(per_machine) >= g:
             return True
@@ -1118,6 +1167,8 @@ class Engine:
         spans two racks)."""
         c = self.cluster
         spec = self.spec
+        if c.compiled:
+            return kernels.tier_limits(c.free_per_machine, c.free_per_rack, spec.racks, spec.machines_per_rack)
         # A rack has free GPUs on two machines exactly when its free count exceeds that of
         # its freest machine. (A few numpy reductions cost more than this loop over racks.)
         freest = c.free_per_machine.reshape(spec.racks, spec.machines_per_rack).max(axis=1).tolist()
@@ -1139,7 +1190,10 @@ class Engine:
             # Jobs in the system (arrived, unfinished) do not change between events.
             self.in_system_area_s += dt * (self._next_arrival - self.finished)
             run = self.running_jobs()
-            if run.size:
+            if run.size and self.cluster.compiled:
+                kernels.advance(run, self.run_s, self.done_iters, self.seg_done0, self.rate, self.seg_start_s, dt, t)
+                self.comm_area_s += dt * float(run.size - np.add.reduce(self.speed[run]))
+            elif run.size:
                 self.run_s[run] += dt
                 self.done_iters[run] = self.seg_done0[run] + self.rate[run] * np.maximum(0.0, t - self.seg_start_s[run])
                 self.comm_area_s += dt * float(run.size - np.add.reduce(self.speed[run]))

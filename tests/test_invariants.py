@@ -158,6 +158,23 @@ def test_in_system_area_is_the_sum_of_jcts(run):
         assert np.isclose(engine.comm_area_s, jobs["comm_s"].sum(), rtol=1e-9, atol=1e-6)
 
 
+def offers_seen(engine: Engine, check=None) -> list[str]:
+    """Run ``engine`` to the end answering with its policy; the offers made, as text.
+    ``check(engine, offer)``, if given, is called at each offer."""
+    seen = []
+    gen = engine.decisions()
+    try:
+        offer = next(gen)
+        while True:
+            seen.append(repr(offer))
+            if check is not None:
+                check(engine, offer)
+            offer = gen.send(engine.policy.decide(offer, engine))
+    except StopIteration:
+        pass
+    return seen
+
+
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -171,16 +188,7 @@ def test_renewing_leases_together_changes_nothing(run, policy_name, renewal):
     def offers_and_results(together):
         engine = Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config)
         engine.renew_together = together
-        seen = []
-        gen = engine.decisions()
-        try:
-            offer = next(gen)
-            while True:
-                seen.append(repr(offer))
-                check_holdings(engine, offer)
-                offer = gen.send(engine.policy.decide(offer, engine))
-        except StopIteration:
-            pass
+        seen = offers_seen(engine, check_holdings)
         return seen, collect(engine), engine
 
     seen_a, a, fast = offers_and_results(True)

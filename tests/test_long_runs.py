@@ -21,10 +21,11 @@ from dallygym.simulate import ProgressLine
 from dallygym.trace import GENERATORS, generate_trace, load_trace, scaled_spec
 
 
-def test_job_set_lists_the_jobs_in_its_state_in_increasing_order():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_job_set_lists_the_jobs_in_its_state_in_increasing_order(compiled):
     rng = np.random.default_rng(1)
     state = np.zeros(40, dtype=np.int8)
-    members = JobSet(state, RUNNING)
+    members = JobSet(state, RUNNING, compiled)
     for _ in range(5000):
         j, new = int(rng.integers(40)), int(rng.integers(4))
         if state[j] == new:
@@ -126,10 +127,14 @@ def test_a_run_with_progress_gives_the_same_results():
         "small", ClusterSpec(2, 2, 8)).summary
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("spec", [ClusterSpec(3, 4, 8), ClusterSpec(2, 2, 4), ClusterSpec(1, 3, 2)])
-def test_the_quick_better_tier_test_agrees_with_the_best_tier_rule(spec):
+def test_the_quick_better_tier_test_agrees_with_the_best_tier_rule(spec, compiled):
     engine = Engine(load_trace("small"), ClusterSpec(4), make_policy("fifo"), get_latency_model("dally-paper"))
-    engine.spec = spec  # the rule reads only the cluster's shape
+    # The rule reads only the cluster's shape (the compiled test takes it as three ints).
+    engine.spec = spec
+    engine._dims = (spec.racks, spec.machines_per_rack, spec.gpus_per_machine)
+    engine.cluster.compiled = compiled
     rng = np.random.default_rng(5)
     for _ in range(1000):
         per_machine = rng.integers(0, spec.gpus_per_machine + 1, spec.num_machines) * (rng.random(spec.num_machines) < 0.6)

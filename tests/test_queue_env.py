@@ -304,7 +304,12 @@ def test_picked_passes_renewing_leases_together_equal_one_by_one(monkeypatch, se
         steps = play(env, seed, random_masked)
         return steps, dallygym.metrics.collect(env.unwrapped.engine)
 
-    (fast, a), (plain, b) = episode(True), episode(False)
+    assert_same_episode(episode(True), episode(False))
+
+
+def assert_same_episode(first, second) -> None:
+    """Two ``(steps of play(), collect() of the engine)`` are the same episode, step for step."""
+    (fast, a), (plain, b) = first, second
     assert len(fast) == len(plain)
     for (obs_a, r_a, _, info_a), (obs_b, r_b, _, info_b) in zip(fast, plain):
         assert r_a == r_b and np.array_equal(info_a["action_mask"], info_b["action_mask"])

@@ -1,0 +1,522 @@
+"""Compiled kernels for the engine's hot paths (numba, SPEC §4; issue 11).
+
+Each kernel does, in one compiled call, what a method of :class:`dallygym.cluster.ClusterState`
+or :class:`dallygym.engine.Engine` does with many small numpy calls. The Python methods stay
+the readable reference: every kernel gives the same answer bit for bit, and the tests hold it
+to that (``ClusterState.compiled = False`` / ``Engine.compiled = False`` run the reference).
+
+The kernels take the cluster's arrays as they are (``owner``, ``mark``, free and idle counts
+per machine and per rack) and the cluster's shape as three ints, so a call costs well under a
+microsecond of dispatch; state they change is changed in place, and the Python side keeps its
+scalar counters (``free_total``, ``version``) in step.
+
+Compiled code is cached on disk (``cache=True``): the first import on a machine compiles
+(a few seconds), later processes load the cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+IDLE = -1  # cluster._IDLE: the mark of a free GPU nobody held at the last round boundary
+BIG = np.iinfo(np.int64).max
+
+
+# --- placement (ClusterState.place) ---------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active):
+    """ClusterState._pick_machine: best-fit machine for ``need`` GPUs, or -1."""
+    n = free_pm.size
+    best = -1
+    if not marks_active:
+        for m in range(n):
+            f = free_pm[m]
+            if f >= need and (best < 0 or f < free_pm[best]):
+                best = m
+        return best
+    # Machines needing no reclaimed GPU first: plain best fit among them.
+    for m in range(n):
+        f = free_pm[m]
+        if f >= need and idle_pm[m] >= need and (best < 0 or f < free_pm[best]):
+            best = m
+    if best >= 0:
+        return best
+    # Otherwise: the highest rank (latest visited) of the reclaimed GPUs' holders first, then
+    # the fewest reclaimed GPUs, the fewest free GPUs, the lowest id.
+    marks = np.empty(gpm, dtype=np.int64)
+    best_victim = 0
+    best_reclaim = 0
+    for m in range(n):
+        f = free_pm[m]
+        if f < need:
+            continue
+        reclaim = need - idle_pm[m]
+        for s in range(gpm):
+            marks[s] = mark[m * gpm + s]
+        marks.sort()
+        victim = marks[gpm - reclaim]  # the reclaim-th largest mark
+        if (best < 0 or victim > best_victim
+                or (victim == best_victim and (reclaim < best_reclaim
+                                               or (reclaim == best_reclaim and f < free_pm[best])))):
+            best = m
+            best_victim = victim
+            best_reclaim = reclaim
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _on_machine(owner, mark, gpm, machine, count, marks_active, out, at):
+    """ClusterState.gpus_on_machine, written into ``out[at:at + count]``: idle slots first
+    (lowest slot first), then marked ones by highest mark, then lowest slot."""
+    base = machine * gpm
+    if not marks_active:
+        k = 0
+        for s in range(gpm):
+            if k == count:
+                break
+            if owner[base + s] == -1:
+                out[at + k] = base + s
+                k += 1
+        return
+    k = 0
+    for s in range(gpm):  # idle free slots, in slot order
+        if k == count:
+            return
+        if owner[base + s] == -1 and mark[base + s] == IDLE:
+            out[at + k] = base + s
+            k += 1
+    while k < count:  # then the marked free slot with the highest mark (ties: lowest slot)
+        pick = -1
+        for s in range(gpm):
+            g = base + s
+            if owner[g] != -1 or mark[g] == IDLE:
+                continue
+            taken = False
+            for q in range(k):
+                if out[at + q] == g:
+                    taken = True
+                    break
+            if taken:
+                continue
+            if pick < 0 or mark[g] > mark[pick]:
+                pick = g
+        out[at + k] = pick
+        k += 1
+
+
+@njit(cache=True, nogil=True)
+def _fewest_units(free, idle, need, min_units, unit_out, count_out):
+    """cluster._fewest_units over ``free``/``idle`` (one entry per unit): writes the shares
+    to ``unit_out``/``count_out`` and returns how many, or -1 if impossible."""
+    n = free.size
+    total = 0
+    for u in range(n):
+        total += free[u]
+    if total < need:
+        return -1
+    # Order: most free first, then most idle, then lowest id (a stable insertion sort).
+    order = np.empty(n, dtype=np.int64)
+    for u in range(n):
+        pos = u
+        while pos > 0:
+            v = order[pos - 1]
+            if free[v] > free[u] or (free[v] == free[u] and idle[v] >= idle[u]):
+                break
+            order[pos] = v
+            pos -= 1
+        order[pos] = u
+    shares = 0
+    left = need
+    for pos in range(n):
+        unit = order[pos]
+        cap = free[unit]
+        if cap == 0:
+            break
+        need_more = min_units - shares - 1
+        if need_more > 0:
+            rest = n - pos - 1
+            nonzero = 0
+            for q in range(pos + 1, n):
+                if free[order[q]] > 0:
+                    nonzero += 1
+            if rest < need_more or nonzero < need_more:
+                return -1
+            take = min(cap, left - need_more)
+        elif cap >= left:
+            take = left
+        else:
+            take = cap
+        if take >= left and need_more <= 0:
+            # The remainder fits on one unit: best fit among this one and the rest (fewest
+            # free, then most idle, then lowest id).
+            best = -1
+            for q in range(pos, n):
+                c = order[q]
+                if free[c] < left:
+                    continue
+                if (best < 0 or free[c] < free[best]
+                        or (free[c] == free[best] and (idle[c] > idle[best]
+                                                       or (idle[c] == idle[best] and c < best)))):
+                    best = c
+            unit_out[shares] = best
+            count_out[shares] = left
+            return shares + 1
+        unit_out[shares] = unit
+        count_out[shares] = take
+        shares += 1
+        left -= take
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, rack, count, min_machines, marks_active, out, at):
+    """ClusterState._spread_in_rack into ``out[at:]``; returns False if impossible."""
+    first = rack * mpr
+    units = np.empty(mpr, dtype=np.int64)
+    counts = np.empty(mpr, dtype=np.int64)
+    k = _fewest_units(free_pm[first:first + mpr], idle_pm[first:first + mpr], count, min_machines, units, counts)
+    if k < 0:
+        return False
+    for i in range(k):
+        _on_machine(owner, mark, gpm, first + units[i], counts[i], marks_active, out, at)
+        at += counts[i]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, marks_active):
+    """ClusterState.place: ``need`` free GPUs at exactly ``tier`` (0 machine, 1 rack,
+    2 network). Returns the GPU ids, or an empty array if no such placement exists (the
+    caller asks the reference method for the error)."""
+    out = np.empty(need, dtype=np.int64)
+    fail = np.empty(0, dtype=np.int64)
+    if tier == 0:
+        m = _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active)
+        if m < 0:
+            return fail
+        _on_machine(owner, mark, gpm, m, need, marks_active, out, 0)
+        return out
+    idle_pr = np.zeros(racks, dtype=np.int64)
+    for m in range(racks * mpr):
+        idle_pr[m // mpr] += idle_pm[m]
+    if tier == 1:
+        if need < 2:
+            return fail
+        # Racks with free GPUs on two machines or more: fewest reclaimed GPUs needed, then
+        # fewest free, then lowest id.
+        best = -1
+        best_reclaim = 0
+        for r in range(racks):
+            if free_pr[r] < need:
+                continue
+            spread = 0
+            for m in range(r * mpr, (r + 1) * mpr):
+                if free_pm[m] > 0:
+                    spread += 1
+            if spread < 2:
+                continue
+            reclaim = max(0, need - idle_pr[r])
+            if best < 0 or reclaim < best_reclaim or (reclaim == best_reclaim and free_pr[r] < free_pr[best]):
+                best = r
+                best_reclaim = reclaim
+        if best < 0:
+            return fail
+        if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, best, need, 2, marks_active, out, 0):
+            return fail
+        return out
+    if tier == 2:
+        total = 0
+        for r in range(racks):
+            total += free_pr[r]
+        if need > total or need < 2 or racks < 2:
+            return fail
+        units = np.empty(racks, dtype=np.int64)
+        counts = np.empty(racks, dtype=np.int64)
+        k = _fewest_units(free_pr, idle_pr, need, 2, units, counts)
+        if k < 0:
+            return fail
+        at = 0
+        for i in range(k):
+            if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, units[i], counts[i], 1, marks_active, out, at):
+                return fail
+            at += counts[i]
+        return out
+    return fail
+
+
+# --- offers and renewals (Engine) -----------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def better_tier_in(per_machine, racks, mpr, gpm, g, current):
+    """Engine._better_tier_in: do ``g`` GPUs fit in ``per_machine`` available GPUs at a tier
+    more consolidated than ``current`` (0 machine, 1 rack, 2 network)?"""
+    if current == 0:
+        return False
+    if g <= gpm:
+        for m in range(per_machine.size):
+            if per_machine[m] >= g:
+                return True
+    if current == 1 or g < 2:
+        return False
+    for r in range(racks):
+        total = 0
+        for m in range(r * mpr, (r + 1) * mpr):
+            total += per_machine[m]
+        if total >= g:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def tier_limits(free_pm, free_pr, racks, mpr):
+    """Engine._compute_tier_limits: the most free GPUs on one machine; the most on one rack
+    among racks with free GPUs on two machines or more; whether two racks have free GPUs."""
+    most_on_machine = 0
+    most_on_rack = 0
+    racks_with_free = 0
+    for r in range(racks):
+        freest = 0
+        for m in range(r * mpr, (r + 1) * mpr):
+            if free_pm[m] > freest:
+                freest = free_pm[m]
+        if freest > most_on_machine:
+            most_on_machine = freest
+        free = free_pr[r]
+        if free:
+            racks_with_free += 1
+            if freest < free and most_on_rack < free:
+                most_on_rack = free
+    return most_on_machine, most_on_rack, racks_with_free >= 2
+
+
+@njit(cache=True, nogil=True)
+def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank, owner, mark, free_pm, free_pr,
+                  mpr, gpm):
+    """Engine._expire_leases over ``order`` (waiting and running jobs in priority order).
+
+    With ``scan``, the pass starts at the first job that may act -- a waiting job, or with
+    ``upgrades`` a running one below its best tier -- and does not open if none may; it starts
+    at 0 without ``scan``, or with ``from_zero`` once one may act (agent picks). From there on each job gets its rank
+    in the pass, and the GPUs of the running ones (lease expired) become free and marked with
+    their holder's rank: free counts rise, idle counts do not (ClusterState.mark_reclaimable).
+    Returns (start or -1 if no job may act, the lease-expired jobs in order, GPUs marked)."""
+    start = 0
+    if scan:
+        start = -1
+        for i in range(order.size):
+            j = order[i]
+            if state[j] == 1 or (upgrades and tier[j] > best_tier[j]):  # WAITING; tier is -1 unless running
+                start = i
+                break
+        if start < 0:
+            return -1, np.empty(0, dtype=np.int64), 0
+        if from_zero:
+            start = 0
+    expired = np.empty(order.size - start, dtype=np.int64)
+    n_expired = 0
+    for i in range(start, order.size):
+        j = order[i]
+        if state[j] == 2:  # RUNNING
+            expired[n_expired] = j
+            n_expired += 1
+    if n_expired == 0:
+        return start, expired[:0], 0
+    for i in range(start, order.size):
+        rank[order[i]] = i - start
+    count = 0
+    for gpu in range(owner.size):
+        job = owner[gpu]
+        if job < 0:
+            continue
+        r = rank[job]
+        if r < 0:
+            continue
+        owner[gpu] = -1
+        mark[gpu] = r
+        m = gpu // gpm
+        free_pm[m] += 1
+        free_pr[m // mpr] += 1
+        count += 1
+    return start, expired[:n_expired], count
+
+
+@njit(cache=True, nogil=True)
+def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus, tier, best_tier,
+                   racks, mpr, gpm, upgrades_offered):
+    """Engine._renew_in_place: of ``jobs`` (lease-expired, in their turns' order, nothing
+    between their turns), renew the leading ones whose turn would give back just the GPUs they
+    hold -- none claimed, and no upgrade offer due (a job below its best tier is offered one if
+    the idle GPUs and its own make a better tier). Gives their marked GPUs back to them.
+    Returns (jobs renewed, GPUs given back)."""
+    lo = rank[jobs[0]]
+    span = rank[jobs[jobs.size - 1]] - lo + 1
+    # Every mark in [lo, lo + span) belongs to one of ``jobs``.
+    held = np.zeros(span, dtype=np.int64)
+    for gpu in range(mark.size):
+        k = mark[gpu] - lo
+        if 0 <= k < span:
+            held[k] += 1
+    n = jobs.size
+    for i in range(jobs.size):
+        j = jobs[i]
+        if held[rank[j] - lo] != num_gpus[j]:
+            n = i
+            break
+    if n and upgrades_offered:
+        with_own = np.empty(free_pm.size, dtype=np.int64)
+        for i in range(n):
+            j = jobs[i]
+            if tier[j] <= best_tier[j]:
+                continue
+            with_own[:] = idle_pm
+            r = rank[j]
+            for gpu in range(mark.size):
+                if mark[gpu] == r:
+                    with_own[gpu // gpm] += 1
+            if better_tier_in(with_own, racks, mpr, gpm, num_gpus[j], tier[j]):
+                n = i
+                break
+    if n == 0:
+        return 0, 0
+    last = rank[jobs[n - 1]]
+    owner_of = np.empty(span, dtype=np.int64)
+    for i in range(n):
+        owner_of[rank[jobs[i]] - lo] = jobs[i]
+    count = 0
+    for gpu in range(mark.size):
+        k = mark[gpu]
+        if lo <= k <= last:
+            owner[gpu] = owner_of[k - lo]
+            mark[gpu] = IDLE
+            m = gpu // gpm
+            free_pm[m] -= 1
+            free_pr[m // mpr] -= 1
+            count += 1
+    return n, count
+
+
+@njit(cache=True, nogil=True)
+def visit_plan(order, num_gpus, state, free_total, boundary):
+    """Engine._visit_plan: the jobs of ``order`` a pass visits (lease-expired ones, and waiting
+    ones no bigger than the free GPUs), ``least_ahead`` (at each position the smallest demand
+    of a waiting job there or later; lease-expired jobs count as no demand) and the positions
+    of the lease-expired jobs."""
+    n = order.size
+    queue = np.empty(n, dtype=np.int64)
+    least = np.empty(n, dtype=np.int64)
+    expired_pos = np.empty(n, dtype=np.int64)
+    k = 0
+    e = 0
+    for i in range(n):
+        j = order[i]
+        if boundary and state[j] == 2:  # RUNNING: its lease expired
+            queue[k] = j
+            least[k] = BIG
+            expired_pos[e] = k
+            e += 1
+            k += 1
+        elif num_gpus[j] <= free_total:
+            queue[k] = j
+            least[k] = num_gpus[j]
+            k += 1
+    for i in range(k - 2, -1, -1):
+        if least[i + 1] < least[i]:
+            least[i] = least[i + 1]
+    return queue[:k], least[:k], expired_pos[:e]
+
+
+@njit(cache=True, nogil=True)
+def advance(run, run_s, done_iters, seg_done0, rate, seg_start_s, dt, t):
+    """Engine._advance for the running jobs ``run``: time held grows by ``dt``, iterations
+    done are brought to time ``t`` (none before the restart overhead is over)."""
+    for i in range(run.size):
+        j = run[i]
+        run_s[j] += dt
+        done_iters[j] = seg_done0[j] + rate[j] * max(0.0, t - seg_start_s[j])
+
+
+@njit(cache=True, nogil=True)
+def nw_sens(jobs, done_iters, iter_time_s, run_s):
+    """Engine.nw_sens: ideal time of the completed iterations / time run, 0 if never run."""
+    out = np.zeros(jobs.size)
+    for i in range(jobs.size):
+        j = jobs[i]
+        if run_s[j] > 0:
+            out[i] = done_iters[j] * iter_time_s[j] / run_s[j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def job_set(members, added, state, code, left):
+    """JobSet.array: ``members`` (increasing) with ``added`` merged in, and if ``left`` those
+    no longer in state ``code`` dropped (a job that left and came back is listed once)."""
+    merged = np.empty(members.size + added.size, dtype=np.int64)
+    extra = np.sort(added)
+    a = 0
+    b = 0
+    k = 0
+    while a < members.size or b < extra.size:
+        if b == extra.size or (a < members.size and members[a] <= extra[b]):
+            j = members[a]
+            a += 1
+        else:
+            j = extra[b]
+            b += 1
+        if left and (state[j] != code or (k > 0 and merged[k - 1] == j)):
+            continue
+        merged[k] = j
+        k += 1
+    return merged[:k]
+
+
+@njit(cache=True, nogil=True)
+def allocate_spread(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm):
+    """ClusterState.allocate of GPUs on several machines: each becomes the job's; free counts
+    fall, and idle counts for those that were not marked."""
+    for i in range(gpus.size):
+        gpu = gpus[i]
+        owner[gpu] = job
+        m = gpu // gpm
+        free_pm[m] -= 1
+        free_pr[m // mpr] -= 1
+        if mark[gpu] == IDLE:
+            idle_pm[m] -= 1
+        else:
+            mark[gpu] = IDLE
+
+
+@njit(cache=True, nogil=True)
+def unmark(owner, mark, idle_pm, gpus, gpm):
+    """ClusterState.unmark: those of ``gpus`` that are free and marked count as idle again."""
+    for i in range(gpus.size):
+        gpu = gpus[i]
+        if owner[gpu] == -1 and mark[gpu] != IDLE:
+            mark[gpu] = IDLE
+            idle_pm[gpu // gpm] += 1
+
+
+@njit(cache=True, nogil=True)
+def machine_counts(gpus, gpm, mpr, num_gpus):
+    """The machines ``gpus`` are on, each as its rack and how many of ``gpus`` it holds (in
+    order of first appearance): what ClusterSpec.shape_of needs. The third value is the
+    position of the first id out of range 0..num_gpus-1, or -1."""
+    machines = np.empty(gpus.size, dtype=np.int64)
+    counts = np.zeros(gpus.size, dtype=np.int64)
+    k = 0
+    for i in range(gpus.size):
+        if not 0 <= gpus[i] < num_gpus:
+            return machines[:0], counts[:0], i
+        m = gpus[i] // gpm
+        for q in range(k):
+            if machines[q] == m:
+                counts[q] += 1
+                break
+        else:
+            machines[k] = m
+            counts[k] = 1
+            k += 1
+    return machines[:k] // mpr, counts[:k], -1

@@ -1,0 +1,177 @@
+"""The compiled kernels (dallygym.kernels) give the Python reference's answers, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
+
+
+def cluster_in_state(racks, mpr, gpm, owners, marks, compiled) -> ClusterState:
+    """A cluster whose GPU owners and round-boundary marks are given, counters made to match
+    (a marked GPU is free and not idle)."""
+    spec = ClusterSpec(racks=racks, machines_per_rack=mpr, gpus_per_machine=gpm)
+    c = ClusterState(spec)
+    c.compiled = compiled
+    owner = np.array(owners, dtype=np.int64)
+    mark = np.where(owner == -1, np.array(marks, dtype=np.int64), _IDLE)
+    c.owner[:] = owner
+    c.mark[:] = mark
+    free = owner == -1
+    c.free_per_machine[:] = free.reshape(-1, gpm).sum(axis=1)
+    c.idle_per_machine[:] = (free & (mark == _IDLE)).reshape(-1, gpm).sum(axis=1)
+    c.free_per_rack[:] = c.free_per_machine.reshape(racks, mpr).sum(axis=1)
+    c.free_total = int(free.sum())
+    c.marks_active = bool((mark != _IDLE).any())
+    return c
+
+
+def outcome(c: ClusterState, need: int, tier: Tier):
+    try:
+        return c.place(need, tier).tolist()
+    except ClusterError as e:
+        return f"error: {e}"
+
+
+@st.composite
+def states(draw):
+    racks = draw(st.integers(1, 4))
+    mpr = draw(st.integers(1, 4))
+    gpm = draw(st.integers(1, 8))
+    n = racks * mpr * gpm
+    owners = draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n))
+    # Ranks of lease-expired holders (several GPUs share a rank), or idle.
+    marks = draw(st.lists(st.one_of(st.just(_IDLE), st.integers(0, 6)), min_size=n, max_size=n))
+    return racks, mpr, gpm, owners, marks
+
+
+@settings(max_examples=300, deadline=None)
+@given(states())
+def test_compiled_placement_is_the_reference_placement(state):
+    racks, mpr, gpm, owners, marks = state
+    ref = cluster_in_state(racks, mpr, gpm, owners, marks, compiled=False)
+    fast = cluster_in_state(racks, mpr, gpm, owners, marks, compiled=True)
+    for tier in Tier:
+        for need in range(1, racks * mpr * gpm + 1):
+            assert outcome(fast, need, tier) == outcome(ref, need, tier), (tier, need)
+
+
+def test_compiled_placement_prefers_idle_then_the_latest_visited_holder():
+    # One rack, two machines of 4 GPUs. Machine 0: 2 idle GPUs, 2 marked with rank 5;
+    # machine 1: 3 GPUs marked with ranks 6, 9, 8 and one held.
+    owners = [-1, -1, -1, -1, -1, -1, -1, 7]
+    marks = [_IDLE, 5, _IDLE, 5, 6, 9, 8, _IDLE]
+    for compiled in (False, True):
+        c = cluster_in_state(1, 2, 4, owners, marks, compiled=compiled)
+        # 2 GPUs: machine 0 holds them idle (nobody displaced), lowest slots first.
+        assert c.place(2, Tier.MACHINE).tolist() == [0, 2]
+        # 3 GPUs: either machine displaces someone. On machine 0 the job of rank 5 (one GPU);
+        # on machine 1 the jobs of ranks 9, 8 and 6 -- all visited after rank 5, so machine 1
+        # displaces only lower-priority jobs: its GPUs, latest visited first.
+        assert c.place(3, Tier.MACHINE).tolist() == [5, 6, 4]
+
+
+@pytest.mark.parametrize("tier", list(Tier))
+def test_impossible_placement_gives_the_reference_error(tier):
+    c = cluster_in_state(2, 2, 2, [0, 0, 0, 0, 0, 0, 0, -1], [_IDLE] * 8, compiled=True)
+    with pytest.raises(ClusterError):
+        c.place(2, tier)
+
+
+# --- whole runs: the compiled engine is the reference engine ---------------------------------
+
+import dataclasses  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+from test_invariants import POLICIES, offers_seen, small_runs  # noqa: E402
+from test_queue_env import assert_same_episode, play, random_masked  # noqa: E402
+
+import dallygym  # noqa: E402
+from dallygym.engine import RENEWAL_MODES, Engine  # noqa: E402
+from dallygym.metrics import collect  # noqa: E402
+from conftest import TierLatency  # noqa: E402
+
+#: Every per-job array an engine keeps (the results and what policies read).
+JOB_ARRAYS = ("state", "done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s",
+              "run_s", "overhead_s", "tier_s", "tier", "starve_anchor_s", "first_start_s", "end_s",
+              "preemptions", "migrations", "upgrades", "speed_seen")
+
+
+def offers_and_engine(monkeypatch, compiled, trace, spec, policy_name, config):
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
+    engine = Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config)
+    return offers_seen(engine), engine
+
+
+@pytest.mark.parametrize("renewal", RENEWAL_MODES)
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(run=small_runs())
+def test_compiled_engine_runs_exactly_as_the_reference(monkeypatch, run, policy_name, renewal):
+    """Same offers, same per-job arrays bit for bit, same GPU holders, same results."""
+    spec, trace, config = run
+    config = dataclasses.replace(config, renewal=renewal)
+    seen_a, fast = offers_and_engine(monkeypatch, True, trace, spec, policy_name, config)
+    seen_b, plain = offers_and_engine(monkeypatch, False, trace, spec, policy_name, config)
+    assert seen_a == seen_b
+    for name in JOB_ARRAYS:
+        assert np.array_equal(getattr(fast, name), getattr(plain, name), equal_nan=True), name
+    assert np.array_equal(fast.cluster.owner, plain.cluster.owner)
+    assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == \
+        (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
+    a, b = collect(fast), collect(plain)
+    assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), lease_picks=st.sampled_from(["waiting", "all"]),
+       guard=st.sampled_from([{}, {"guard_leases": 0.25, "guard_waiting": True}]),
+       renewal=st.sampled_from(["upgrade", "keep", "rebid"]))
+def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lease_picks, guard, renewal):
+    """DallyQueue (agent picks) under random masked picks: the same episode, step for step."""
+    def episode(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        env = gym.make("DallyQueueSmall-v0", lease_picks=lease_picks, renewal=renewal, **guard)
+        return play(env, seed, random_masked), dallygym.metrics.collect(env.unwrapped.engine)
+
+    assert_same_episode(episode(True), episode(False))
+
+
+@pytest.mark.parametrize("env_id", ["DallySmall-v0", "Dally-v0"])
+def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id):
+    """A random masked agent's whole episode on the offer environment, both ways."""
+    def episode(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        env = gym.make(env_id)
+        rng = np.random.default_rng(7)
+        obs, info = env.reset(seed=3)
+        rewards, observations = [], [obs]
+        done = False
+        while not done:
+            action = rng.choice(np.flatnonzero(env.unwrapped.action_masks()))
+            obs, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            observations.append(obs)
+            done = terminated or truncated
+        return rewards, np.array(observations), info["summary"]
+
+    (ra, oa, sa), (rb, ob, sb) = episode(True), episode(False)
+    assert ra == rb and np.array_equal(oa, ob) and sa == sb
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 8), st.data())
+def test_shape_of_counts_gpus_per_machine_and_rack(racks, mpr, gpm, data):
+    """ClusterSpec.shape_of (compiled counting) against the definition: per rack, the GPU count
+    of each machine used, by bincount."""
+    spec = ClusterSpec(racks, mpr, gpm)
+    gpus = np.array(data.draw(st.lists(st.integers(0, spec.num_gpus - 1), min_size=1, max_size=spec.num_gpus,
+                                       unique=True)), dtype=np.int64)
+    per_rack = np.bincount(gpus // gpm, minlength=spec.num_machines).reshape(racks, mpr)
+    assert spec.shape_of(gpus) == canonical_shape(per_rack.tolist())
