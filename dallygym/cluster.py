@@ -235,6 +235,12 @@ class ClusterState:
             self.free_total -= 1
             self.version += 1
             return
+        if self.compiled:
+            kernels.allocate(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
+                             self.free_per_rack, gpus, job, self.spec.machines_per_rack, self.spec.gpus_per_machine)
+            self.free_total -= n
+            self.version += 1
+            return
         self.owner[gpus] = job
         if machine is None:
             machine = self._single_machine(gpus)
@@ -246,10 +252,6 @@ class ClusterState:
                 self.mark[gpus] = _IDLE
             else:
                 self.idle_per_machine[machine] -= n
-        elif self.compiled:
-            kernels.allocate_spread(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
-                                    self.free_per_rack, gpus, job, self.spec.machines_per_rack,
-                                    self.spec.gpus_per_machine)
         else:
             spec = self.spec
             machines = spec.machine_of_gpu[gpus]
@@ -265,8 +267,14 @@ class ClusterState:
         """Free a job's GPUs (unmarked); ``machine`` as for :meth:`allocate`."""
         if self.check_allocations:
             self._check_machine(gpus, machine)
-        self.owner[gpus] = -1
         n = len(gpus)
+        if self.compiled:
+            kernels.release(self.owner, self.free_per_machine, self.idle_per_machine, self.free_per_rack, gpus,
+                            self.spec.machines_per_rack, self.spec.gpus_per_machine)
+            self.free_total += n
+            self.version += 1
+            return
+        self.owner[gpus] = -1
         if machine is None:
             machine = self._single_machine(gpus)
         if machine >= 0:

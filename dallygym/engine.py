@@ -1191,8 +1191,9 @@ class Engine:
             self.in_system_area_s += dt * (self._next_arrival - self.finished)
             run = self.running_jobs()
             if run.size and self.cluster.compiled:
-                kernels.advance(run, self.run_s, self.done_iters, self.seg_done0, self.rate, self.seg_start_s, dt, t)
-                self.comm_area_s += dt * float(run.size - np.add.reduce(self.speed[run]))
+                speeds = kernels.advance(run, self.run_s, self.done_iters, self.seg_done0, self.rate,
+                                         self.seg_start_s, self.speed, dt, t)
+                self.comm_area_s += dt * float(run.size - speeds)
             elif run.size:
                 self.run_s[run] += dt
                 self.done_iters[run] = self.seg_done0[run] + self.rate[run] * np.maximum(0.0, t - self.seg_start_s[run])

@@ -54,10 +54,16 @@ def _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active):
         if f < need:
             continue
         reclaim = need - idle_pm[m]
+        # The reclaim-th largest mark of the machine (an insertion sort: a machine has a
+        # handful of slots, and most machines here are skipped before it).
         for s in range(gpm):
-            marks[s] = mark[m * gpm + s]
-        marks.sort()
-        victim = marks[gpm - reclaim]  # the reclaim-th largest mark
+            x = mark[m * gpm + s]
+            pos = s
+            while pos > 0 and marks[pos - 1] > x:
+                marks[pos] = marks[pos - 1]
+                pos -= 1
+            marks[pos] = x
+        victim = marks[gpm - reclaim]
         if (best < 0 or victim > best_victim
                 or (victim == best_victim and (reclaim < best_reclaim
                                                or (reclaim == best_reclaim and f < free_pm[best])))):
@@ -192,7 +198,7 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
     2 network). Returns the GPU ids, or an empty array if no such placement exists (the
     caller asks the reference method for the error)."""
     out = np.empty(need, dtype=np.int64)
-    fail = np.empty(0, dtype=np.int64)
+    fail = out[:0]
     if tier == 0:
         m = _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active)
         if m < 0:
@@ -430,13 +436,91 @@ def visit_plan(order, num_gpus, state, free_total, boundary):
 
 
 @njit(cache=True, nogil=True)
-def advance(run, run_s, done_iters, seg_done0, rate, seg_start_s, dt, t):
+def _block_sum(a, lo, n):
+    """numpy's pairwise sum of a block of at most 128: eight accumulators."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def pairwise_sum(a, lo, n):
+    """The sum of ``a[lo:lo + n]`` exactly as ``numpy.add.reduce`` adds a contiguous float64
+    array (numpy's pairwise summation: blocks of at most 128 with eight accumulators; a longer
+    run is split in two halves, the first a multiple of 8, whose sums are added), so that a
+    compiled total is the reference's bit for bit. Iterative (numba cannot cache recursion):
+    a stack of pending halves, and a stack of partial sums combined in the same tree."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    # Post-order walk of the split tree: a node is (lo, n, visited).
+    node_lo = np.empty(128, dtype=np.int64)
+    node_n = np.empty(128, dtype=np.int64)
+    node_seen = np.zeros(128, dtype=np.bool_)
+    sums = np.empty(128)
+    top = 0
+    depth = 0
+    node_lo[0] = lo
+    node_n[0] = n
+    node_seen[0] = False
+    top = 1
+    while top:
+        k = top - 1
+        m = node_n[k]
+        if m <= 128:
+            sums[depth] = _block_sum(a, node_lo[k], m)
+            depth += 1
+            top -= 1
+        elif node_seen[k]:
+            sums[depth - 2] = sums[depth - 2] + sums[depth - 1]
+            depth -= 1
+            top -= 1
+        else:
+            node_seen[k] = True
+            half = m // 2
+            half -= half % 8
+            # The second half is pushed first, so the first half is summed first.
+            node_lo[top] = node_lo[k] + half
+            node_n[top] = m - half
+            node_seen[top] = False
+            node_lo[top + 1] = node_lo[k]
+            node_n[top + 1] = half
+            node_seen[top + 1] = False
+            top += 2
+    return sums[0]
+
+
+@njit(cache=True, nogil=True)
+def advance(run, run_s, done_iters, seg_done0, rate, seg_start_s, speed, dt, t):
     """Engine._advance for the running jobs ``run``: time held grows by ``dt``, iterations
-    done are brought to time ``t`` (none before the restart overhead is over)."""
+    done are brought to time ``t`` (none before the restart overhead is over). Returns the sum
+    of their speed factors (for the exposed-communication integral)."""
+    speeds = np.empty(run.size)
     for i in range(run.size):
         j = run[i]
         run_s[j] += dt
         done_iters[j] = seg_done0[j] + rate[j] * max(0.0, t - seg_start_s[j])
+        speeds[i] = speed[j]
+    return pairwise_sum(speeds, 0, run.size)
 
 
 @njit(cache=True, nogil=True)
@@ -474,9 +558,9 @@ def job_set(members, added, state, code, left):
 
 
 @njit(cache=True, nogil=True)
-def allocate_spread(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm):
-    """ClusterState.allocate of GPUs on several machines: each becomes the job's; free counts
-    fall, and idle counts for those that were not marked."""
+def allocate(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm):
+    """ClusterState.allocate: each of ``gpus`` (free) becomes the job's; free counts fall, and
+    idle counts for those that carried no round-boundary mark (the mark is cleared)."""
     for i in range(gpus.size):
         gpu = gpus[i]
         owner[gpu] = job
@@ -487,6 +571,18 @@ def allocate_spread(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm)
             idle_pm[m] -= 1
         else:
             mark[gpu] = IDLE
+
+
+@njit(cache=True, nogil=True)
+def release(owner, free_pm, idle_pm, free_pr, gpus, mpr, gpm):
+    """ClusterState.release: ``gpus`` become free and idle."""
+    for i in range(gpus.size):
+        gpu = gpus[i]
+        owner[gpu] = -1
+        m = gpu // gpm
+        free_pm[m] += 1
+        idle_pm[m] += 1
+        free_pr[m // mpr] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -520,3 +616,4 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
             counts[k] = 1
             k += 1
     return machines[:k] // mpr, counts[:k], -1
+

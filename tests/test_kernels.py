@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dallygym import kernels
 from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
 
 
@@ -175,3 +176,10 @@ def test_shape_of_counts_gpus_per_machine_and_rack(racks, mpr, gpm, data):
                                        unique=True)), dtype=np.int64)
     per_rack = np.bincount(gpus // gpm, minlength=spec.num_machines).reshape(racks, mpr)
     assert spec.shape_of(gpus) == canonical_shape(per_rack.tolist())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 3000), st.integers(0, 2**32 - 1), st.integers(-6, 6))
+def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
+    values = np.random.default_rng(seed).random(n) * 10.0 ** scale
+    assert kernels.pairwise_sum(values, 0, n) == np.add.reduce(values)
