@@ -31,6 +31,11 @@ are still offered (no head-of-line blocking). Only waiting jobs receive offers.
 
 Per-job state lives in numpy arrays indexed by job index (the row of the trace, sorted by
 arrival then id); policies read them through the engine object.
+
+The small-array work of a pass (placements, opening a boundary, runs of renewals, tier tests,
+progress) runs as compiled kernels (:mod:`dallygym.kernels`); with ``ClusterState.compiled``
+false the Python methods here and in :mod:`dallygym.cluster` run instead, with the same results
+bit for bit (they are the reference the tests hold the kernels to).
 """
 
 from __future__ import annotations
