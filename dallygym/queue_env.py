@@ -349,6 +349,7 @@ class DallyQueueEnv(DallyEnv):
         self._obs = self._zeros()
         self._mask = np.zeros(max_candidates + 1, dtype=bool)
         self._beyond = 0
+        self._largest_estimate = None  # (engine, state key, value): see largest_estimate_s
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -613,10 +614,21 @@ class DallyQueueEnv(DallyEnv):
 
     def largest_estimate_s(self) -> float:
         """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,
-        running or waiting; 0 when none is left."""
+        running or waiting; 0 when none is left.
+
+        Asked at every pick, it is computed once per engine state: the estimates read
+        iterations done and time run, which change only when time moves, and the unfinished
+        jobs, which change only when one arrives or finishes -- never during a pass, whose
+        picks only move jobs between waiting and running."""
         e = self.engine
+        key = (e.passes, e.now_s, e.finished, e._next_arrival)
+        cached = self._largest_estimate
+        if cached is not None and cached[0] is e and cached[1] == key:
+            return cached[2]
         jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-        return float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
+        value = float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
+        self._largest_estimate = (e, key, value)
+        return value
 
     def _job_speeds(self, c: np.ndarray) -> np.ndarray:
         """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""

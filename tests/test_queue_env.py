@@ -601,3 +601,34 @@ def test_a_window_smaller_than_the_candidates_shows_the_first_in_priority_order_
     for _, _, _, info in episode[:-1]:
         assert info["beyond_window"] == max(0, info["candidates"] - 2)
     assert episode[-1][3]["summary"]["jobs"] == 60
+
+
+@pytest.mark.parametrize("guard", [{}, {"guard_leases": 0.25, "guard_waiting": True}])
+def test_the_largest_estimate_is_computed_once_per_engine_state_and_always_current(guard):
+    """largest_estimate_s is cached within a pass; at every step (and at every guard question)
+    it equals a fresh computation over the unfinished jobs."""
+    env = gym.make("DallyQueueSmall-v0", **guard)
+    base = env.unwrapped
+
+    def fresh() -> float:
+        e = base.engine
+        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
+        return float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
+
+    asked = []
+    cached = DallyQueueEnv.largest_estimate_s
+
+    def checked(self):
+        value = cached(self)
+        asked.append(value == fresh())
+        return value
+
+    base.largest_estimate_s = checked.__get__(base)
+    rng = np.random.default_rng(3)
+    obs, info = env.reset(seed=5)
+    done = False
+    while not done:
+        assert base.largest_estimate_s() == fresh()
+        obs, _, terminated, truncated, info = env.step(random_masked(rng, info["action_mask"]))
+        done = terminated or truncated
+    assert len(asked) > 100 and all(asked)
