@@ -3,15 +3,16 @@
 Each kernel does, in one compiled call, what a method of :class:`dallygym.cluster.ClusterState`
 or :class:`dallygym.engine.Engine` does with many small numpy calls. The Python methods stay
 the readable reference: every kernel gives the same answer bit for bit, and the tests hold it
-to that (``ClusterState.compiled = False`` / ``Engine.compiled = False`` run the reference).
+to that (``ClusterState.compiled = False`` runs the reference, in the engine too).
 
 The kernels take the cluster's arrays as they are (``owner``, ``mark``, free and idle counts
 per machine and per rack) and the cluster's shape as three ints, so a call costs well under a
 microsecond of dispatch; state they change is changed in place, and the Python side keeps its
 scalar counters (``free_total``, ``version``) in step.
 
-Compiled code is cached on disk (``cache=True``): the first import on a machine compiles
-(a few seconds), later processes load the cache.
+Compiled code is cached on disk beside this file (``cache=True``): the first run on a
+machine compiles it (about 13 s), later processes load it. numba cannot cache a recursive
+function, so none is (see :func:`pairwise_sum`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ BIG = np.iinfo(np.int64).max
 
 
 @njit(cache=True, nogil=True)
-def _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active):
+def _pick_machine(mark, free_pm, idle_pm, gpm, need, marks_active):
     """ClusterState._pick_machine: best-fit machine for ``need`` GPUs, or -1."""
     n = free_pm.size
     best = -1
@@ -200,7 +201,7 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
     out = np.empty(need, dtype=np.int64)
     fail = out[:0]
     if tier == 0:
-        m = _pick_machine(owner, mark, free_pm, idle_pm, gpm, need, marks_active)
+        m = _pick_machine(mark, free_pm, idle_pm, gpm, need, marks_active)
         if m < 0:
             return fail
         _on_machine(owner, mark, gpm, m, need, marks_active, out, 0)
