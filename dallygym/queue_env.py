@@ -350,6 +350,12 @@ class DallyQueueEnv(DallyEnv):
         self._mask = np.zeros(max_candidates + 1, dtype=bool)
         self._beyond = 0
         self._largest_estimate = None  # (engine, state key, value): see largest_estimate_s
+        # Scratch tables of _observe, indexed by a GPU demand (0 .. the cluster's GPUs).
+        size = self.spec_cluster.num_gpus + 1
+        self._demand_best = np.zeros(size, dtype=np.int64)
+        self._demand_seen = np.zeros(size, dtype=bool)
+        self._demand_free = np.zeros(size, dtype=bool)
+        self._demand_limits = np.zeros((size, 2))
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -522,17 +528,25 @@ class DallyQueueEnv(DallyEnv):
 
         # Per distinct demand: is its best tier free now, and the offer rule's timers.
         # (The best possible tier depends on the demand alone.)
-        demands, first, inverse = np.unique(g, return_index=True, return_inverse=True)
-        free_for = []
+        # Tables indexed by the demand (at most the cluster's GPUs) stand in for a sort.
+        best_of = self._demand_best
+        best_of[g] = best
+        present = self._demand_seen
+        present[g] = True
+        demands = np.flatnonzero(present)
+        present[demands] = False
+        free_of = self._demand_free
         timers = []
-        for demand, best_tier in zip(demands.tolist(), best[first].tolist()):
+        for demand, best_tier in zip(demands.tolist(), best_of[demands].tolist()):
             tiers = e._offer_tiers(demand)
-            free_for.append(bool(tiers) and int(tiers[0]) == best_tier)
+            free_of[demand] = bool(tiers) and int(tiers[0]) == best_tier
             if self._timers is not None:
                 timers.append(self._timers(demand, now))
-        best_free = np.array(free_for)[inverse]
+        best_free = free_of[g]
         if timers:
-            limits = np.array(timers, dtype=np.float64)[inverse]
+            limits_of = self._demand_limits
+            limits_of[demands] = timers
+            limits = limits_of[g]
             past_machine = starvation >= limits[:, 0]
             past_rack = starvation >= limits[:, 1]
         else:
