@@ -866,7 +866,7 @@ class Engine:
         mode = self._renewal
         c = self.cluster
         if c.compiled:
-            racks, mpr, gpm = self._dims
+            _, mpr, gpm = self._dims
             start, expired, count = kernels.expire_leases(
                 order, state, self.tier, self.best_possible_tier, mode != "rebid",
                 self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._rank, c.owner,

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import gymnasium as gym
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from conftest import TierLatency
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_invariants import POLICIES, offers_seen, small_runs
+from test_queue_env import assert_same_episode, play, random_masked
 
+import dallygym
 from dallygym import kernels
 from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
+from dallygym.engine import RENEWAL_MODES, Engine
+from dallygym.metrics import collect
 
 
 def cluster_in_state(racks, mpr, gpm, owners, marks, compiled) -> ClusterState:
@@ -83,18 +92,6 @@ def test_impossible_placement_gives_the_reference_error(tier):
 
 
 # --- whole runs: the compiled engine is the reference engine ---------------------------------
-
-import dataclasses  # noqa: E402
-
-import gymnasium as gym  # noqa: E402
-from hypothesis import HealthCheck  # noqa: E402
-from test_invariants import POLICIES, offers_seen, small_runs  # noqa: E402
-from test_queue_env import assert_same_episode, play, random_masked  # noqa: E402
-
-import dallygym  # noqa: E402
-from dallygym.engine import RENEWAL_MODES, Engine  # noqa: E402
-from dallygym.metrics import collect  # noqa: E402
-from conftest import TierLatency  # noqa: E402
 
 #: Every per-job array an engine keeps (the results and what policies read).
 JOB_ARRAYS = ("state", "done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s",
