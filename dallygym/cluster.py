@@ -146,7 +146,7 @@ def tier_of_shape(shape: Shape) -> Tier:
     return Tier.MACHINE
 
 
-_IDLE = -1  # mark of a free GPU that nobody held at the last round boundary
+_IDLE = kernels.IDLE  # mark of a free GPU that nobody held at the last round boundary (one value for both paths)
 _HIDDEN = -2  # owner of a marked free GPU while an upgrade offer may not take it (hide_marked)
 _BIG = int(np.iinfo(np.int64).max)
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper (hot paths)

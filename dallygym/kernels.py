@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-IDLE = -1  # cluster._IDLE: the mark of a free GPU nobody held at the last round boundary
+IDLE = -1  # the mark of a free GPU nobody held at the last round boundary (cluster._IDLE is this)
 BIG = np.iinfo(np.int64).max
 
 
