@@ -52,7 +52,7 @@ import pandas as pd
 
 from . import kernels
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
-from .policies.base import Policy
+from .policies.base import Policy, auto_accept_of, hooks_on_start, priority_keys_of, starts_in_batches
 
 if TYPE_CHECKING:
     from .latency import LatencyModel
@@ -65,6 +65,9 @@ _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
 RENEWAL_MODES = ("upgrade", "keep", "rebid")
+#: ``Engine.decisions(auto_accept=...)``: the offers the engine accepts itself (by position:
+#: the codes of :mod:`dallygym.kernels`, ``AUTO_NONE``, ``AUTO_BEST_POSSIBLE``, ``AUTO_BEST``).
+AUTO_ACCEPT = (None, "best-possible", "best")
 #: What a round boundary's picks offer an agent (``Engine(lease_picks=...)``): every
 #: lease-expired job too, or the waiting jobs only (the leases follow the policy's order).
 LEASE_PICKS = ("all", "waiting")
@@ -401,8 +404,17 @@ class Engine:
         self.speed_seen = np.zeros((n, 3))
         self.gpus: list[np.ndarray | None] = [None] * n
         self.last_gpus: list[np.ndarray | None] = [None] * n
-        self._last_tier: list[int] = [-1] * n  # tier and shape of gpus / last_gpus
+        self._last_tier = np.full(n, -1, dtype=np.int64)  # tier and shape of gpus / last_gpus
         self.last_shape: list = [None] * n
+        # Each job's GPUs in one flat array, ``num_gpus[j]`` slots from ``_gpu_off[j]``: its
+        # current ones while it runs, its last ones otherwise (``gpus`` / ``last_gpus`` as the
+        # compiled pass reads them).
+        self._gpu_off = np.zeros(n, dtype=np.int64)
+        np.cumsum(self.num_gpus[:-1], out=self._gpu_off[1:])
+        self._gpu_store = np.zeros(int(self.num_gpus.sum()), dtype=np.int64)
+        #: Speed factor of a one-machine placement per (model index, GPUs), NaN until the
+        #: latency model was asked (filled by :meth:`_speed_factor`; read by the compiled pass).
+        self._machine_speed = np.full((len(self.model_names), cluster.gpus_per_machine + 1), np.nan)
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
         #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
         #: "upgrade" (a renewal offer moved a running job), "rebid" (a running job that bid
@@ -465,6 +477,22 @@ class Engine:
         self._tiers_cache: dict[int, tuple[Tier, ...]] = {}
         self._tiers_version = -1
         self._started = False
+        self._auto = kernels.AUTO_NONE
+        # The compiled pass may start jobs only if the policy need not be asked at each start.
+        self._batch_starts = starts_in_batches(policy)
+        # A priority order the compiled pass computes itself (kernels.KEYS_*), or -1: the policy's keys.
+        keys = priority_keys_of(policy)
+        self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
+        self._on_start_hook = hooks_on_start(policy)
+        #: The compiled pass's log: (code, job) per change it made (kernels.LOG_*).
+        self._turn_log = np.zeros((2 * n + 2, 2), dtype=np.int64)
+        #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
+        self._plan = np.zeros((4, n), dtype=np.int64)
+        self._expired_buf = np.zeros(n, dtype=np.int64)
+        # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
+        self._migrates = any(getattr(type(policy), name) is not getattr(Policy, name)
+                             or name in getattr(policy, "__dict__", {}) for name in ("migrate", "may_migrate"))
+        self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
 
     # --- views for policies and the environment ------------------------------------------
 
@@ -486,6 +514,12 @@ class Engine:
         old = self.state.item(j)
         if old == new:
             return
+        self._note_state(j, old, new)
+        self.state[j] = new
+
+    def _note_state(self, j: int, old: int, new: int) -> None:
+        """Counters and job sets for job ``j`` moving from state ``old`` to ``new`` (the state
+        array itself is the caller's: :meth:`_set_state`, or a compiled pass that set it)."""
         g = self._num_gpus_list[j]
         if old == WAITING:
             self.n_waiting -= 1
@@ -501,7 +535,6 @@ class Engine:
         elif new == RUNNING:
             self.n_running += 1
             self._running.add(j)
-        self.state[j] = new
 
     def starvation_s(self, jobs: np.ndarray | int) -> np.ndarray | float:
         return self.now_s - self.starve_anchor_s[jobs]
@@ -516,7 +549,7 @@ class Engine:
 
     # --- the run -------------------------------------------------------------------------
 
-    def decisions(self) -> Generator[Offer | Pick, Tier | int | None, None]:
+    def decisions(self, auto_accept: str | None = None) -> Generator[Offer | Pick, Tier | int | None, None]:
         """Run the simulation, yielding each decision and receiving the answer.
 
         To an :class:`Offer` send back a :class:`Tier` from ``offer.tiers`` to accept, or
@@ -524,9 +557,18 @@ class Engine:
         ``pick.candidates``, or ``None`` to stop the pass. The
         generator returns when every job has finished; read the results with
         :func:`dallygym.metrics.collect` (or use :func:`run_policy`).
+
+        ``auto_accept`` names offers to waiting jobs the caller would answer with their best
+        tier anyway, so that the engine accepts them itself and never yields them (the run is
+        the same): ``"best-possible"`` -- an offer whose best tier is the best the job could
+        ever have (``not offer.is_choice``); ``"best"`` -- every such offer; None (default) --
+        none. Renewal offers are always yielded. See :data:`AUTO_ACCEPT`.
         """
         if self._started:
             raise EngineError("an Engine runs once; build a new one for another run")
+        if auto_accept not in AUTO_ACCEPT:
+            raise ValueError(f"unknown auto_accept {auto_accept!r}; choose one of {AUTO_ACCEPT}")
+        self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
         self._started = True
         self.policy.reset(self, self.rng)
         lease = self.config.lease_s
@@ -649,34 +691,94 @@ class Engine:
             return False
         return free.tobytes() != self._declined.get(j)
 
+    def _open_pass(self, t: float, boundary: bool):
+        """The start of a pass, compiled (:func:`dallygym.kernels.open_pass`): the pass's
+        candidates and visit plan ``(cand, queue, least_ahead, expired_pos)``, or None if
+        there is nothing to visit. ``cand`` is made only for a policy that may migrate (None
+        otherwise: nobody reads it)."""
+        c = self.cluster
+        _, mpr, gpm = self._dims
+        waiting = self.waiting_jobs()
+        running = self.running_jobs() if boundary else waiting
+        plan = self._plan
+        status, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
+            waiting, running, boundary, self._keys, self._renewal != "rebid",
+            self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self.state, self.num_gpus,
+            self.done_iters, self.iter_time_s, self.run_s, self.tier, self.best_possible_tier, self._rank, c.owner,
+            c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, c.free_total, plan, self._expired_buf)
+        if status == 0:
+            return None
+        cand = None
+        if boundary and self._migrates:
+            cand = np.concatenate((waiting, running))
+            cand.sort(kind="stable")
+        if status == 1:
+            self._migrations(cand, t)  # nobody waits or bids: every lease is renewed as it stands
+            return None
+        # (Views of the plan buffers: the next pass writes them again, after this one ends.)
+        if n_expired:
+            self._ranked = plan[0, :n_ranked]
+            if count:  # as ClusterState.mark_reclaimable
+                c.free_total += count
+                c.version += 1
+                c.marks_active = True
+            self.expired_unvisited.update(self._expired_buf[:n_expired].tolist())
+        return cand, plan[1, :n_queue], plan[2, :n_queue], plan[3, :n_expired_pos]
+
     def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         self.passes += 1
+        if not boundary and self.n_waiting == 0:
+            return
+        if self._keys >= 0 and self.cluster.compiled:
+            opened = self._open_pass(t, boundary)
+        else:
+            opened = self._python_open_pass(t, boundary)
+        if opened is not None:
+            yield from self._pass_turns(t, boundary, *opened)
+
+    def _python_open_pass(self, t: float, boundary: bool):
+        """:meth:`_open_pass` for any policy, step by step (priority keys from the policy)."""
         cluster = self.cluster
         if boundary:
             cand = np.concatenate((self.waiting_jobs(), self.running_jobs()))
             cand.sort(kind="stable")  # two sorted runs: merged in linear time (quicksort is n log n)
         else:
-            if self.n_waiting == 0:
-                return
             cand = self.waiting_jobs()
             if cand.size == 0 or self.num_gpus[cand].min() > cluster.free_total:
-                return
+                return None
         if cand.size == 0:
-            return
+            return None
         order = self._priority_order(cand)
         if boundary:
             order = self._expire_leases(order)
             if order is None:  # nobody waits or bids: every lease is renewed as it stands
                 self._migrations(cand, t)
-                return
-        queue, least_ahead, expired_pos = self._visit_plan(order, boundary)
+                return None
+        return (cand, *self._visit_plan(order, boundary))
+
+    def _pass_turns(self, t: float, boundary: bool, cand: np.ndarray, queue: np.ndarray, least_ahead: np.ndarray,
+                    expired_pos: np.ndarray) -> Generator[Offer | Pick, Tier | int | None, None]:
+        """A pass's turns over its visit plan, in order (see :meth:`_visit_plan`)."""
+        cluster = self.cluster
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
         try:
             if self.agent_picks:
                 yield from self._picked_visits(queue.tolist(), t, boundary)
+            elif cluster.compiled and self.renew_together:
+                # The turns run compiled until one needs Python (an offer to ask about, a
+                # renewal offer, a placement or speed factor only Python has): that turn is
+                # taken here, and the compiled pass goes on after it.
+                pos = 0
+                while True:
+                    stop = self._compiled_turns(queue, least_ahead, expired_pos, pos, t)
+                    if stop < 0:
+                        break
+                    yield from self._visit(queue.item(stop), t)
+                    pos = stop + 1
             else:
+                expired_pos = expired_pos.tolist()
                 pos = 0
                 while pos < n_visit:
                     j = queue.item(pos)
@@ -732,6 +834,10 @@ class Engine:
             return
         tiers = self._offer_tiers(g)
         if not tiers:
+            return
+        auto = self._auto
+        if auto and (auto == kernels.AUTO_BEST or tiers[0] is self._best_tier_list[j]):
+            self._start(j, tiers[0], t)  # an offer the caller would accept at its best tier
             return
         offer = Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
         answer = yield offer
@@ -975,7 +1081,7 @@ class Engine:
             if hidden is not None:
                 cluster.unhide(hidden)
 
-    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
 
         The free GPUs only shrink during a pass (GPUs are taken, never given back: expired
@@ -986,9 +1092,7 @@ class Engine:
         positions of the expired leases (always visited: renewed or preempted).
         """
         if self.cluster.compiled:
-            queue, least_ahead, expired_pos = kernels.visit_plan(order, self.num_gpus, self.state,
-                                                                 self.cluster.free_total, boundary)
-            return queue, least_ahead, expired_pos.tolist()
+            return kernels.visit_plan(order, self.num_gpus, self.state, self.cluster.free_total, boundary)
         demand = self.num_gpus[order]
         fits = demand <= self.cluster.free_total
         if boundary:
@@ -996,10 +1100,10 @@ class Engine:
             fits |= expired_at
             order, demand, expired_at = order[fits], demand[fits], expired_at[fits]
             demand[expired_at] = _NO_DEMAND
-            expired_pos = np.flatnonzero(expired_at).tolist()
+            expired_pos = np.flatnonzero(expired_at)
         else:
             order, demand = order[fits], demand[fits]
-            expired_pos = []
+            expired_pos = np.empty(0, dtype=np.int64)
         least_ahead = np.minimum.accumulate(demand[::-1])[::-1]
         # Arrays, read one item at a time: a pass usually ends long before its last job (once
         # nobody left fits), and with thousands waiting, making a Python list of them all at
@@ -1022,6 +1126,63 @@ class Engine:
     #: turns (:meth:`_renew_in_place`). False: every turn is taken alone, through
     #: :meth:`_visit` -- the plain reference the tests hold the fast path to, result for result.
     renew_together = True
+
+    def _compiled_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
+                        t: float) -> int:
+        """The turns of a pass from position ``pos`` of its visit plan, compiled
+        (:func:`dallygym.kernels.pass_turns`), up to the first that needs Python: its position,
+        or -1 if the pass is over. Completes here what the kernel cannot do (job sets, GPU
+        lists, the finish heap, the policy's ``on_start``), from its log."""
+        c = self.cluster
+        racks, mpr, gpm = self._dims
+        stop, n_log, n_renewed, free_total, ops = kernels.pass_turns(
+            queue, least_ahead, expired_pos, pos, t, self._auto if self._batch_starts else kernels.AUTO_NONE,
+            self._renewal != "rebid", self._upgrades_offered, self.config.restart_overhead_s,
+            self.state, self.num_gpus, self.best_possible_tier, self.model_index, self.tier, self._last_tier,
+            self._rank, self._gpu_store, self._gpu_off, self.done_iters, self.total_iterations, self.iter_time_s,
+            self.speed, self.speed_seen, self.rate, self.hold_start_s, self.seg_start_s, self.seg_done0,
+            self.finish_s, self.first_start_s, self.tier_s, self.overhead_s, self.starve_anchor_s,
+            self.preemptions, self.placements_by_tier, self._machine_speed, c.owner, c.mark, c.free_per_machine,
+            c.idle_per_machine, c.free_per_rack, racks, mpr, gpm, c.free_total, c.marks_active, self._turn_log,
+            self._renewed_log)
+        if ops:
+            c.free_total = free_total
+            c.version += ops
+        if n_renewed:
+            self.expired_unvisited.difference_update(self._renewed_log[:n_renewed].tolist())
+        if n_log:
+            self._apply_turn_log(n_log, t)
+        return stop
+
+    def _apply_turn_log(self, n_log: int, t: float) -> None:
+        """What :meth:`_start` and :meth:`_preempt` do beyond the arrays, for each change in
+        the compiled pass's log, in order."""
+        expired = self.expired_unvisited
+        heap = self._finish_heap
+        best = self.best_possible_tier
+        for code, j in self._turn_log[:n_log].tolist():
+            if code == kernels.LOG_PREEMPTED:
+                expired.discard(j)
+                self._below_best.discard(j)
+                self._declined.pop(j, None)
+                self.last_gpus[j] = self.gpus[j]
+                self.gpus[j] = None
+                self._note_state(j, RUNNING, WAITING)
+            else:  # a start
+                self._note_state(j, WAITING, RUNNING)
+                if code == kernels.LOG_RESTARTED_SAME:
+                    self.gpus[j] = self.last_gpus[j]
+                else:
+                    g = self._num_gpus_list[j]
+                    off = self._gpu_off.item(j)
+                    self.gpus[j] = self._gpu_store[off:off + g].copy()
+                    self.last_shape[j] = ((g,),)
+                level = self.tier.item(j)
+                if level > best.item(j):
+                    self._below_best.add(j)
+                heapq.heappush(heap, (self.finish_s.item(j), j))
+                if self._on_start_hook:
+                    self.policy.on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
 
     def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
         """The turns, in order, of lease-expired jobs with nothing else happening between them
@@ -1093,8 +1254,8 @@ class Engine:
     def _migrations(self, jobs: np.ndarray, t: float) -> None:
         """After a boundary pass: running jobs that kept their GPUs may move to a better tier
         using free GPUs, in priority order, if the policy asks (e.g. Gandiva)."""
-        if not self.policy.may_migrate(self):
-            return
+        if jobs is None or not self.policy.may_migrate(self):
+            return  # (None: the policy has no migrate hook, see Engine._migrates)
         for j in self._priority_order(jobs).tolist():
             if self.state[j] == RUNNING and self.hold_start_s[j] < t:
                 self._maybe_migrate(j, t)
@@ -1221,7 +1382,7 @@ class Engine:
 
     def _machine_of(self, j: int) -> int:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
-        return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier[j] == 0 else -1
+        return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier.item(j) == 0 else -1
 
     def _complete(self, jobs: list[int], t: float) -> None:
         for j in jobs:
@@ -1265,6 +1426,8 @@ class Engine:
             if not 0.0 < s <= 1.0:
                 raise EngineError(f"latency model {self.latency!r} gave speed factor {s} for {self.model[j]} {shape}")
             self._speed_cache[key] = s
+            if len(shape) == 1 and len(shape[0]) == 1:  # one machine: for the compiled pass
+                self._machine_speed[key[0], shape[0][0]] = s
         return s
 
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False, kind: str = "new") -> None:
@@ -1274,7 +1437,7 @@ class Engine:
         # Its old GPUs, if all free again and of the accepted tier: take them back at no
         # restart cost. (Any other placement differs from the old set: either some old GPU is
         # held, or the tier differs.)
-        same = prev is not None and not restarted and self._last_tier[j] == level and self.cluster.all_free(prev)
+        same = prev is not None and not restarted and self._last_tier.item(j) == level and self.cluster.all_free(prev)
         if same:
             gpus = prev
             shape = self.last_shape[j]
@@ -1286,6 +1449,8 @@ class Engine:
                 gpus = np.asarray(gpus, dtype=np.int64)
                 self._check_placement(j, gpus, tier)
             shape = ((g,),) if level == 0 else self.spec.shape_of(gpus)
+            off = self._gpu_off.item(j)
+            self._gpu_store[off:off + g] = gpus
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
         self.gpus[j] = gpus
@@ -1378,7 +1543,7 @@ def run_policy(engine: Engine, progress: Callable[[Engine], None] | None = None)
     if engine.agent_picks:
         raise EngineError("run_policy answers offers only; build the Engine with agent_picks=False")
     decide = engine.policy.decide
-    gen = engine.decisions()
+    gen = engine.decisions(auto_accept=auto_accept_of(engine.policy))
     offers = 0
     try:
         offer = next(gen)

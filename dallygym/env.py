@@ -402,7 +402,7 @@ class DallyEnv(gym.Env):
         self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config)
         n = self.engine.n
         self._scale = self.reward_scale_s or self.config.lease_s * n
-        self._gen = self.engine.decisions()
+        self._gen = self.engine.decisions(auto_accept="best-possible")  # the offers _advance accepts anyway
         self._lease_s = float(self.config.lease_s)
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
         self._num_gpus = float(self.spec_cluster.num_gpus)

@@ -618,3 +618,289 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
             k += 1
     return machines[:k] // mpr, counts[:k], -1
 
+
+
+# --- a scheduling pass's turns (Engine._pass) -----------------------------------------------
+
+#: What :func:`pass_turns` writes to its log, one ``(code, job)`` pair per change that the
+#: Python side completes (job sets, GPU lists, the finish heap, policy hooks): a lease-expired
+#: job preempted, a job started on new GPUs, a job started on its last GPUs again.
+LOG_PREEMPTED, LOG_STARTED, LOG_RESTARTED_SAME = 1, 2, 3
+#: ``auto`` of :func:`pass_turns`: which offers the pass accepts itself (see Engine.decisions).
+AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _best_offered(g, free_total, limits):
+    """The first tier of Engine._offer_tiers(g) (0 machine, 1 rack, 2 network), or -1;
+    ``limits`` are :func:`tier_limits` of the free GPUs."""
+    if g > free_total:
+        return -1
+    if g == 1:
+        return 0 if free_total > 0 else -1
+    most_on_machine, most_on_rack, network = limits
+    if g <= most_on_machine:
+        return 0
+    if 2 <= g <= most_on_rack:
+        return 1
+    if network and 2 <= g <= free_total:
+        return 2
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _all_free(owner, gpus):
+    for i in range(gpus.size):
+        if owner[gpus[i]] >= 0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_offered, overhead_s,
+               state, num_gpus, best_tier, model_index, tier, last_tier, rank, gpu_store, gpu_off,
+               done_iters, total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s,
+               seg_done0, finish_s, first_start_s, tier_s, held_overhead_s, starve_anchor_s, preemptions,
+               placements_by_tier, machine_speed,
+               owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, free_total, marks_active, log, renewed):
+    """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
+    as each turn needs nothing from Python.
+
+    A turn is taken here when it is one of: a lease-expired job renewing in place (with
+    ``renew``: the renewal mode is not ``rebid``; the same test as :func:`renew_in_place`);
+    a lease-expired job whose GPUs were claimed, preempted, then left waiting or started as
+    below; a waiting job skipped (too big, or no tier free); a waiting job whose offer the
+    pass accepts itself (``auto``: at the best tier offered if that is its best possible tier,
+    or at the best tier offered) and whose start needs no policy placement and no new speed
+    factor: the same GPUs again, or a new machine placement whose speed factor
+    ``machine_speed[model, g]`` is known (not NaN).
+
+    Any other turn stops the loop before changing anything for it. Returns (position of that
+    turn, or -1 when the pass is over; log entries written; jobs renewed in place; free GPUs;
+    cluster changes). The log holds ``(code, job)`` pairs in the order of the changes
+    (LOG_PREEMPTED and the starts); ``renewed`` the jobs renewed in place.
+    """
+    n_visit = queue.size
+    n_log = 0
+    n_renewed = 0
+    ops = 0
+    # The offer-tier limits of the free GPUs, computed again only after they change (most
+    # turns change nothing: a job too big, or one that waits).
+    limits = tier_limits(free_pm, free_pr, racks, mpr)
+    limits_of = ops
+    while pos < n_visit:
+        j = queue[pos]
+        if state[j] == 2:  # RUNNING: a lease-expired job not visited yet
+            k = np.searchsorted(expired_pos, pos)
+            rest = free_total < least_ahead[pos]
+            if rest:  # no waiting job fits any more: the leases left
+                run_pos = expired_pos[k:]
+            else:  # the leases at consecutive positions from here
+                last = k + 1
+                while last < expired_pos.size and expired_pos[last] == pos + last - k:
+                    last += 1
+                run_pos = expired_pos[k:last]
+            run = np.empty(run_pos.size, dtype=np.int64)
+            for i in range(run_pos.size):
+                run[i] = queue[run_pos[i]]
+            i = 0
+            while i < run.size:
+                if renew:
+                    r, count = renew_in_place(run[i:], rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
+                                              tier, best_tier, racks, mpr, gpm, upgrades_offered)
+                    if count:
+                        free_total -= count
+                        ops += 1
+                    for q in range(i, i + r):
+                        renewed[n_renewed] = run[q]
+                        n_renewed += 1
+                    i += r
+                    if i == run.size:
+                        break
+                jj = run[i]
+                g = num_gpus[jj]
+                held = gpu_store[gpu_off[jj]:gpu_off[jj] + g]
+                if _all_free(owner, held):
+                    return run_pos[i], n_log, n_renewed, free_total, ops  # a renewal offer to make
+                # Claimed: preempted; then offered like a waiting job (unmarking changes no
+                # free count, so the offer can be settled first).
+                if limits_of != ops:
+                    limits = tier_limits(free_pm, free_pr, racks, mpr)
+                    limits_of = ops
+                b = _best_offered(g, free_total, limits)
+                if b >= 0 and not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[jj])):
+                    return run_pos[i], n_log, n_renewed, free_total, ops  # an offer to ask about
+                if b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g])):
+                    return run_pos[i], n_log, n_renewed, free_total, ops  # a placement Python makes
+                unmark(owner, mark, idle_pm, held, gpm)
+                _close(jj, t, tier, tier_s, hold_start_s, seg_start_s, held_overhead_s, speed, rate, finish_s)
+                state[jj] = 1
+                starve_anchor_s[jj] = t
+                preemptions[jj] += 1
+                log[n_log, 0] = LOG_PREEMPTED
+                log[n_log, 1] = jj
+                n_log += 1
+                if b == 0:
+                    _start(jj, 0, t, False, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store,
+                           gpu_off, done_iters, total_iterations, iter_time_s, speed, speed_seen, rate,
+                           hold_start_s, seg_start_s, seg_done0, finish_s, first_start_s, placements_by_tier,
+                           machine_speed, owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, marks_active,
+                           state)
+                    free_total -= g
+                    ops += 1
+                    log[n_log, 0] = LOG_STARTED
+                    log[n_log, 1] = jj
+                    n_log += 1
+                i += 1
+            pos = n_visit if rest else run_pos[run_pos.size - 1] + 1
+            continue
+        pos += 1
+        g = num_gpus[j]
+        if g > free_total:
+            # Too big for the free GPUs, which only shrink during the pass: skip it, and every
+            # waiting job up to the next expired lease if none can fit.
+            if pos < n_visit and free_total < least_ahead[pos]:
+                k = np.searchsorted(expired_pos, pos)
+                pos = expired_pos[k] if k < expired_pos.size else n_visit
+            continue
+        if limits_of != ops:
+            limits = tier_limits(free_pm, free_pr, racks, mpr)
+            limits_of = ops
+        b = _best_offered(g, free_total, limits)
+        if b < 0:
+            continue
+        if not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
+            return pos - 1, n_log, n_renewed, free_total, ops
+        same = last_tier[j] == b and _all_free(owner, gpu_store[gpu_off[j]:gpu_off[j] + g])
+        if not same and (b > 0 or np.isnan(machine_speed[model_index[j], g])):
+            return pos - 1, n_log, n_renewed, free_total, ops
+        _start(j, b, t, same, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store, gpu_off, done_iters,
+               total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s, seg_done0,
+               finish_s, first_start_s, placements_by_tier, machine_speed, owner, mark, free_pm, idle_pm, free_pr,
+               racks, mpr, gpm, marks_active, state)
+        free_total -= g
+        ops += 1
+        log[n_log, 0] = LOG_RESTARTED_SAME if same else LOG_STARTED
+        log[n_log, 1] = j
+        n_log += 1
+    return -1, n_log, n_renewed, free_total, ops
+
+
+@njit(cache=True, nogil=True)
+def _close(j, t, tier, tier_s, hold_start_s, seg_start_s, held_overhead_s, speed, rate, finish_s):
+    """The array part of Engine._close_segment."""
+    tier_s[j, tier[j]] += t - hold_start_s[j]
+    held_overhead_s[j] += max(0.0, min(seg_start_s[j], t) - hold_start_s[j])
+    speed[j] = 0.0
+    rate[j] = 0.0
+    finish_s[j] = np.inf
+    tier[j] = -1
+
+
+@njit(cache=True, nogil=True)
+def _start(j, level, t, same, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store, gpu_off, done_iters,
+           total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s, seg_done0, finish_s,
+           first_start_s, placements_by_tier, machine_speed, owner, mark, free_pm, idle_pm, free_pr, racks, mpr,
+           gpm, marks_active, state):
+    """The array part of Engine._start for a waiting job at ``level``: on its last GPUs
+    (``same``) or a new machine placement."""
+    g = num_gpus[j]
+    lo = gpu_off[j]
+    if same:
+        s = speed_seen[j, level]
+        overhead = 0.0
+    else:
+        gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, level, marks_active)
+        gpu_store[lo:lo + g] = gpus
+        s = machine_speed[model_index[j], g]
+        overhead = overhead_s if last_tier[j] >= 0 else 0.0
+    allocate(owner, mark, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], j, mpr, gpm)
+    state[j] = 2
+    last_tier[j] = level
+    tier[j] = level
+    speed[j] = s
+    speed_seen[j, level] = s
+    r = s / iter_time_s[j]
+    rate[j] = r
+    hold_start_s[j] = t
+    progress_s = t + overhead
+    seg_start_s[j] = progress_s
+    done = done_iters[j]
+    seg_done0[j] = done
+    finish_s[j] = progress_s + (total_iterations[j] - done) / r
+    if np.isnan(first_start_s[j]):
+        first_start_s[j] = t
+    placements_by_tier[level] += 1
+
+
+#: ``keys`` of :func:`open_pass`: the priority orders it computes itself.
+KEYS_ARRIVAL, KEYS_NW_SENS = 0, 1
+
+
+@njit(cache=True, nogil=True)
+def _merge(a, b):
+    """Two increasing arrays of distinct job indices, merged."""
+    out = np.empty(a.size + b.size, dtype=np.int64)
+    i = 0
+    k = 0
+    for x in b:
+        while i < a.size and a[i] < x:
+            out[k] = a[i]
+            i += 1
+            k += 1
+        out[k] = x
+        k += 1
+    out[k:] = a[i:]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, state, num_gpus, done_iters,
+              iter_time_s, run_s, tier, best_tier, rank, owner, mark, free_pm, free_pr, mpr, gpm, free_total, plan,
+              expired_out):
+    """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
+    KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
+    (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
+    leases (:func:`expire_leases`) and the visit plan (:func:`visit_plan`).
+
+    Writes the jobs ranked in the pass to ``plan[0]``, the visit plan's queue, least demand
+    ahead and expired positions to ``plan[1]``, ``plan[2]``, ``plan[3]``, and the lease-expired
+    jobs to ``expired_out``. Returns (status, jobs ranked, queue length, expired positions,
+    lease-expired jobs, GPUs marked), status 0: no pass (nobody waiting fits); 1: a boundary
+    where nobody may act (every lease renewed as it stands); 2: a pass over the queue.
+    (Arrays are written to the caller's buffers, not returned: returning one costs more than
+    the work here.)
+    """
+    if boundary:
+        cand = _merge(waiting, running)
+    else:
+        cand = waiting
+        least = BIG
+        for j in cand:
+            if num_gpus[j] < least:
+                least = num_gpus[j]
+        if cand.size == 0 or least > free_total:
+            return 0, 0, 0, 0, 0, 0
+    if cand.size == 0:
+        return 0, 0, 0, 0, 0, 0
+    if keys == KEYS_NW_SENS:
+        order = cand[np.argsort(nw_sens(cand, done_iters, iter_time_s, run_s), kind="mergesort")]
+    else:
+        order = cand
+    n_expired = 0
+    count = 0
+    visit = order
+    if boundary:
+        start, expired, count = expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank,
+                                              owner, mark, free_pm, free_pr, mpr, gpm)
+        if start < 0:
+            return 1, 0, 0, 0, 0, 0
+        visit = order[start:]
+        n_expired = expired.size
+        expired_out[:n_expired] = expired
+    queue, least_ahead, expired_pos = visit_plan(visit, num_gpus, state, free_total + count, boundary)
+    plan[0, :visit.size] = visit
+    plan[1, :queue.size] = queue
+    plan[2, :queue.size] = least_ahead
+    plan[3, :expired_pos.size] = expired_pos
+    return 2, visit.size, queue.size, expired_pos.size, n_expired, count

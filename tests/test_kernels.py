@@ -7,7 +7,7 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TierLatency
+from conftest import TierLatency, make_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_invariants import POLICIES, offers_seen, small_runs
@@ -16,8 +16,12 @@ from test_queue_env import assert_same_episode, play, random_masked
 import dallygym
 from dallygym import kernels
 from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
-from dallygym.engine import RENEWAL_MODES, Engine
+from dallygym.engine import RENEWAL_MODES, Engine, run_policy
 from dallygym.metrics import collect
+from dallygym.policies import Policy
+from dallygym.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
+from dallygym.policies.dally import DallyManualPolicy, DallyPolicy
+from dallygym.policies.tiresias import TiresiasPolicy
 
 
 def cluster_in_state(racks, mpr, gpm, owners, marks, compiled) -> ClusterState:
@@ -124,6 +128,95 @@ def test_compiled_engine_runs_exactly_as_the_reference(monkeypatch, run, policy_
         (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
     a, b = collect(fast), collect(plain)
     assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
+
+
+def assert_same_run(fast: Engine, plain: Engine) -> None:
+    """Two finished engines made the same run: every per-job array bit for bit, the same GPU
+    holders, areas, rounds, passes and results."""
+    for name in JOB_ARRAYS:
+        assert np.array_equal(getattr(fast, name), getattr(plain, name), equal_nan=True), name
+    assert np.array_equal(fast.cluster.owner, plain.cluster.owner)
+    assert [None if g is None else g.tolist() for g in fast.gpus] == [None if g is None else g.tolist() for g in plain.gpus]
+    assert [None if g is None else g.tolist() for g in fast.last_gpus] == \
+        [None if g is None else g.tolist() for g in plain.last_gpus]
+    assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == \
+        (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
+    a, b = collect(fast), collect(plain)
+    assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
+
+
+def native_run(monkeypatch, compiled, trace, spec, policy_name, config) -> Engine:
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
+    return run_policy(Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config))
+
+
+@pytest.mark.parametrize("renewal", RENEWAL_MODES)
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(run=small_runs())
+def test_native_runs_accepting_offers_unasked_are_the_runs_asking_every_offer(monkeypatch, run, policy_name, renewal):
+    """run_policy lets the engine accept the offers the policy declares it takes at their best
+    tier (compiled passes take many turns without Python). The run is the one in which every
+    offer is asked, and the compiled run is the reference run."""
+    spec, trace, config = run
+    config = dataclasses.replace(config, renewal=renewal)
+    _, asked = offers_and_engine(monkeypatch, True, trace, spec, policy_name, config)
+    fast = native_run(monkeypatch, True, trace, spec, policy_name, config)
+    plain = native_run(monkeypatch, False, trace, spec, policy_name, config)
+    assert_same_run(fast, plain)
+    assert_same_run(fast, asked)
+
+
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(run=small_runs())
+def test_a_policy_declaring_auto_accept_answers_those_offers_with_their_best_tier(monkeypatch, run, policy_name):
+    """Policy.auto_accept is a claim about decide(): check it on every offer of a run."""
+    spec, trace, config = run
+    engine = Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config)
+    rule = auto_accept_of(engine.policy)
+
+    def check(engine, offer):
+        if offer.is_renewal or rule is None:
+            return
+        if rule == "best" or not offer.is_choice:
+            assert engine.policy.decide(offer, engine) == offer.best_tier, offer
+
+    offers_seen(engine, check)
+
+
+def test_what_a_policy_declares_holds_only_for_the_methods_it_declares_it_of():
+    class OwnDecide(DallyPolicy):
+        def decide(self, offer, view):
+            return None
+
+    class OwnOnStart(Policy):
+        def on_start(self, view, job, tier, starvation_s, now_s):
+            pass
+
+    class OwnPriority(DallyManualPolicy):
+        def priority(self, view, jobs):
+            return -view.arrival_s[jobs]
+
+    assert auto_accept_of(Policy()) == "best" and auto_accept_of(DallyManualPolicy()) == "best-possible"
+    assert auto_accept_of(OwnDecide()) is None and auto_accept_of(TiresiasPolicy()) is None
+    patched = DallyPolicy()
+    patched.decide = lambda offer, view: None
+    assert auto_accept_of(patched) is None
+    assert starts_in_batches(Policy()) and starts_in_batches(DallyPolicy())
+    assert not starts_in_batches(OwnOnStart()) and not starts_in_batches(TiresiasPolicy())  # hook; own place
+    assert priority_keys_of(Policy()) == "arrival" and priority_keys_of(DallyManualPolicy()) == "nw_sens"
+    assert priority_keys_of(OwnPriority()) is None and priority_keys_of(TiresiasPolicy()) is None
+
+
+def test_an_unknown_auto_accept_is_refused():
+    spec = ClusterSpec(1, 1, 2)
+    engine = Engine(make_trace([(1, 0.0, 1, 10, 1.0)]), spec, Policy(), TierLatency())
+    with pytest.raises(ValueError, match="auto_accept"):
+        next(engine.decisions(auto_accept="always"))
+    assert run_policy(engine).finished == 1  # a refused call does not use the engine up
 
 
 @settings(max_examples=10, deadline=None,

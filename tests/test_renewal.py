@@ -15,7 +15,7 @@ import pytest
 from conftest import TierLatency, make_trace
 
 import dallygym
-from dallygym.cluster import ClusterSpec, Tier
+from dallygym.cluster import ClusterSpec, ClusterState, Tier
 from dallygym.engine import RENEWAL_MODES, Engine, EngineConfig, EngineError, run_policy
 from dallygym.latency import get_latency_model
 from dallygym.policies import DallyManualPolicy, DallyPolicy, GandivaPolicy, Policy, make_policy
@@ -309,12 +309,15 @@ class NewestFirst(Policy):
         self.starts.append((int(view.job_id[job]), now_s, sorted(view.gpus[job].tolist())))
 
 
-def test_leases_renewed_together_around_a_claimed_one(monkeypatch):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_leases_renewed_together_around_a_claimed_one(monkeypatch, compiled):
     """Worked by hand: 1 machine of 4 GPUs, lease 1 h. J1, J2, J3 (1 GPU each) start at 0, 10
     and 20 s on GPUs 0, 1, 2; W (2 GPUs) arrives at 30 s and waits (1 GPU free). At the 1 h
     boundary the order is W, J3, J2, J1: W takes the idle GPU 3 and, of the marked ones, J1's
-    (visited last). J3 and J2 are renewed in place together, in one step; J1, claimed, is
-    preempted and waits until a job ends."""
+    (visited last). J3 and J2 are renewed in place together, in one step (in the Python pass;
+    the compiled pass renews them inside the kernel); J1, claimed, is preempted and waits
+    until a job ends."""
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
     renewed = []
     original = Engine._renew_in_place
 
@@ -331,7 +334,10 @@ def test_leases_renewed_together_around_a_claimed_one(monkeypatch):
     engine = run_policy(Engine(trace, ClusterSpec(1, 1, 4), policy, TierLatency(), EngineConfig(lease_s=H)))
     assert policy.starts[:5] == [(1, 0.0, [0]), (2, 10.0, [1]), (3, 20.0, [2]), (4, H, [0, 3]),
                                  (1, 36_010.0, [1])]
-    assert renewed[0] == [(3, [2], True), (2, [1], True)]
+    if not compiled:
+        assert renewed[0] == [(3, [2], True), (2, [1], True)]
+    started = [job for job, _, _ in policy.starts]
+    assert started.count(2) == started.count(3) == 1  # renewed, never moved
     assert engine.preemptions.tolist() == [1, 0, 0, 0]
 
 

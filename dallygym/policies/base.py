@@ -41,6 +41,23 @@ class Policy:
     #: moves running jobs this way (it keeps placements, or has its own :meth:`migrate`) sets
     #: False: the engine then makes it no such offers and can step over more round boundaries.
     accepts_upgrades: ClassVar[bool] = True
+    #: The offers to waiting jobs that :meth:`decide` answers with ``offer.best_tier`` whatever
+    #: else holds: ``"best"`` every one, ``"best-possible"`` those whose best tier is the best
+    #: the job could ever have, None: none known. :func:`run_policy` lets the engine accept
+    #: those itself, unasked (``Engine.decisions(auto_accept=...)``): the same run, fewer
+    #: calls. It describes the ``decide`` of the class that sets it; for a subclass that
+    #: overrides ``decide`` without setting it again, :func:`auto_accept_of` gives None.
+    auto_accept: ClassVar[str | None] = "best"
+    #: Whether :meth:`on_start` reads nothing of the engine but ``view.num_gpus`` and
+    #: ``view.placement_kind``, so that the engine may call it for a batch of starts just after
+    #: making them (a compiled pass) rather than at each. Like ``auto_accept``, it describes
+    #: the ``on_start`` of the class that sets it.
+    batched_on_start: ClassVar[bool] = False
+    #: The priority order of :meth:`priority`, if the engine can compute it itself: ``"arrival"``
+    #: (these keys) or ``"nw_sens"`` (increasing ``view.nw_sens(jobs)``, Dally's); None: ask
+    #: :meth:`priority`. Like ``auto_accept``, it describes the ``priority`` of the class that
+    #: sets it.
+    priority_keys: ClassVar[str | None] = "arrival"
 
     def reset(self, view: Engine, rng: np.random.Generator) -> None:
         """Called once when a run starts; ``rng`` is the run's seeded generator."""
@@ -82,6 +99,46 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _declared(policy: Policy, flag: str, method: str):
+    """``flag`` of ``policy`` if the class that sets it also gives ``policy`` its ``method``
+    (and the instance does not replace it), else None."""
+    cls = type(policy)
+    owner = next(c for c in cls.__mro__ if flag in vars(c))
+    if method in getattr(policy, "__dict__", {}) or getattr(cls, method) is not getattr(owner, method):
+        return None
+    return vars(owner)[flag]
+
+
+def auto_accept_of(policy: Policy) -> str | None:
+    """Which offers ``policy.decide`` is known to answer with their best tier (see
+    :attr:`Policy.auto_accept`), or None."""
+    return _declared(policy, "auto_accept", "decide")
+
+
+def priority_keys_of(policy: Policy) -> str | None:
+    """The priority order the engine may compute for ``policy`` itself (see
+    :attr:`Policy.priority_keys`), or None."""
+    keys = _declared(policy, "priority_keys", "priority")
+    if keys not in (None, "arrival", "nw_sens"):
+        raise ValueError(f"{type(policy).__name__}.priority_keys is {keys!r}; use 'arrival', 'nw_sens' or None")
+    return keys
+
+
+def hooks_on_start(policy: Policy) -> bool:
+    """Whether ``policy`` has an :meth:`Policy.on_start` that does anything."""
+    return type(policy).on_start is not Policy.on_start or "on_start" in getattr(policy, "__dict__", {})
+
+
+def starts_in_batches(policy: Policy) -> bool:
+    """Whether the engine may make starts without asking ``policy`` in between: it places
+    jobs by the engine's best fit (no :meth:`Policy.place` of its own) and its
+    :meth:`Policy.on_start`, if any, may be called after a batch of starts (see
+    :attr:`Policy.batched_on_start`)."""
+    if type(policy).place is not Policy.place or "place" in getattr(policy, "__dict__", {}):
+        return False
+    return not hooks_on_start(policy) or bool(_declared(policy, "batched_on_start", "on_start"))
 
 
 class PlannedPlacementPolicy(Policy):

@@ -253,6 +253,12 @@ class DallyPolicy(Policy):
     name: ClassVar[str] = "dally"
     #: Whether acceptances feed an :class:`AutoTuner` whose timers the policy uses.
     auto_tuned: ClassVar[bool] = True
+    # decide() accepts an offer of the job's best possible tier at once (Algorithm 1: lines
+    # 5-8 for a job that fits a machine; a bigger job has T_Mc = 0, and T_Rk = 0 too beyond a
+    # rack); on_start() records the tier, GPUs and starvation it is given, nothing else.
+    auto_accept: ClassVar[str | None] = "best-possible"
+    batched_on_start: ClassVar[bool] = True
+    priority_keys: ClassVar[str | None] = "nw_sens"  # priority() below
 
     def __init__(
         self,

@@ -21,6 +21,7 @@ class FifoPolicy(Policy):
 
     name = "fifo"
     accepts_upgrades = False  # running jobs keep their placement at lease renewal
+    auto_accept = "best"  # decide() takes the best tier of every offer to a waiting job
 
     def decide(self, offer, view):
         # A running job keeps its placement (it is network-agnostic): no renewal upgrades.
