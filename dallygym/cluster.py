@@ -174,6 +174,14 @@ class ClusterState:
         self.free_per_machine = np.full(spec.num_machines, spec.gpus_per_machine, dtype=np.int64)
         self.idle_per_machine = self.free_per_machine.copy()
         self.free_per_rack = np.full(spec.racks, spec.gpus_per_rack, dtype=np.int64)
+        # The five arrays are views of one buffer (kernels.cluster_views), so that a compiled
+        # kernel takes the cluster as one argument.
+        self.buffer = np.concatenate((self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
+                                      self.free_per_rack))
+        g, m = spec.num_gpus, spec.num_machines
+        self.owner, self.mark, self.free_per_machine, self.idle_per_machine, self.free_per_rack = (
+            self.buffer[:g], self.buffer[g:2 * g], self.buffer[2 * g:2 * g + m], self.buffer[2 * g + m:2 * g + 2 * m],
+            self.buffer[2 * g + 2 * m:])
         self.free_total = spec.num_gpus
         #: Bumped on every change of the free GPUs, so derived answers can be cached.
         self.version = 0

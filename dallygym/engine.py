@@ -485,13 +485,30 @@ class Engine:
         self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
         self._on_start_hook = hooks_on_start(policy)
         #: The compiled pass's log: (code, job) per change it made (kernels.LOG_*).
-        self._turn_log = np.zeros((2 * n + 2, 2), dtype=np.int64)
+        self._turn_log = np.zeros((2 * n + 2, 3), dtype=np.int64)
         #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
         self._plan = np.zeros((4, n), dtype=np.int64)
         self._expired_buf = np.zeros(n, dtype=np.int64)
         # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
         self._migrates = any(getattr(type(policy), name) is not getattr(Policy, name)
                              or name in getattr(policy, "__dict__", {}) for name in ("migrate", "may_migrate"))
+        #: Speed factors of rack and network placements for the compiled pass: entry e is
+        #: model ``_shape_rows[e, 0]`` with the shape whose kernels.shape_code is
+        #: ``_shape_seq[_shape_rows[e, 1]:][:_shape_rows[e, 2]]``, speed ``_shape_speed[e]``,
+        #: the shape itself ``_shape_list[e]`` (filled by _speed_factor).
+        self._shape_list: list = []
+        self._shape_rows = np.zeros((16, 3), dtype=np.int64)
+        self._shape_seq = np.zeros(64, dtype=np.int64)
+        self._shape_speed = np.zeros(16)
+        self._shape_seq_used = 0
+        # The per-job arrays the kernels read and write are rows of two tables (one argument
+        # each): ``done_iters`` is ``_jobf[kernels.F_DONE]``, and so on.
+        self._jobf = np.stack([getattr(self, name) for name in kernels.JOB_FLOATS])
+        self._jobi = np.stack([getattr(self, name) for name in kernels.JOB_INTS])
+        for k, name in enumerate(kernels.JOB_FLOATS):
+            setattr(self, name, self._jobf[k])
+        for k, name in enumerate(kernels.JOB_INTS):
+            setattr(self, name, self._jobi[k])
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
 
     # --- views for policies and the environment ------------------------------------------
@@ -697,15 +714,14 @@ class Engine:
         there is nothing to visit. ``cand`` is made only for a policy that may migrate (None
         otherwise: nobody reads it)."""
         c = self.cluster
-        _, mpr, gpm = self._dims
+        racks, mpr, gpm = self._dims
         waiting = self.waiting_jobs()
         running = self.running_jobs() if boundary else waiting
         plan = self._plan
         status, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
             waiting, running, boundary, self._keys, self._renewal != "rebid",
-            self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self.state, self.num_gpus,
-            self.done_iters, self.iter_time_s, self.run_s, self.tier, self.best_possible_tier, self._rank, c.owner,
-            c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, c.free_total, plan, self._expired_buf)
+            self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._jobf, self._jobi, self.state,
+            c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf)
         if status == 0:
             return None
         cand = None
@@ -1138,12 +1154,9 @@ class Engine:
         stop, n_log, n_renewed, free_total, ops = kernels.pass_turns(
             queue, least_ahead, expired_pos, pos, t, self._auto if self._batch_starts else kernels.AUTO_NONE,
             self._renewal != "rebid", self._upgrades_offered, self.config.restart_overhead_s,
-            self.state, self.num_gpus, self.best_possible_tier, self.model_index, self.tier, self._last_tier,
-            self._rank, self._gpu_store, self._gpu_off, self.done_iters, self.total_iterations, self.iter_time_s,
-            self.speed, self.speed_seen, self.rate, self.hold_start_s, self.seg_start_s, self.seg_done0,
-            self.finish_s, self.first_start_s, self.tier_s, self.overhead_s, self.starve_anchor_s,
-            self.preemptions, self.placements_by_tier, self._machine_speed, c.owner, c.mark, c.free_per_machine,
-            c.idle_per_machine, c.free_per_rack, racks, mpr, gpm, c.free_total, c.marks_active, self._turn_log,
+            self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier,
+            self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed, len(self._shape_list),
+            self._gpu_store, c.buffer, racks, mpr, gpm, c.free_total, c.marks_active, self._turn_log,
             self._renewed_log)
         if ops:
             c.free_total = free_total
@@ -1160,7 +1173,7 @@ class Engine:
         expired = self.expired_unvisited
         heap = self._finish_heap
         best = self.best_possible_tier
-        for code, j in self._turn_log[:n_log].tolist():
+        for code, j, entry in self._turn_log[:n_log].tolist():
             if code == kernels.LOG_PREEMPTED:
                 expired.discard(j)
                 self._below_best.discard(j)
@@ -1176,7 +1189,7 @@ class Engine:
                     g = self._num_gpus_list[j]
                     off = self._gpu_off.item(j)
                     self.gpus[j] = self._gpu_store[off:off + g].copy()
-                    self.last_shape[j] = ((g,),)
+                    self.last_shape[j] = ((g,),) if entry < 0 else self._shape_list[entry]
                 level = self.tier.item(j)
                 if level > best.item(j):
                     self._below_best.add(j)
@@ -1428,7 +1441,26 @@ class Engine:
             self._speed_cache[key] = s
             if len(shape) == 1 and len(shape[0]) == 1:  # one machine: for the compiled pass
                 self._machine_speed[key[0], shape[0][0]] = s
+            else:
+                self._add_shape(key[0], shape, s)
         return s
+
+    def _add_shape(self, model: int, shape, s: float) -> None:
+        """Enter a rack or network placement's speed factor in the compiled pass's table."""
+        code = [c for rack in shape for c in (*rack, 0)]  # as kernels.shape_code
+        e = len(self._shape_list)
+        if e == len(self._shape_rows):
+            self._shape_rows = np.concatenate((self._shape_rows, np.zeros_like(self._shape_rows)))
+            self._shape_speed = np.concatenate((self._shape_speed, np.zeros_like(self._shape_speed)))
+        lo = self._shape_seq_used
+        if lo + len(code) > len(self._shape_seq):
+            self._shape_seq = np.concatenate((self._shape_seq, np.zeros(max(len(self._shape_seq), len(code)),
+                                                                        dtype=np.int64)))
+        self._shape_seq[lo:lo + len(code)] = code
+        self._shape_seq_used = lo + len(code)
+        self._shape_rows[e] = (model, lo, len(code))
+        self._shape_speed[e] = s
+        self._shape_list.append(shape)
 
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False, kind: str = "new") -> None:
         g = self._num_gpus_list[j]

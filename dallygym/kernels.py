@@ -622,12 +622,32 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 
 # --- a scheduling pass's turns (Engine._pass) -----------------------------------------------
 
-#: What :func:`pass_turns` writes to its log, one ``(code, job)`` pair per change that the
-#: Python side completes (job sets, GPU lists, the finish heap, policy hooks): a lease-expired
-#: job preempted, a job started on new GPUs, a job started on its last GPUs again.
+#: Rows of the engine's per-job float table (``Engine._jobf``; the named arrays are its rows).
+JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
+              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s")
+#: Rows of the engine's per-job int table (``Engine._jobi``).
+JOB_INTS = ("num_gpus", "best_possible_tier", "model_index", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank")
+(F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
+ F_FIRST_START, F_TOTAL, F_ITER_TIME) = range(len(JOB_FLOATS))
+I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK = range(len(JOB_INTS))
+
+#: What :func:`pass_turns` writes to its log, one ``(code, job, shape)`` row per change that
+#: the Python side completes (job sets, GPU lists, the finish heap, policy hooks): a
+#: lease-expired job preempted, a job started on new GPUs (``shape``: the entry of its
+#: placement's shape in the shape table, -1 for one machine), a job started on its last GPUs
+#: again.
 LOG_PREEMPTED, LOG_STARTED, LOG_RESTARTED_SAME = 1, 2, 3
 #: ``auto`` of :func:`pass_turns`: which offers the pass accepts itself (see Engine.decisions).
 AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def cluster_views(cl, racks, mpr, gpm):
+    """ClusterState's arrays, which are views of one buffer ``cl``: owner, mark, free and idle
+    GPUs per machine, free GPUs per rack."""
+    g = racks * mpr * gpm
+    m = racks * mpr
+    return cl[:g], cl[g:2 * g], cl[2 * g:2 * g + m], cl[2 * g + m:2 * g + 2 * m], cl[2 * g + 2 * m:]
 
 
 @njit(cache=True, nogil=True)
@@ -657,29 +677,116 @@ def _all_free(owner, gpus):
 
 
 @njit(cache=True, nogil=True)
+def _rack_after(seq, a0, a1, b0, b1):
+    """Whether the rack counts seq[a0:a1] come after seq[b0:b1] in Python's tuple order."""
+    for k in range(min(a1 - a0, b1 - b0)):
+        if seq[a0 + k] != seq[b0 + k]:
+            return seq[a0 + k] > seq[b0 + k]
+    return a1 - a0 > b1 - b0
+
+
+@njit(cache=True, nogil=True)
+def shape_code(gpus, gpm, mpr):
+    """The canonical shape of a placement (cluster.canonical_shape) as a flat sequence: its
+    racks, largest first in tuple order, each as its machines' GPU counts, largest first,
+    followed by a 0 (counts are positive, so the sequence names one shape)."""
+    n = gpus.size
+    machines = np.sort(gpus // gpm)
+    counts = np.empty(n, dtype=np.int64)
+    rack_of = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if k > 0 and machines[i] == machines[i - 1]:
+            counts[k - 1] += 1
+        else:
+            counts[k] = 1
+            rack_of[k] = machines[i] // mpr
+            k += 1
+    # Machines are in id order, so each rack's machines are consecutive: sort each group.
+    starts = np.empty(k + 1, dtype=np.int64)
+    r = 0
+    for i in range(k):
+        if i == 0 or rack_of[i] != rack_of[i - 1]:
+            starts[r] = i
+            r += 1
+    starts[r] = k
+    for q in range(r):
+        for i in range(starts[q] + 1, starts[q + 1]):
+            x = counts[i]
+            p = i
+            while p > starts[q] and counts[p - 1] < x:
+                counts[p] = counts[p - 1]
+                p -= 1
+            counts[p] = x
+    order = np.empty(r, dtype=np.int64)  # racks, largest first (a stable insertion sort)
+    for q in range(r):
+        p = q
+        while p > 0 and _rack_after(counts, starts[q], starts[q + 1], starts[order[p - 1]], starts[order[p - 1] + 1]):
+            order[p] = order[p - 1]
+            p -= 1
+        order[p] = q
+    out = np.empty(k + r, dtype=np.int64)
+    at = 0
+    for q in order:
+        for i in range(starts[q], starts[q + 1]):
+            out[at] = counts[i]
+            at += 1
+        out[at] = 0
+        at += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _find_shape(shapes, shape_seq, n_shapes, model, code):
+    """The entry of (model, shape code) in the shape table, or -1."""
+    for e in range(n_shapes):
+        if shapes[e, 0] != model or shapes[e, 2] != code.size:
+            continue
+        lo = shapes[e, 1]
+        for k in range(code.size):
+            if shape_seq[lo + k] != code[k]:
+                break
+        else:
+            return e
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_offered, overhead_s,
-               state, num_gpus, best_tier, model_index, tier, last_tier, rank, gpu_store, gpu_off,
-               done_iters, total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s,
-               seg_done0, finish_s, first_start_s, tier_s, held_overhead_s, starve_anchor_s, preemptions,
-               placements_by_tier, machine_speed,
-               owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, free_total, marks_active, log, renewed):
+               jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed,
+               shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, free_total, marks_active,
+               log, renewed):
     """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
     as each turn needs nothing from Python.
 
     A turn is taken here when it is one of: a lease-expired job renewing in place (with
     ``renew``: the renewal mode is not ``rebid``; the same test as :func:`renew_in_place`);
-    a lease-expired job whose GPUs were claimed, preempted, then left waiting or started as
-    below; a waiting job skipped (too big, or no tier free); a waiting job whose offer the
-    pass accepts itself (``auto``: at the best tier offered if that is its best possible tier,
-    or at the best tier offered) and whose start needs no policy placement and no new speed
-    factor: the same GPUs again, or a new machine placement whose speed factor
-    ``machine_speed[model, g]`` is known (not NaN).
+    a lease-expired job whose GPUs were claimed, preempted, then left waiting or started on
+    one machine as below; a waiting job skipped (too big, or no tier free); a waiting job whose
+    offer the pass accepts itself (``auto``: at the best tier offered if that is its best
+    possible tier, or at the best tier offered) and whose start needs no policy placement and
+    no new speed factor: its last GPUs again, a machine placement whose speed factor
+    ``machine_speed[model, g]`` is known (not NaN), or a rack or network placement whose
+    shape is in the shape table (``shapes[e]`` = model, offset and length of its
+    :func:`shape_code` in ``shape_seq``, speed factor ``shape_speed[e]``, ``n_shapes``
+    entries).
+
+    Per-job state comes in the engine's tables (``jobf``, ``jobi``: rows JOB_FLOATS and
+    JOB_INTS) and the cluster's in its buffer ``cl`` (:func:`cluster_views`).
 
     Any other turn stops the loop before changing anything for it. Returns (position of that
-    turn, or -1 when the pass is over; log entries written; jobs renewed in place; free GPUs;
-    cluster changes). The log holds ``(code, job)`` pairs in the order of the changes
-    (LOG_PREEMPTED and the starts); ``renewed`` the jobs renewed in place.
+    turn, or -1 when the pass is over; log rows written; jobs renewed in place; free GPUs;
+    cluster changes). The log holds the preemptions and the starts in order (LOG_*);
+    ``renewed`` the jobs renewed in place.
     """
+    owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
+    num_gpus = jobi[I_GPUS]
+    best_tier = jobi[I_BEST]
+    model_index = jobi[I_MODEL]
+    tier = jobi[I_TIER]
+    last_tier = jobi[I_LAST_TIER]
+    gpu_off = jobi[I_GPU_OFF]
+    rank = jobi[I_RANK]
     n_visit = queue.size
     n_log = 0
     n_renewed = 0
@@ -733,23 +840,23 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                 if b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g])):
                     return run_pos[i], n_log, n_renewed, free_total, ops  # a placement Python makes
                 unmark(owner, mark, idle_pm, held, gpm)
-                _close(jj, t, tier, tier_s, hold_start_s, seg_start_s, held_overhead_s, speed, rate, finish_s)
+                _close(jj, t, jobf, tier, tier_s)
                 state[jj] = 1
-                starve_anchor_s[jj] = t
-                preemptions[jj] += 1
+                jobf[F_ANCHOR, jj] = t
+                jobi[I_PREEMPTIONS, jj] += 1
                 log[n_log, 0] = LOG_PREEMPTED
                 log[n_log, 1] = jj
                 n_log += 1
                 if b == 0:
-                    _start(jj, 0, t, False, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store,
-                           gpu_off, done_iters, total_iterations, iter_time_s, speed, speed_seen, rate,
-                           hold_start_s, seg_start_s, seg_done0, finish_s, first_start_s, placements_by_tier,
-                           machine_speed, owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, marks_active,
-                           state)
+                    gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
+                    _start(jj, 0, t, False, gpus, machine_speed[model_index[jj], g], overhead_s, jobf, jobi,
+                           state, speed_seen, placements_by_tier, gpu_store, owner, mark, free_pm, idle_pm,
+                           free_pr, mpr, gpm)
                     free_total -= g
                     ops += 1
                     log[n_log, 0] = LOG_STARTED
                     log[n_log, 1] = jj
+                    log[n_log, 2] = -1
                     n_log += 1
                 i += 1
             pos = n_visit if rest else run_pos[run_pos.size - 1] + 1
@@ -771,65 +878,74 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             continue
         if not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
             return pos - 1, n_log, n_renewed, free_total, ops
-        same = last_tier[j] == b and _all_free(owner, gpu_store[gpu_off[j]:gpu_off[j] + g])
-        if not same and (b > 0 or np.isnan(machine_speed[model_index[j], g])):
-            return pos - 1, n_log, n_renewed, free_total, ops
-        _start(j, b, t, same, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store, gpu_off, done_iters,
-               total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s, seg_done0,
-               finish_s, first_start_s, placements_by_tier, machine_speed, owner, mark, free_pm, idle_pm, free_pr,
-               racks, mpr, gpm, marks_active, state)
+        lo = gpu_off[j]
+        same = last_tier[j] == b and _all_free(owner, gpu_store[lo:lo + g])
+        entry = -1
+        if same:
+            gpus = gpu_store[lo:lo + g]
+            s = speed_seen[j, b]
+        elif b == 0:
+            s = machine_speed[model_index[j], g]
+            if np.isnan(s):
+                return pos - 1, n_log, n_renewed, free_total, ops
+            gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
+        else:  # placing changes nothing: the turn can still be left to Python
+            gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, b, marks_active)
+            entry = _find_shape(shapes, shape_seq, n_shapes, model_index[j], shape_code(gpus, gpm, mpr))
+            if entry < 0:
+                return pos - 1, n_log, n_renewed, free_total, ops
+            s = shape_speed[entry]
+        _start(j, b, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen, placements_by_tier, gpu_store,
+               owner, mark, free_pm, idle_pm, free_pr, mpr, gpm)
         free_total -= g
         ops += 1
         log[n_log, 0] = LOG_RESTARTED_SAME if same else LOG_STARTED
         log[n_log, 1] = j
+        log[n_log, 2] = entry
         n_log += 1
     return -1, n_log, n_renewed, free_total, ops
 
 
 @njit(cache=True, nogil=True)
-def _close(j, t, tier, tier_s, hold_start_s, seg_start_s, held_overhead_s, speed, rate, finish_s):
+def _close(j, t, jobf, tier, tier_s):
     """The array part of Engine._close_segment."""
-    tier_s[j, tier[j]] += t - hold_start_s[j]
-    held_overhead_s[j] += max(0.0, min(seg_start_s[j], t) - hold_start_s[j])
-    speed[j] = 0.0
-    rate[j] = 0.0
-    finish_s[j] = np.inf
+    hold = jobf[F_HOLD_START, j]
+    tier_s[j, tier[j]] += t - hold
+    jobf[F_OVERHEAD, j] += max(0.0, min(jobf[F_SEG_START, j], t) - hold)
+    jobf[F_SPEED, j] = 0.0
+    jobf[F_RATE, j] = 0.0
+    jobf[F_FINISH, j] = np.inf
     tier[j] = -1
 
 
 @njit(cache=True, nogil=True)
-def _start(j, level, t, same, overhead_s, num_gpus, model_index, tier, last_tier, gpu_store, gpu_off, done_iters,
-           total_iterations, iter_time_s, speed, speed_seen, rate, hold_start_s, seg_start_s, seg_done0, finish_s,
-           first_start_s, placements_by_tier, machine_speed, owner, mark, free_pm, idle_pm, free_pr, racks, mpr,
-           gpm, marks_active, state):
-    """The array part of Engine._start for a waiting job at ``level``: on its last GPUs
-    (``same``) or a new machine placement."""
-    g = num_gpus[j]
-    lo = gpu_off[j]
-    if same:
-        s = speed_seen[j, level]
-        overhead = 0.0
-    else:
-        gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, level, marks_active)
+def _start(j, level, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen, placements_by_tier, gpu_store,
+           owner, mark, free_pm, idle_pm, free_pr, mpr, gpm):
+    """The array part of Engine._start for a waiting job at ``level`` on ``gpus`` (its last
+    ones again if ``same``) at speed factor ``s``."""
+    g = jobi[I_GPUS, j]
+    lo = jobi[I_GPU_OFF, j]
+    overhead = 0.0
+    if not same:
+        if jobi[I_LAST_TIER, j] >= 0:
+            overhead = overhead_s
         gpu_store[lo:lo + g] = gpus
-        s = machine_speed[model_index[j], g]
-        overhead = overhead_s if last_tier[j] >= 0 else 0.0
     allocate(owner, mark, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], j, mpr, gpm)
     state[j] = 2
-    last_tier[j] = level
-    tier[j] = level
-    speed[j] = s
+    jobi[I_LAST_TIER, j] = level
+    jobi[I_TIER, j] = level
+    jobf[F_SPEED, j] = s
     speed_seen[j, level] = s
-    r = s / iter_time_s[j]
-    rate[j] = r
-    hold_start_s[j] = t
+    r = s / jobf[F_ITER_TIME, j]
+    jobf[F_RATE, j] = r
+    jobf[F_HOLD_START, j] = t
     progress_s = t + overhead
-    seg_start_s[j] = progress_s
-    done = done_iters[j]
-    seg_done0[j] = done
-    finish_s[j] = progress_s + (total_iterations[j] - done) / r
-    if np.isnan(first_start_s[j]):
-        first_start_s[j] = t
+    jobf[F_SEG_START, j] = progress_s
+    done = jobf[F_DONE, j]
+    jobf[F_SEG_DONE0, j] = done
+    jobf[F_FINISH, j] = progress_s + (jobf[F_TOTAL, j] - done) / r
+    if np.isnan(jobf[F_FIRST_START, j]):
+        jobf[F_FIRST_START, j] = t
     placements_by_tier[level] += 1
 
 
@@ -855,9 +971,8 @@ def _merge(a, b):
 
 
 @njit(cache=True, nogil=True)
-def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, state, num_gpus, done_iters,
-              iter_time_s, run_s, tier, best_tier, rank, owner, mark, free_pm, free_pr, mpr, gpm, free_total, plan,
-              expired_out):
+def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf, jobi, state, cl, racks, mpr, gpm,
+              free_total, plan, expired_out):
     """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
     KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
@@ -871,6 +986,7 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, state
     (Arrays are written to the caller's buffers, not returned: returning one costs more than
     the work here.)
     """
+    num_gpus = jobi[I_GPUS]
     if boundary:
         cand = _merge(waiting, running)
     else:
@@ -884,15 +1000,16 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, state
     if cand.size == 0:
         return 0, 0, 0, 0, 0, 0
     if keys == KEYS_NW_SENS:
-        order = cand[np.argsort(nw_sens(cand, done_iters, iter_time_s, run_s), kind="mergesort")]
+        order = cand[np.argsort(nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN]), kind="mergesort")]
     else:
         order = cand
     n_expired = 0
     count = 0
     visit = order
     if boundary:
-        start, expired, count = expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank,
-                                              owner, mark, free_pm, free_pr, mpr, gpm)
+        owner, mark, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
+        start, expired, count = expire_leases(order, state, jobi[I_TIER], jobi[I_BEST], scan, upgrades, from_zero,
+                                              jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm)
         if start < 0:
             return 1, 0, 0, 0, 0, 0
         visit = order[start:]

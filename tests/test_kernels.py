@@ -269,6 +269,28 @@ def test_shape_of_counts_gpus_per_machine_and_rack(racks, mpr, gpm, data):
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 8), st.data())
+def test_a_shape_code_names_the_canonical_shape_and_no_other(racks, mpr, gpm, data):
+    """kernels.shape_code (how the compiled pass finds a placement's speed factor) is the flat
+    form of cluster.canonical_shape -- racks largest first in tuple order, each rack's machine
+    counts largest first, a 0 after each rack -- so two placements get the same code exactly
+    when they have the same shape."""
+    spec = ClusterSpec(racks, mpr, gpm)
+    draw_gpus = st.lists(st.integers(0, spec.num_gpus - 1), min_size=1, max_size=spec.num_gpus, unique=True)
+    a, b = (np.array(data.draw(draw_gpus), dtype=np.int64) for _ in range(2))
+    code_a, code_b = kernels.shape_code(a, gpm, mpr), kernels.shape_code(b, gpm, mpr)
+    assert code_a.tolist() == [c for rack in spec.shape_of(a) for c in (*rack, 0)]
+    assert (code_a.tolist() == code_b.tolist()) == (spec.shape_of(a) == spec.shape_of(b))
+
+
+def test_shape_code_orders_racks_as_python_orders_tuples():
+    """Worked by hand, 3 racks x 3 machines x 4 GPUs: racks holding (2, 1), (2, 1, 1) and (3)
+    GPUs per machine; in tuple order (3,) > (2, 1, 1) > (2, 1)."""
+    gpus = np.array([0, 1, 4, 12, 13, 16, 20, 24, 25, 26], dtype=np.int64)
+    assert kernels.shape_code(gpus, 4, 3).tolist() == [3, 0, 2, 1, 1, 0, 2, 1, 0]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.integers(0, 3000), st.integers(0, 2**32 - 1), st.integers(-6, 6))
 def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
     values = np.random.default_rng(seed).random(n) * 10.0 ** scale
