@@ -1398,6 +1398,21 @@ class Engine:
         return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier.item(j) == 0 else -1
 
     def _complete(self, jobs: list[int], t: float) -> None:
+        c = self.cluster
+        if c.compiled:
+            racks, mpr, gpm = self._dims
+            c.free_total += kernels.complete(np.array(jobs, dtype=np.int64), t, self._jobf, self._jobi, self.state,
+                                             self.tier_s, self._gpu_store, c.buffer, racks, mpr, gpm)
+            c.version += len(jobs)
+            gpus = self.gpus
+            for j in jobs:  # the rest of _close_segment and _set_state
+                self._below_best.discard(j)
+                self._declined.pop(j, None)
+                self.last_gpus[j] = gpus[j]
+                gpus[j] = None
+                self._note_state(j, RUNNING, DONE)
+            self.finished += len(jobs)
+            return
         for j in jobs:
             self.cluster.release(self.gpus[j], self._machine_of(j))
             self._close_segment(j, t)

@@ -624,11 +624,11 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 
 #: Rows of the engine's per-job float table (``Engine._jobf``; the named arrays are its rows).
 JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
-              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s")
+              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s")
 #: Rows of the engine's per-job int table (``Engine._jobi``).
 JOB_INTS = ("num_gpus", "best_possible_tier", "model_index", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
- F_FIRST_START, F_TOTAL, F_ITER_TIME) = range(len(JOB_FLOATS))
+ F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END) = range(len(JOB_FLOATS))
 I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK = range(len(JOB_INTS))
 
 #: What :func:`pass_turns` writes to its log, one ``(code, job, shape)`` row per change that
@@ -916,6 +916,24 @@ def _close(j, t, jobf, tier, tier_s):
     jobf[F_RATE, j] = 0.0
     jobf[F_FINISH, j] = np.inf
     tier[j] = -1
+
+
+@njit(cache=True, nogil=True)
+def complete(jobs, t, jobf, jobi, state, tier_s, gpu_store, cl, racks, mpr, gpm):
+    """The array part of Engine._complete: ``jobs`` (running) finish at ``t``: their GPUs are
+    released, their placements closed, their work done. Returns the GPUs freed."""
+    owner, _, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
+    freed = 0
+    for j in jobs:
+        g = jobi[I_GPUS, j]
+        lo = jobi[I_GPU_OFF, j]
+        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], mpr, gpm)
+        _close(j, t, jobf, jobi[I_TIER], tier_s)
+        jobf[F_DONE, j] = jobf[F_TOTAL, j]
+        jobf[F_END, j] = t
+        state[j] = 3  # DONE
+        freed += g
+    return freed
 
 
 @njit(cache=True, nogil=True)
