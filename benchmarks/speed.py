@@ -147,8 +147,8 @@ def env_step_split(env_id: str = "Dally-v0", episodes: int = 7) -> dict:
     timed: list[_TimedDecisions] = []
     decisions = Engine.decisions
 
-    def timed_decisions(engine):
-        timed.append(_TimedDecisions(decisions(engine)))
+    def timed_decisions(engine, **kwargs):
+        timed.append(_TimedDecisions(decisions(engine, **kwargs)))
         return timed[-1]
 
     Engine.decisions = timed_decisions

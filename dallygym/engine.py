@@ -782,10 +782,12 @@ class Engine:
         try:
             if self.agent_picks:
                 yield from self._picked_visits(queue.tolist(), t, boundary)
-            elif cluster.compiled and self.renew_together:
+            elif cluster.compiled and self.renew_together and self._auto and self._batch_starts:
                 # The turns run compiled until one needs Python (an offer to ask about, a
                 # renewal offer, a placement or speed factor only Python has): that turn is
-                # taken here, and the compiled pass goes on after it.
+                # taken here, and the compiled pass goes on after it. (Only when the engine
+                # accepts offers itself and may start jobs in batches: otherwise every offer
+                # stops the kernel, and the Python loop below does better.)
                 pos = 0
                 while True:
                     stop = self._compiled_turns(queue, least_ahead, expired_pos, pos, t)
