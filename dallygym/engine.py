@@ -33,9 +33,12 @@ Per-job state lives in numpy arrays indexed by job index (the row of the trace, 
 arrival then id); policies read them through the engine object.
 
 The small-array work of a pass (placements, opening a boundary, runs of renewals, tier tests,
-progress) runs as compiled kernels (:mod:`dallygym.kernels`); with ``ClusterState.compiled``
-false the Python methods here and in :mod:`dallygym.cluster` run instead, with the same results
-bit for bit (they are the reference the tests hold the kernels to).
+progress, completions) runs as compiled kernels (:mod:`dallygym.kernels`). Where the policy's
+priority is one the engine knows and its hooks allow it, a whole pass runs compiled
+(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) up to each turn that needs Python,
+which is taken here. With ``ClusterState.compiled`` false the Python methods here and in
+:mod:`dallygym.cluster` run instead, with the same results bit for bit (they are the reference
+the tests hold the kernels to).
 """
 
 from __future__ import annotations
@@ -788,43 +791,25 @@ class Engine:
                 # taken here, and the compiled pass goes on after it. (Only when the engine
                 # accepts offers itself and may start jobs in batches: otherwise every offer
                 # stops the kernel, and the Python loop below does better.)
+                #
+                # A question (an offer the caller answers, a renewal offer) that is declined
+                # leaves the free GPUs as they were, and the turns after it tend to be
+                # declined questions too (a policy waiting for better tiers, an agent): a
+                # return to the kernel for each would cost more than it saves, so the Python
+                # loop takes the rest of the pass.
                 pos = 0
                 while True:
-                    stop = self._compiled_turns(queue, least_ahead, expired_pos, pos, t)
+                    stop, asks = self._compiled_turns(queue, least_ahead, expired_pos, pos, t)
                     if stop < 0:
                         break
+                    free = cluster.free_total
                     yield from self._visit(queue.item(stop), t)
+                    if asks and cluster.free_total == free:
+                        yield from self._python_turns(queue, least_ahead, expired_pos, stop + 1, t)
+                        break
                     pos = stop + 1
             else:
-                expired_pos = expired_pos.tolist()
-                pos = 0
-                while pos < n_visit:
-                    j = queue.item(pos)
-                    if j in expired_set:
-                        # Expired leases up to the next waiting job that may still fit take
-                        # their turns together (a waiting job that does not fit now never will).
-                        k = bisect_left(expired_pos, pos)
-                        if cluster.free_total < least_ahead.item(pos):
-                            run = queue[expired_pos[k:]]
-                            end = n_visit
-                        else:  # the expired leases at consecutive positions from here
-                            last = k + 1
-                            while last < len(expired_pos) and expired_pos[last] == pos + last - k:
-                                last += 1
-                            end = pos + last - k
-                            run = queue[pos:end]
-                        yield from self._expired_turns(run, t)
-                        pos = end
-                        continue
-                    pos += 1
-                    if num_gpus[j] > cluster.free_total:
-                        # Too big for the free GPUs, which only shrink during the pass: skip it,
-                        # and every waiting job up to the next expired lease if none can fit.
-                        if pos < n_visit and cluster.free_total < least_ahead.item(pos):
-                            k = bisect_left(expired_pos, pos)
-                            pos = expired_pos[k] if k < len(expired_pos) else n_visit
-                        continue
-                    yield from self._visit(j, t)
+                yield from self._python_turns(queue, least_ahead, expired_pos, 0, t)
         finally:
             if boundary:
                 expired_set.clear()
@@ -834,6 +819,43 @@ class Engine:
                     self._ranked = None
         if boundary:
             self._migrations(cand, t)
+
+    def _python_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
+                      t: float) -> Generator[Offer, Tier | None, None]:
+        """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
+        Python."""
+        cluster = self.cluster
+        n_visit = len(queue)
+        expired_set = self.expired_unvisited
+        num_gpus = self._num_gpus_list
+        expired_pos = expired_pos.tolist()
+        while pos < n_visit:
+            j = queue.item(pos)
+            if j in expired_set:
+                # Expired leases up to the next waiting job that may still fit take
+                # their turns together (a waiting job that does not fit now never will).
+                k = bisect_left(expired_pos, pos)
+                if cluster.free_total < least_ahead.item(pos):
+                    run = queue[expired_pos[k:]]
+                    end = n_visit
+                else:  # the expired leases at consecutive positions from here
+                    last = k + 1
+                    while last < len(expired_pos) and expired_pos[last] == pos + last - k:
+                        last += 1
+                    end = pos + last - k
+                    run = queue[pos:end]
+                yield from self._expired_turns(run, t)
+                pos = end
+                continue
+            pos += 1
+            if num_gpus[j] > cluster.free_total:
+                # Too big for the free GPUs, which only shrink during the pass: skip it,
+                # and every waiting job up to the next expired lease if none can fit.
+                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
+                    k = bisect_left(expired_pos, pos)
+                    pos = expired_pos[k] if k < len(expired_pos) else n_visit
+                continue
+            yield from self._visit(j, t)
 
     def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:
         """Job ``j``'s turn in a pass: a lease-expired job renews (its GPUs all unclaimed) or is
@@ -1146,20 +1168,18 @@ class Engine:
     renew_together = True
 
     def _compiled_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
-                        t: float) -> int:
+                        t: float) -> tuple[int, bool]:
         """The turns of a pass from position ``pos`` of its visit plan, compiled
-        (:func:`dallygym.kernels.pass_turns`), up to the first that needs Python: its position,
-        or -1 if the pass is over. Completes here what the kernel cannot do (job sets, GPU
+        (:func:`dallygym.kernels.pass_turns`), up to the first that needs Python: its position
+        (-1 if the pass is over) and whether it asks the caller a question. Completes here what the kernel cannot do (job sets, GPU
         lists, the finish heap, the policy's ``on_start``), from its log."""
         c = self.cluster
-        racks, mpr, gpm = self._dims
-        stop, n_log, n_renewed, free_total, ops = kernels.pass_turns(
-            queue, least_ahead, expired_pos, pos, t, self._auto if self._batch_starts else kernels.AUTO_NONE,
-            self._renewal != "rebid", self._upgrades_offered, self.config.restart_overhead_s,
-            self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier,
-            self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed, len(self._shape_list),
-            self._gpu_store, c.buffer, racks, mpr, gpm, c.free_total, c.marks_active, self._turn_log,
-            self._renewed_log)
+        stop, asks, n_log, n_renewed, free_total, ops = kernels.pass_turns(
+            queue, least_ahead, expired_pos, pos, t, self._auto, self._renewal != "rebid", self._upgrades_offered,
+            self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
+            self.placements_by_tier, self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed,
+            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, c.free_total, c.marks_active,
+            self._turn_log, self._renewed_log)
         if ops:
             c.free_total = free_total
             c.version += ops
@@ -1167,7 +1187,7 @@ class Engine:
             self.expired_unvisited.difference_update(self._renewed_log[:n_renewed].tolist())
         if n_log:
             self._apply_turn_log(n_log, t)
-        return stop
+        return stop, asks
 
     def _apply_turn_log(self, n_log: int, t: float) -> None:
         """What :meth:`_start` and :meth:`_preempt` do beyond the arrays, for each change in

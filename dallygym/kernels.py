@@ -775,8 +775,9 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
     JOB_INTS) and the cluster's in its buffer ``cl`` (:func:`cluster_views`).
 
     Any other turn stops the loop before changing anything for it. Returns (position of that
-    turn, or -1 when the pass is over; log rows written; jobs renewed in place; free GPUs;
-    cluster changes). The log holds the preemptions and the starts in order (LOG_*);
+    turn, or -1 when the pass is over; whether that turn asks the caller a question -- an
+    offer or a renewal offer -- rather than needing a placement only Python makes; log rows
+    written; jobs renewed in place; free GPUs; cluster changes). The log holds the preemptions and the starts in order (LOG_*);
     ``renewed`` the jobs renewed in place.
     """
     owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
@@ -828,7 +829,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                 g = num_gpus[jj]
                 held = gpu_store[gpu_off[jj]:gpu_off[jj] + g]
                 if _all_free(owner, held):
-                    return run_pos[i], n_log, n_renewed, free_total, ops  # a renewal offer to make
+                    return run_pos[i], True, n_log, n_renewed, free_total, ops  # a renewal offer to make
                 # Claimed: preempted; then offered like a waiting job (unmarking changes no
                 # free count, so the offer can be settled first).
                 if limits_of != ops:
@@ -836,9 +837,9 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                     limits_of = ops
                 b = _best_offered(g, free_total, limits)
                 if b >= 0 and not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[jj])):
-                    return run_pos[i], n_log, n_renewed, free_total, ops  # an offer to ask about
+                    return run_pos[i], True, n_log, n_renewed, free_total, ops  # an offer to ask about
                 if b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g])):
-                    return run_pos[i], n_log, n_renewed, free_total, ops  # a placement Python makes
+                    return run_pos[i], False, n_log, n_renewed, free_total, ops  # a placement Python makes
                 unmark(owner, mark, idle_pm, held, gpm)
                 _close(jj, t, jobf, tier, tier_s)
                 state[jj] = 1
@@ -877,7 +878,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
         if b < 0:
             continue
         if not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
-            return pos - 1, n_log, n_renewed, free_total, ops
+            return pos - 1, True, n_log, n_renewed, free_total, ops
         lo = gpu_off[j]
         same = last_tier[j] == b and _all_free(owner, gpu_store[lo:lo + g])
         entry = -1
@@ -887,13 +888,13 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
         elif b == 0:
             s = machine_speed[model_index[j], g]
             if np.isnan(s):
-                return pos - 1, n_log, n_renewed, free_total, ops
+                return pos - 1, False, n_log, n_renewed, free_total, ops
             gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
         else:  # placing changes nothing: the turn can still be left to Python
             gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, b, marks_active)
             entry = _find_shape(shapes, shape_seq, n_shapes, model_index[j], shape_code(gpus, gpm, mpr))
             if entry < 0:
-                return pos - 1, n_log, n_renewed, free_total, ops
+                return pos - 1, False, n_log, n_renewed, free_total, ops
             s = shape_speed[entry]
         _start(j, b, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen, placements_by_tier, gpu_store,
                owner, mark, free_pm, idle_pm, free_pr, mpr, gpm)
@@ -903,7 +904,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
         log[n_log, 1] = j
         log[n_log, 2] = entry
         n_log += 1
-    return -1, n_log, n_renewed, free_total, ops
+    return -1, False, n_log, n_renewed, free_total, ops
 
 
 @njit(cache=True, nogil=True)
