@@ -721,22 +721,21 @@ class Engine:
         waiting = self.waiting_jobs()
         running = self.running_jobs() if boundary else waiting
         plan = self._plan
-        status, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
+        status, n_cand, start, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
             waiting, running, boundary, self._keys, self._renewal != "rebid",
             self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._jobf, self._jobi, self.state,
             c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf)
         if status == 0:
             return None
         cand = None
-        if boundary and self._migrates:
-            cand = np.concatenate((waiting, running))
-            cand.sort(kind="stable")
+        if boundary and self._migrates:  # the candidates in increasing order (_migrations sorts them)
+            cand = plan[0, :n_cand] if self._keys == kernels.KEYS_ARRIVAL else np.sort(plan[0, :n_cand])
         if status == 1:
             self._migrations(cand, t)  # nobody waits or bids: every lease is renewed as it stands
             return None
         # (Views of the plan buffers: the next pass writes them again, after this one ends.)
         if n_expired:
-            self._ranked = plan[0, :n_ranked]
+            self._ranked = plan[0, start:start + n_ranked]
             if count:  # as ClusterState.mark_reclaimable
                 c.free_total += count
                 c.version += 1

@@ -416,6 +416,15 @@ def visit_plan(order, num_gpus, state, free_total, boundary):
     queue = np.empty(n, dtype=np.int64)
     least = np.empty(n, dtype=np.int64)
     expired_pos = np.empty(n, dtype=np.int64)
+    k, e = _visit_plan_into(order, num_gpus, state, free_total, boundary, queue, least, expired_pos)
+    return queue[:k], least[:k], expired_pos[:e]
+
+
+@njit(cache=True, nogil=True)
+def _visit_plan_into(order, num_gpus, state, free_total, boundary, queue, least, expired_pos):
+    """:func:`visit_plan` written into the given arrays; returns the lengths of the queue and
+    of the expired positions."""
+    n = order.size
     k = 0
     e = 0
     for i in range(n):
@@ -433,7 +442,7 @@ def visit_plan(order, num_gpus, state, free_total, boundary):
     for i in range(k - 2, -1, -1):
         if least[i + 1] < least[i]:
             least[i] = least[i + 1]
-    return queue[:k], least[:k], expired_pos[:e]
+    return k, e
 
 
 @njit(cache=True, nogil=True)
@@ -973,9 +982,8 @@ KEYS_ARRIVAL, KEYS_NW_SENS = 0, 1
 
 
 @njit(cache=True, nogil=True)
-def _merge(a, b):
-    """Two increasing arrays of distinct job indices, merged."""
-    out = np.empty(a.size + b.size, dtype=np.int64)
+def _merge(a, b, out):
+    """Two increasing arrays of distinct job indices, merged into ``out``."""
     i = 0
     k = 0
     for x in b:
@@ -985,8 +993,7 @@ def _merge(a, b):
             k += 1
         out[k] = x
         k += 1
-    out[k:] = a[i:]
-    return out
+    out[k:k + a.size - i] = a[i:]
 
 
 @njit(cache=True, nogil=True)
@@ -997,46 +1004,53 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
     leases (:func:`expire_leases`) and the visit plan (:func:`visit_plan`).
 
-    Writes the jobs ranked in the pass to ``plan[0]``, the visit plan's queue, least demand
-    ahead and expired positions to ``plan[1]``, ``plan[2]``, ``plan[3]``, and the lease-expired
-    jobs to ``expired_out``. Returns (status, jobs ranked, queue length, expired positions,
-    lease-expired jobs, GPUs marked), status 0: no pass (nobody waiting fits); 1: a boundary
-    where nobody may act (every lease renewed as it stands); 2: a pass over the queue.
-    (Arrays are written to the caller's buffers, not returned: returning one costs more than
-    the work here.)
+    Writes the candidates in priority order to ``plan[0]`` (the jobs ranked in the pass are
+    ``plan[0, start:start + ranked]``), the visit plan's queue, least demand ahead and expired
+    positions to ``plan[1]``, ``plan[2]``, ``plan[3]``, and the lease-expired jobs to
+    ``expired_out``. Returns (status, candidates, start, jobs ranked, queue length, expired
+    positions, lease-expired jobs, GPUs marked), status 0: no pass (nobody waiting fits); 1: a
+    boundary where nobody may act (every lease renewed as it stands); 2: a pass over the
+    queue. (Arrays go to the caller's buffers, which are reused: returning one costs about a
+    microsecond, and a copy of a long queue more.)
     """
     num_gpus = jobi[I_GPUS]
+    order = plan[0]
     if boundary:
-        cand = _merge(waiting, running)
+        n = waiting.size + running.size
+        if n == 0:
+            return 0, 0, 0, 0, 0, 0, 0, 0
+        if keys == KEYS_NW_SENS:
+            cand = plan[1, :n]
+            _merge(waiting, running, cand)
+        else:
+            cand = order[:n]
+            _merge(waiting, running, cand)
     else:
-        cand = waiting
+        n = waiting.size
         least = BIG
-        for j in cand:
+        for j in waiting:
             if num_gpus[j] < least:
                 least = num_gpus[j]
-        if cand.size == 0 or least > free_total:
-            return 0, 0, 0, 0, 0, 0
-    if cand.size == 0:
-        return 0, 0, 0, 0, 0, 0
+        if n == 0 or least > free_total:
+            return 0, 0, 0, 0, 0, 0, 0, 0
+        cand = waiting
+        if keys != KEYS_NW_SENS:
+            order[:n] = waiting
     if keys == KEYS_NW_SENS:
-        order = cand[np.argsort(nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN]), kind="mergesort")]
-    else:
-        order = cand
+        by_key = np.argsort(nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN]), kind="mergesort")
+        for i in range(n):
+            order[i] = cand[by_key[i]]
     n_expired = 0
     count = 0
-    visit = order
+    start = 0
     if boundary:
         owner, mark, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
-        start, expired, count = expire_leases(order, state, jobi[I_TIER], jobi[I_BEST], scan, upgrades, from_zero,
-                                              jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm)
+        start, expired, count = expire_leases(order[:n], state, jobi[I_TIER], jobi[I_BEST], scan, upgrades,
+                                              from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm)
         if start < 0:
-            return 1, 0, 0, 0, 0, 0
-        visit = order[start:]
+            return 1, n, 0, 0, 0, 0, 0, 0
         n_expired = expired.size
         expired_out[:n_expired] = expired
-    queue, least_ahead, expired_pos = visit_plan(visit, num_gpus, state, free_total + count, boundary)
-    plan[0, :visit.size] = visit
-    plan[1, :queue.size] = queue
-    plan[2, :queue.size] = least_ahead
-    plan[3, :expired_pos.size] = expired_pos
-    return 2, visit.size, queue.size, expired_pos.size, n_expired, count
+    k, e = _visit_plan_into(order[start:n], num_gpus, state, free_total + count, boundary, plan[1], plan[2],
+                            plan[3])
+    return 2, n, start, n - start, k, e, n_expired, count
