@@ -778,9 +778,7 @@ class Engine:
                     expired_pos: np.ndarray) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass's turns over its visit plan, in order (see :meth:`_visit_plan`)."""
         cluster = self.cluster
-        n_visit = len(queue)
         expired_set = self.expired_unvisited
-        num_gpus = self._num_gpus_list
         try:
             if self.agent_picks:
                 yield from self._picked_visits(queue.tolist(), t, boundary)
@@ -1197,10 +1195,7 @@ class Engine:
         for code, j, entry in self._turn_log[:n_log].tolist():
             if code == kernels.LOG_PREEMPTED:
                 expired.discard(j)
-                self._below_best.discard(j)
-                self._declined.pop(j, None)
-                self.last_gpus[j] = self.gpus[j]
-                self.gpus[j] = None
+                self._let_go(j)
                 self._note_state(j, RUNNING, WAITING)
             else:  # a start
                 self._note_state(j, WAITING, RUNNING)
@@ -1401,18 +1396,23 @@ class Engine:
         self._last_sync_s = t
         self.now_s = t
 
+    def _let_go(self, j: int) -> None:
+        """The Python part of ending job ``j``'s placement (:meth:`_close_segment`; a compiled
+        kernel does the arrays): it is no longer below its best tier with an offer declined,
+        and its GPUs become its last ones."""
+        self._below_best.discard(j)
+        self._declined.pop(j, None)  # (only a job below its best tier has an entry)
+        self.last_gpus[j] = self.gpus[j]
+        self.gpus[j] = None
+
     def _close_segment(self, j: int, t: float) -> None:
-        if self.tier.item(j) > self.best_possible_tier.item(j):
-            self._below_best.discard(j)
-            self._declined.pop(j, None)
+        self._let_go(j)
         self.tier_s[j, self.tier[j]] += t - self.hold_start_s[j]
         self.overhead_s[j] += max(0.0, min(self.seg_start_s[j], t) - self.hold_start_s[j])
         self.speed[j] = 0.0
         self.rate[j] = 0.0
         self.finish_s[j] = np.inf
         self.tier[j] = -1
-        self.last_gpus[j] = self.gpus[j]
-        self.gpus[j] = None
 
     def _machine_of(self, j: int) -> int:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
@@ -1425,12 +1425,8 @@ class Engine:
             c.free_total += kernels.complete(np.array(jobs, dtype=np.int64), t, self._jobf, self._jobi, self.state,
                                              self.tier_s, self._gpu_store, c.buffer, racks, mpr, gpm)
             c.version += len(jobs)
-            gpus = self.gpus
             for j in jobs:  # the rest of _close_segment and _set_state
-                self._below_best.discard(j)
-                self._declined.pop(j, None)
-                self.last_gpus[j] = gpus[j]
-                gpus[j] = None
+                self._let_go(j)
                 self._note_state(j, RUNNING, DONE)
             self.finished += len(jobs)
             return

@@ -103,33 +103,6 @@ JOB_ARRAYS = ("state", "done_iters", "speed", "rate", "seg_start_s", "seg_done0"
               "preemptions", "migrations", "upgrades", "speed_seen")
 
 
-def offers_and_engine(monkeypatch, compiled, trace, spec, policy_name, config):
-    monkeypatch.setattr(ClusterState, "compiled", compiled)
-    engine = Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config)
-    return offers_seen(engine), engine
-
-
-@pytest.mark.parametrize("renewal", RENEWAL_MODES)
-@pytest.mark.parametrize("policy_name", sorted(POLICIES))
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(run=small_runs())
-def test_compiled_engine_runs_exactly_as_the_reference(monkeypatch, run, policy_name, renewal):
-    """Same offers, same per-job arrays bit for bit, same GPU holders, same results."""
-    spec, trace, config = run
-    config = dataclasses.replace(config, renewal=renewal)
-    seen_a, fast = offers_and_engine(monkeypatch, True, trace, spec, policy_name, config)
-    seen_b, plain = offers_and_engine(monkeypatch, False, trace, spec, policy_name, config)
-    assert seen_a == seen_b
-    for name in JOB_ARRAYS:
-        assert np.array_equal(getattr(fast, name), getattr(plain, name), equal_nan=True), name
-    assert np.array_equal(fast.cluster.owner, plain.cluster.owner)
-    assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == \
-        (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
-    a, b = collect(fast), collect(plain)
-    assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
-
-
 def assert_same_run(fast: Engine, plain: Engine) -> None:
     """Two finished engines made the same run: every per-job array bit for bit, the same GPU
     holders, areas, rounds, passes and results."""
@@ -143,6 +116,28 @@ def assert_same_run(fast: Engine, plain: Engine) -> None:
         (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
     a, b = collect(fast), collect(plain)
     assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
+
+
+def offers_and_engine(monkeypatch, compiled, trace, spec, policy_name, config):
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
+    engine = Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config)
+    return offers_seen(engine), engine
+
+
+@pytest.mark.parametrize("renewal", RENEWAL_MODES)
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(run=small_runs())
+def test_compiled_engine_runs_exactly_as_the_reference(monkeypatch, run, policy_name, renewal):
+    """Same offers, and the same run (assert_same_run): per-job arrays bit for bit, GPU
+    holders, results."""
+    spec, trace, config = run
+    config = dataclasses.replace(config, renewal=renewal)
+    seen_a, fast = offers_and_engine(monkeypatch, True, trace, spec, policy_name, config)
+    seen_b, plain = offers_and_engine(monkeypatch, False, trace, spec, policy_name, config)
+    assert seen_a == seen_b
+    assert_same_run(fast, plain)
 
 
 def native_run(monkeypatch, compiled, trace, spec, policy_name, config) -> Engine:
