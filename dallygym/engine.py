@@ -34,9 +34,11 @@ arrival then id); policies read them through the engine object.
 
 The small-array work of a pass (placements, opening a boundary, runs of renewals, tier tests,
 progress, completions) runs as compiled kernels (:mod:`dallygym.kernels`). Where the policy's
-priority is one the engine knows and its hooks allow it, a whole pass runs compiled
-(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) up to each turn that needs Python,
-which is taken here. With ``ClusterState.compiled`` false the Python methods here and in
+priority is one the engine knows and it neither migrates nor lets an agent pick, the whole
+event loop runs compiled (:func:`dallygym.kernels.run_events`: events, passes, records) up to
+each event or turn that needs Python, which is taken here (:meth:`Engine._event`,
+:meth:`Engine._python_turn`); otherwise events are taken here one by one, with compiled passes
+(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) where the policy's hooks allow. With ``ClusterState.compiled`` false the Python methods here and in
 :mod:`dallygym.cluster` run instead, with the same results bit for bit (they are the reference
 the tests hold the kernels to).
 """
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -59,6 +62,12 @@ from .policies.base import Policy, auto_accept_of, hooks_on_start, priority_keys
 
 if TYPE_CHECKING:
     from .latency import LatencyModel
+
+#: Speed factors already asked of each latency model, ``{model name: {shape: s}}``, shared by
+#: the runs that use the same model object (an environment's episodes): a latency model is a
+#: pure function of (model, shape) (see :class:`~dallygym.latency.LatencyModel`), and a run
+#: that starts knowing them makes its placements compiled from its first pass.
+_KNOWN_SPEEDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
@@ -104,6 +113,12 @@ class JobSet:
     def remove(self, j: int) -> None:
         """``j`` has just left the state."""
         self._left = True
+
+    def load(self, members: np.ndarray) -> None:
+        """The members are now ``members`` (increasing; kept, not copied)."""
+        self._array = members
+        self._added = []
+        self._left = False
 
     def array(self) -> np.ndarray:
         """The members in increasing order."""
@@ -459,17 +474,20 @@ class Engine:
         self.passes = 0  # scheduling passes run (one per event time the engine stops at)
         self._last_sync_s = self.now_s
         self._next_arrival = 0  # position in arrival order (the arrays are arrival-sorted)
-        #: ``(time_s, gpus_used, running, waiting, remaining)`` after each event, at most
-        #: :attr:`timeline_rows` rows: when full, every other row is dropped and later rows are
-        #: recorded at least the new mean spacing apart, so a long run's memory stays bounded.
-        #: (The summary does not read it: see ``busy_gpu_s``.)
-        self.timeline: list[tuple[float, int, int, int, int]] = []
-        self._timeline_step_s = 0.0  # least spacing of new rows (0 until the first thinning)
-        self._timeline_next_s = -math.inf
+        #: The timeline: ``(time_s, gpus_used, running, waiting, remaining)`` after each event,
+        #: at most :attr:`timeline_rows` rows (:attr:`timeline`): when full, every other row
+        #: is dropped and later rows are recorded at least the new mean spacing apart, so a
+        #: long run's memory stays bounded. (The summary does not read it: see ``busy_gpu_s``.)
+        #: Rows in ``_timeline`` (made when the run starts), their count and the least spacing
+        #: of new rows (0 until the first thinning) in ``_rec_i`` / ``_rec_f``
+        #: (kernels.RI_* / RF_*), as :func:`dallygym.kernels.record` keeps them.
+        self._timeline = np.zeros((0, 5))
+        self._rec_i = np.zeros(4, dtype=np.int64)
+        self._rec_f = np.array([0.0, -math.inf, 0.0])
         #: Exact partial sums (Shewchuk) of GPUs used x time from the first event to the last
-        #: one: :meth:`busy_gpu_s` adds the span to the end of the run and rounds once.
-        self._busy_partials: list[float] = []
-        self._last_event: tuple[float, int] | None = None
+        #: one, ``_partials[:_rec_i[RI_PARTIALS]]``: :meth:`busy_gpu_s` adds the span to the
+        #: end of the run and rounds once. (At most about 40 partials: a double's exponent range.)
+        self._partials = np.zeros(128)
         #: Integral over time of the number of jobs in the system (arrived, not finished), in
         #: job-seconds: at the end it equals the sum of all JCTs.
         self.in_system_area_s = 0.0
@@ -487,8 +505,19 @@ class Engine:
         keys = priority_keys_of(policy)
         self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
         self._on_start_hook = hooks_on_start(policy)
-        #: The compiled pass's log: (code, job) per change it made (kernels.LOG_*).
-        self._turn_log = np.zeros((2 * n + 2, 3), dtype=np.int64)
+        #: The compiled pass's log: (code, job, shape entry, tier) per change it made
+        #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
+        #: the time Python reads the log), and per row the time and a start's starvation then. Room for an
+        #: event's changes: 3 per job at most.
+        self._turn_log = np.zeros((3 * n + 16, 4), dtype=np.int64)
+        self._log_f = np.zeros((3 * n + 16, 2))
+        #: The compiled loop's state (kernels.run_events): scalars (kernels.LI_*, LF_*), and
+        #: the waiting and running jobs (rows 0 and 1, increasing; the job sets' arrays it
+        #: was last given are ``_sets_given``).
+        self._li = np.zeros(kernels.LI_SIZE, dtype=np.int64)
+        self._lf = np.zeros(kernels.LF_SIZE)
+        self._sets = np.zeros((2, n), dtype=np.int64)
+        self._sets_given: tuple = (None, None)
         #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
         self._plan = np.zeros((4, n), dtype=np.int64)
         self._expired_buf = np.zeros(n, dtype=np.int64)
@@ -513,6 +542,13 @@ class Engine:
         for k, name in enumerate(kernels.JOB_INTS):
             setattr(self, name, self._jobi[k])
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
+        try:
+            self._known_speeds: dict[str, dict] = _KNOWN_SPEEDS.setdefault(latency, {})
+        except TypeError:  # a model that cannot be weakly referenced: this run's own
+            self._known_speeds = {}
+        for index, name in enumerate(self.model_names):
+            for shape, s in self._known_speeds.get(name, {}).items():
+                self._note_speed(index, shape, s)
 
     # --- views for policies and the environment ------------------------------------------
 
@@ -591,61 +627,180 @@ class Engine:
         self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
         self._started = True
         self.policy.reset(self, self.rng)
-        lease = self.config.lease_s
-        round_no = 1
-        next_round = self.first_arrival_s + lease
-        idle_rounds = 0
-        arrival = self.arrival_s
+        self._round_no = 1
+        self._next_round = self.first_arrival_s + self.config.lease_s
+        self._idle_rounds = 0
+        self._timeline = np.zeros((self.timeline_rows + 1, 5))  # (one spare row: see _record)
+        if not self._compiled_loop():
+            while self.finished < self.n:
+                yield from self._event()
+            return
+        # The loop runs compiled (kernels.run_events) until an event or a turn needs Python.
+        self._finish_heap = None  # the next finish is found among the running jobs instead
+        resume = -1
+        while True:
+            stop = self._run_events(resume)
+            resume = -1
+            if stop == kernels.STOP_TURN:
+                resume = yield from self._python_turn()
+            elif stop == kernels.STOP_EVENT:
+                yield from self._event()
+            elif stop == kernels.STOP_IDLE:
+                raise self._idle_error()
+            elif stop == kernels.STOP_DONE:
+                return
+
+    def _compiled_loop(self) -> bool:
+        """Whether :meth:`decisions` runs compiled: the kernels are on, the policy's priority
+        order is one the engine computes, it does not migrate, and no agent picks."""
+        return (self.cluster.compiled and self.renew_together and self._keys >= 0 and not self.agent_picks
+                and not self._migrates)
+
+    def _event(self) -> Generator[Offer | Pick, Tier | int | None, None]:
+        """The next event: time moves to it (arrival, finish or round boundary, whichever
+        comes first), jobs finish and arrive, then a scheduling pass and a timeline record."""
         n = self.n
-        boundary_may_act = self._boundary_may_act
+        lease = self.config.lease_s
         first = self.first_arrival_s
-        while self.finished < n:
-            t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
-            t_fin = self._next_finish_s()
-            if next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not boundary_may_act():
-                # With no job waiting, no renewal offer to make and no possible migration, a
-                # round boundary changes nothing: every lease is renewed on the same GPUs.
-                # Nothing changes either until the next event, so jump to the last boundary
-                # not after it.
-                t_next = min(t_arr, t_fin)
-                k = max(round_no, math.floor((t_next - first) / lease))
-                while first + k * lease > t_next:
-                    k -= 1
-                while first + (k + 1) * lease <= t_next:
-                    k += 1
-                if k > round_no:
-                    self.rounds += k - round_no
-                    round_no = k
-                    next_round = first + round_no * lease
-            t = min(t_arr, t_fin, next_round)
-            self._advance(t)
-            if t_fin <= t:
-                self._complete(self._finishing_by(t), t)
-            while self._next_arrival < n and arrival[self._next_arrival] <= t:
-                self._set_state(self._next_arrival, WAITING)
-                self._next_arrival += 1
-            boundary = t >= next_round
+        arrival = self.arrival_s
+        t_arr = arrival[self._next_arrival] if self._next_arrival < n else math.inf
+        t_fin = self._next_finish_s()
+        if self._next_round < min(t_arr, t_fin) and self.n_waiting == 0 and not self._boundary_may_act():
+            # With no job waiting, no renewal offer to make and no possible migration, a
+            # round boundary changes nothing: every lease is renewed on the same GPUs.
+            # Nothing changes either until the next event, so jump to the last boundary
+            # not after it.
+            t_next = min(t_arr, t_fin)
+            k = max(self._round_no, math.floor((t_next - first) / lease))
+            while first + k * lease > t_next:
+                k -= 1
+            while first + (k + 1) * lease <= t_next:
+                k += 1
+            if k > self._round_no:
+                self.rounds += k - self._round_no
+                self._round_no = k
+                self._next_round = first + k * lease
+        t = min(t_arr, t_fin, self._next_round)
+        self._advance(t)
+        if t_fin <= t:
+            self._complete(self._finishing_by(t), t)
+        while self._next_arrival < n and arrival[self._next_arrival] <= t:
+            self._set_state(self._next_arrival, WAITING)
+            self._next_arrival += 1
+        boundary = t >= self._next_round
+        if boundary:
+            self.rounds += 1
+            self._round_no += 1
+            self._next_round = first + self._round_no * lease
+            if self.cluster.free_total == self.spec.num_gpus and self._next_arrival >= n:
+                self._idle_rounds += 1
+                if self._idle_rounds > self.config.max_idle_rounds and self.finished < n:
+                    raise self._idle_error()
+            else:
+                self._idle_rounds = 0
+        yield from self._pass(t, boundary)
+        self._record(t)
+
+    def _idle_error(self) -> EngineError:
+        return EngineError(
+            f"policy {self.policy.name!r} left {self.n - self.finished} job(s) waiting on an "
+            f"idle cluster for {self.config.max_idle_rounds} rounds"
+        )
+
+    def _run_events(self, resume: int) -> int:
+        """Run kernels.run_events (from the pass stopped at ``resume`` if >= 0) and complete
+        what it did in Python: the engine's scalars and job sets, then its log. Returns why it
+        stopped (kernels.STOP_*)."""
+        c = self.cluster
+        li, lf = self._li, self._lf
+        # The scalars in kernels.LI_* and LF_* order.
+        li[:12] = (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
+                   self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version, c.marks_active)
+        li[kernels.LI_N_LOG] = 0
+        lf[:5] = (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s)
+        sets = self._sets
+        waiting, running = self.waiting_jobs(), self.running_jobs()
+        if waiting is not self._sets_given[0]:
+            sets[0, :waiting.size] = waiting
+        if running is not self._sets_given[1]:
+            sets[1, :running.size] = running
+        auto = self._auto if self._batch_starts else kernels.AUTO_NONE
+        stop = kernels.run_events(
+            resume, self.arrival_s, self.first_arrival_s, self.config.lease_s, self.config.max_idle_rounds,
+            self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered, auto, self._keys,
+            self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
+            self.placements_by_tier, self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed,
+            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, sets, li, lf, self._plan,
+            self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._rec_i, self._rec_f,
+            self._partials, self._timeline)
+        (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
+         self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version, marks) = li[:12].tolist()
+        c.marks_active = bool(marks)
+        self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s = lf[:5].tolist()
+        given = (sets[0, :self.n_waiting].copy(), sets[1, :self.n_running].copy())
+        self._waiting.load(given[0])
+        self._running.load(given[1])
+        self._sets_given = given
+        n_log = li.item(kernels.LI_N_LOG)
+        if n_log:
+            self._apply_turn_log(n_log, None)
+        return stop
+
+    def _python_turn(self) -> Generator[Offer, Tier | None, int]:
+        """The turn at which kernels.run_events stopped in a pass, taken in Python; returns
+        the position from which the kernel goes on with the pass, or -1 if the rest of the
+        pass was taken here too (as in :meth:`_pass_turns`: after a declined question, or
+        for a policy whose starts are not batched)."""
+        li = self._li
+        t = self.now_s
+        boundary = bool(li.item(kernels.LI_BOUNDARY))
+        pos = li.item(kernels.LI_POS)
+        n_queue = li.item(kernels.LI_N_QUEUE)
+        plan = self._plan
+        queue, least_ahead = plan[1, :n_queue], plan[2, :n_queue]
+        expired_pos = plan[3, :li.item(kernels.LI_N_EXP_POS)]
+        cluster = self.cluster
+        rest_here = not (self._auto and self._batch_starts)
+        try:
             if boundary:
-                self.rounds += 1
-                round_no += 1
-                next_round = self.first_arrival_s + round_no * lease
-                if self.cluster.free_total == self.spec.num_gpus and self._next_arrival >= n:
-                    idle_rounds += 1
-                    if idle_rounds > self.config.max_idle_rounds and self.finished < n:
-                        raise EngineError(
-                            f"policy {self.policy.name!r} left {n - self.finished} job(s) waiting on an "
-                            f"idle cluster for {self.config.max_idle_rounds} rounds"
-                        )
-                else:
-                    idle_rounds = 0
-            yield from self._pass(t, boundary)
-            self._record(t)
+                start = li.item(kernels.LI_START)
+                if li.item(kernels.LI_N_RANKED):
+                    self._ranked = plan[0, start:start + li.item(kernels.LI_N_RANKED)]
+                # The lease-expired jobs the pass has not visited: those from this turn on.
+                self.expired_unvisited.update(queue[expired_pos[expired_pos >= pos]].tolist())
+            free = cluster.free_total
+            yield from self._visit(queue.item(pos), t)
+            if not rest_here and not (li.item(kernels.LI_ASKS) and cluster.free_total == free):
+                # The kernel goes on with the pass (and ends it: marks and ranks).
+                self.expired_unvisited.clear()
+                self._ranked = None
+                return pos + 1
+            yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t)
+        except BaseException:
+            self._end_pass(boundary)
+            raise
+        if boundary:
+            self._end_pass(boundary)
+        self._record(t)
+        return -1
+
+    def _end_pass(self, boundary: bool) -> None:
+        """A boundary pass's end: no lease-expired job left unvisited, no GPU marked, no rank."""
+        if boundary:
+            self.expired_unvisited.clear()
+            self.cluster.clear_marks()
+            if self._ranked is not None:
+                self._rank[self._ranked] = -1
+                self._ranked = None
 
     def _next_finish_s(self) -> np.float64:
         """The earliest finish time of a running job (inf if none), dropping stale heap
-        entries on the way."""
+        entries on the way (without the heap: the least over the running jobs)."""
         heap = self._finish_heap
         finish = self.finish_s
+        if heap is None:
+            run = self.running_jobs()
+            return finish[run].min() if run.size else np.float64(math.inf)
         while heap:
             f, j = heap[0]
             if finish.item(j) == f:
@@ -658,6 +813,9 @@ class Engine:
         (taken off the heap)."""
         heap = self._finish_heap
         finish = self.finish_s
+        if heap is None:
+            run = self.running_jobs()
+            return run[finish[run] <= t].tolist()
         due = set()
         while heap and heap[0][0] <= t:
             f, j = heapq.heappop(heap)
@@ -1186,19 +1344,27 @@ class Engine:
             self._apply_turn_log(n_log, t)
         return stop, asks
 
-    def _apply_turn_log(self, n_log: int, t: float) -> None:
-        """What :meth:`_start` and :meth:`_preempt` do beyond the arrays, for each change in
-        the compiled pass's log, in order."""
+    def _apply_turn_log(self, n_log: int, t: float | None) -> None:
+        """What :meth:`_start`, :meth:`_preempt` and :meth:`_complete` do beyond the arrays,
+        for each change in a compiled pass's log, in order. ``t`` None: the log of
+        kernels.run_events, which kept the job sets and counters itself and logged times."""
         expired = self.expired_unvisited
         heap = self._finish_heap
         best = self.best_possible_tier
-        for code, j, entry in self._turn_log[:n_log].tolist():
-            if code == kernels.LOG_PREEMPTED:
+        states = t is not None
+        hook = self._on_start_hook
+        log_f = self._log_f
+        for r, (code, j, entry, logged_level) in enumerate(self._turn_log[:n_log].tolist()):
+            if code == kernels.LOG_COMPLETED:
+                self._let_go(j)
+            elif code == kernels.LOG_PREEMPTED:
                 expired.discard(j)
                 self._let_go(j)
-                self._note_state(j, RUNNING, WAITING)
+                if states:
+                    self._note_state(j, RUNNING, WAITING)
             else:  # a start
-                self._note_state(j, WAITING, RUNNING)
+                if states:
+                    self._note_state(j, WAITING, RUNNING)
                 if code == kernels.LOG_RESTARTED_SAME:
                     self.gpus[j] = self.last_gpus[j]
                 else:
@@ -1206,12 +1372,17 @@ class Engine:
                     off = self._gpu_off.item(j)
                     self.gpus[j] = self._gpu_store[off:off + g].copy()
                     self.last_shape[j] = ((g,),) if entry < 0 else self._shape_list[entry]
-                level = self.tier.item(j)
+                level = self.tier.item(j) if states else logged_level
                 if level > best.item(j):
                     self._below_best.add(j)
-                heapq.heappush(heap, (self.finish_s.item(j), j))
-                if self._on_start_hook:
-                    self.policy.on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
+                if heap is not None:
+                    heapq.heappush(heap, (self.finish_s.item(j), j))
+                if hook:
+                    if states:
+                        self.policy.on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
+                    else:
+                        at, waited = log_f[r].tolist()
+                        self.policy.on_start(self, j, _TIERS[level], waited, at)
 
     def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
         """The turns, in order, of lease-expired jobs with nothing else happening between them
@@ -1470,12 +1641,18 @@ class Engine:
             s = float(self.latency.speed_factor(self.model[j], shape))
             if not 0.0 < s <= 1.0:
                 raise EngineError(f"latency model {self.latency!r} gave speed factor {s} for {self.model[j]} {shape}")
-            self._speed_cache[key] = s
-            if len(shape) == 1 and len(shape[0]) == 1:  # one machine: for the compiled pass
-                self._machine_speed[key[0], shape[0][0]] = s
-            else:
-                self._add_shape(key[0], shape, s)
+            self._known_speeds.setdefault(self.model_names[key[0]], {})[shape] = s
+            self._note_speed(key[0], shape, s)
         return s
+
+    def _note_speed(self, model: int, shape, s: float) -> None:
+        """Remember the speed factor of model index ``model`` on ``shape``: in the cache, and in
+        the tables of the compiled pass."""
+        self._speed_cache[(model, shape)] = s
+        if len(shape) == 1 and len(shape[0]) == 1:  # one machine
+            self._machine_speed[model, shape[0][0]] = s
+        else:
+            self._add_shape(model, shape, s)
 
     def _add_shape(self, model: int, shape, s: float) -> None:
         """Enter a rack or network placement's speed factor in the compiled pass's table."""
@@ -1536,7 +1713,8 @@ class Engine:
         self.seg_done0[j] = done
         finish = progress_s + (self._total_iterations_list[j] - done) / rate
         self.finish_s[j] = finish
-        heapq.heappush(self._finish_heap, (finish, j))
+        if self._finish_heap is not None:
+            heapq.heappush(self._finish_heap, (finish, j))
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1
@@ -1560,35 +1738,60 @@ class Engine:
 
     def _record(self, t: float) -> None:
         used = self.cluster.used_total
-        if self._last_event is not None:
-            t0, used0 = self._last_event
-            _add_exact(self._busy_partials, used0 * (t - t0))
-        self._last_event = (t, used)
-        if t < self._timeline_next_s:
+        remaining = self.n - self.finished
+        if self.cluster.compiled:
+            kernels.record(t, used, self.n_running, self.n_waiting, remaining, self._rec_i, self._rec_f,
+                           self._partials, self._timeline)
             return
-        rows = self.timeline
-        rows.append((t, used, self.n_running, self.n_waiting, self.n - self.finished))
-        if len(rows) >= self.timeline_rows:
-            self._timeline_step_s = 2.0 * (t - rows[0][0]) / len(rows)
-            del rows[1::2]
-        self._timeline_next_s = t + self._timeline_step_s
+        rec_i, rec_f, rows = self._rec_i, self._rec_f, self._timeline
+        if rec_i[kernels.RI_HAS_LAST]:
+            t0 = rec_f[kernels.RF_LAST_T]
+            rec_i[kernels.RI_PARTIALS] = _add_exact(self._partials, int(rec_i[kernels.RI_PARTIALS]),
+                                                    rec_i[kernels.RI_LAST_USED] * (t - t0))
+        rec_i[kernels.RI_HAS_LAST] = 1
+        rec_i[kernels.RI_LAST_USED] = used
+        rec_f[kernels.RF_LAST_T] = t
+        if t < rec_f[kernels.RF_NEXT]:
+            return
+        k = int(rec_i[kernels.RI_ROWS])
+        rows[k] = (t, used, self.n_running, self.n_waiting, remaining)
+        k += 1
+        if k >= len(rows) - 1:  # (one spare row)
+            rec_f[kernels.RF_STEP] = 2.0 * (t - rows[0, 0]) / k
+            kept = rows[:k:2].copy()
+            rows[:len(kept)] = kept
+            k = len(kept)
+        rec_i[kernels.RI_ROWS] = k
+        rec_f[kernels.RF_NEXT] = t + rec_f[kernels.RF_STEP]
+
+    @property
+    def timeline(self) -> list[tuple[float, int, int, int, int]]:
+        """``(time_s, gpus_used, running, waiting, remaining)`` after each event, at most
+        :attr:`timeline_rows` rows (see ``_timeline``)."""
+        rows = self._timeline[:self._rec_i[kernels.RI_ROWS]]
+        counts = rows[:, 1:].astype(np.int64).T.tolist()
+        return list(zip(rows[:, 0].tolist(), *counts))
 
     def busy_gpu_s(self, end_s: float) -> float:
         """GPU-seconds in use from the first event to ``end_s`` (the end of the run): the sum
         over events of GPUs used x time to the next event, correctly rounded (``math.fsum``
         of the same products the per-event timeline gives)."""
-        if self._last_event is None:
+        rec_i = self._rec_i
+        if not rec_i[kernels.RI_HAS_LAST]:
             return 0.0
-        t0, used0 = self._last_event
-        return math.fsum([*self._busy_partials, used0 * (end_s - t0)])
+        t0 = float(self._rec_f[kernels.RF_LAST_T])
+        last = int(rec_i[kernels.RI_LAST_USED]) * (end_s - t0)
+        return math.fsum([*self._partials[:rec_i[kernels.RI_PARTIALS]].tolist(), last])
 
 
-def _add_exact(partials: list[float], x: float) -> None:
-    """Add ``x`` to the non-overlapping partial sums ``partials`` without rounding (Shewchuk's
-    algorithm, the one inside ``math.fsum``), so a running total costs O(1) memory and
-    ``math.fsum(partials)`` is the correctly rounded sum of everything added."""
+def _add_exact(partials, n: int, x: float) -> int:
+    """Add ``x`` to the non-overlapping partial sums ``partials[:n]`` without rounding
+    (Shewchuk's algorithm, the one inside ``math.fsum``), so a running total costs O(1) memory
+    and ``math.fsum(partials[:n])`` is the correctly rounded sum of everything added. Returns
+    the new number of partials (``partials`` must have room for one more)."""
     i = 0
-    for y in partials:
+    for k in range(n):
+        y = partials[k]
         if abs(x) < abs(y):
             x, y = y, x
         hi = x + y
@@ -1597,7 +1800,8 @@ def _add_exact(partials: list[float], x: float) -> None:
             partials[i] = lo
             i += 1
         x = hi
-    partials[i:] = [x]
+    partials[i] = x
+    return i + 1
 
 
 def run_policy(engine: Engine, progress: Callable[[Engine], None] | None = None) -> Engine:

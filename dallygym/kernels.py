@@ -1054,3 +1054,296 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     k, e = _visit_plan_into(order[start:n], num_gpus, state, free_total + count, boundary, plan[1], plan[2],
                             plan[3])
     return 2, n, start, n - start, k, e, n_expired, count
+
+
+# --- the event loop (Engine.decisions) ------------------------------------------------------
+
+#: Slots of the event loop's int state (``Engine._li``): what :func:`run_events` reads and
+#: writes of the engine's counters, the round clock, the cluster's scalars and the pass it
+#: stopped in.
+(LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
+ LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
+ LI_START, LI_N_RANKED, LI_N_EXPIRED, LI_POS, LI_ASKS, LI_SIZE) = range(22)
+#: Slots of its float state (``Engine._lf``).
+LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
+#: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
+RI_ROWS, RI_PARTIALS, RI_HAS_LAST, RI_LAST_USED = range(4)
+RF_STEP, RF_NEXT, RF_LAST_T = range(3)
+#: Why :func:`run_events` returned: every job finished; a turn of a pass needs Python (at
+#: ``LI_POS``); an event needs Python from its start (whether a round boundary may act); its
+#: log is full (nothing done for the next event yet); the cluster idled too long.
+STOP_DONE, STOP_TURN, STOP_EVENT, STOP_LOG, STOP_IDLE = range(5)
+#: A log row of :func:`run_events` beyond :func:`pass_turns`'s: a job finished.
+LOG_COMPLETED = 4
+
+
+@njit(cache=True, nogil=True)
+def add_exact(partials, n, x):
+    """Add ``x`` to the ``n`` non-overlapping partial sums ``partials[:n]`` without rounding
+    (Shewchuk's algorithm, as engine._add_exact); returns the new count."""
+    i = 0
+    for k in range(n):
+        y = partials[k]
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i] = x
+    return i + 1
+
+
+@njit(cache=True, nogil=True)
+def record(t, used, running, waiting, remaining, rec_i, rec_f, partials, timeline):
+    """Engine._record: the busy GPU-seconds since the last event, and a timeline row."""
+    if rec_i[RI_HAS_LAST]:
+        rec_i[RI_PARTIALS] = add_exact(partials, rec_i[RI_PARTIALS], rec_i[RI_LAST_USED] * (t - rec_f[RF_LAST_T]))
+    rec_i[RI_HAS_LAST] = 1
+    rec_i[RI_LAST_USED] = used
+    rec_f[RF_LAST_T] = t
+    if t < rec_f[RF_NEXT]:
+        return
+    k = rec_i[RI_ROWS]
+    timeline[k, 0] = t
+    timeline[k, 1] = used
+    timeline[k, 2] = running
+    timeline[k, 3] = waiting
+    timeline[k, 4] = remaining
+    k += 1
+    if k >= timeline.shape[0] - 1:  # (one spare row)
+        rec_f[RF_STEP] = 2.0 * (t - timeline[0, 0]) / k
+        kept = 0
+        for i in range(0, k, 2):
+            timeline[kept] = timeline[i]
+            kept += 1
+        k = kept
+    rec_i[RI_ROWS] = k
+    rec_f[RF_NEXT] = t + rec_f[RF_STEP]
+
+
+@njit(cache=True, nogil=True)
+def _set_insert(members, size, j):
+    """Insert ``j`` into the increasing ``members[:size]``; returns the new size."""
+    pos = np.searchsorted(members[:size], j)
+    members[pos + 1:size + 1] = members[pos:size].copy()
+    members[pos] = j
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _set_remove(members, size, j):
+    """Remove ``j`` from the increasing ``members[:size]``; returns the new size."""
+    pos = np.searchsorted(members[:size], j)
+    members[pos:size - 1] = members[pos + 1:size].copy()
+    return size - 1
+
+
+@njit(cache=True, nogil=True)
+def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys,
+               overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed, shapes,
+               shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, sets, li, lf, plan, expired_buf,
+               renewed, log, log_f, rec_i, rec_f, partials, timeline):
+    """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
+    :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
+
+    ``resume`` >= 0: first go on with the pass that stopped, from that position of its plan.
+    The engine's scalars are in ``li`` / ``lf`` (LI_*, LF_*), the waiting and running jobs
+    in ``sets[0, :n_waiting]`` / ``sets[1, :n_running]`` (increasing), the record state in
+    ``rec_i`` / ``rec_f`` / ``partials`` / ``timeline`` (:func:`record`). ``mode``: the
+    renewal mode (0 upgrade, 1 keep, 2 rebid). ``auto``: which offers the passes accept
+    themselves (AUTO_NONE: every offer stops them). The changes Python completes are logged
+    in order (``log`` rows as :func:`pass_turns`'s plus LOG_COMPLETED; ``log_f``: the time
+    and, for a start, the job's starvation then), from ``li[LI_N_LOG]`` on.
+    """
+    n = arrival.size
+    num_gpus = jobi[I_GPUS]
+    finish = jobf[F_FINISH]
+    waiting = sets[0]
+    running = sets[1]
+    rank = jobi[I_RANK]
+    cap = log.shape[0]
+    owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
+    pos = resume
+    while True:
+        if pos < 0:
+            # --- the next event (Engine._next_event) ---
+            if li[LI_FINISHED] >= n:
+                return STOP_DONE
+            na = li[LI_NEXT_ARRIVAL]
+            t_arr = arrival[na] if na < n else np.inf
+            t_fin = np.inf
+            for i in range(li[LI_N_RUNNING]):
+                f = finish[running[i]]
+                if f < t_fin:
+                    t_fin = f
+            t_next = min(t_arr, t_fin)
+            # Room in the log for everything this event may do: finishes, arrivals, and per
+            # job of the pass a preemption and a start.
+            arriving = 0
+            while na + arriving < n and arrival[na + arriving] <= t_next:
+                arriving += 1
+            if li[LI_N_LOG] + 3 * (li[LI_N_RUNNING] + li[LI_N_WAITING] + arriving) + 1 > cap:
+                return STOP_LOG
+            next_round = lf[LF_NEXT_ROUND]
+            if next_round < t_next and li[LI_N_WAITING] == 0:
+                may_act = False
+                if mode == 0:
+                    if upgrades_offered and li[LI_FREE_TOTAL] > 0:
+                        for i in range(li[LI_N_RUNNING]):
+                            j = running[i]
+                            if jobi[I_TIER, j] > jobi[I_BEST, j]:
+                                return STOP_EVENT  # an upgrade may be possible: Python tells
+                elif mode == 2:
+                    may_act = li[LI_N_RUNNING] > 0
+                if not may_act:
+                    round_no = li[LI_ROUND_NO]
+                    k = max(round_no, np.int64(np.floor((t_next - first_s) / lease_s)))
+                    while first_s + k * lease_s > t_next:
+                        k -= 1
+                    while first_s + (k + 1) * lease_s <= t_next:
+                        k += 1
+                    if k > round_no:
+                        li[LI_ROUNDS] += k - round_no
+                        li[LI_ROUND_NO] = k
+                        next_round = first_s + k * lease_s
+                        lf[LF_NEXT_ROUND] = next_round
+            t = min(t_next, next_round)
+            # advance
+            dt = t - lf[LF_LAST_SYNC]
+            if dt > 0:
+                lf[LF_IN_SYSTEM] += dt * (na - li[LI_FINISHED])
+                n_run = li[LI_N_RUNNING]
+                if n_run:
+                    speeds = advance(running[:n_run], jobf[F_RUN], jobf[F_DONE], jobf[F_SEG_DONE0], jobf[F_RATE],
+                                     jobf[F_SEG_START], jobf[F_SPEED], dt, t)
+                    lf[LF_COMM] += dt * float(n_run - speeds)
+            lf[LF_LAST_SYNC] = t
+            lf[LF_NOW] = t
+            # completions, in increasing index order
+            if t_fin <= t:
+                n_run = li[LI_N_RUNNING]
+                kept = 0
+                done = 0
+                freed = 0
+                n_log = li[LI_N_LOG]
+                for i in range(n_run):
+                    j = running[i]
+                    if finish[j] <= t:
+                        g = num_gpus[j]
+                        lo = jobi[I_GPU_OFF, j]
+                        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], mpr, gpm)
+                        _close(j, t, jobf, jobi[I_TIER], tier_s)
+                        jobf[F_DONE, j] = jobf[F_TOTAL, j]
+                        jobf[F_END, j] = t
+                        state[j] = 3  # DONE
+                        freed += g
+                        done += 1
+                        log[n_log, 0] = LOG_COMPLETED
+                        log[n_log, 1] = j
+                        log_f[n_log, 0] = t
+                        n_log += 1
+                    else:
+                        running[kept] = j
+                        kept += 1
+                li[LI_N_LOG] = n_log
+                li[LI_N_RUNNING] = kept
+                li[LI_FREE_TOTAL] += freed
+                li[LI_VERSION] += done
+                li[LI_FINISHED] += done
+            # arrivals (indices follow arrival: each is the largest waiting index)
+            while na < n and arrival[na] <= t:
+                state[na] = 1  # WAITING
+                waiting[li[LI_N_WAITING]] = na
+                li[LI_N_WAITING] += 1
+                li[LI_WAITING_GPUS] += num_gpus[na]
+                na += 1
+            li[LI_NEXT_ARRIVAL] = na
+            boundary = t >= next_round
+            if boundary:
+                li[LI_ROUNDS] += 1
+                li[LI_ROUND_NO] += 1
+                lf[LF_NEXT_ROUND] = first_s + li[LI_ROUND_NO] * lease_s
+                if li[LI_FREE_TOTAL] == n_gpus and na >= n:
+                    li[LI_IDLE_ROUNDS] += 1
+                    if li[LI_IDLE_ROUNDS] > max_idle and li[LI_FINISHED] < n:
+                        return STOP_IDLE
+                else:
+                    li[LI_IDLE_ROUNDS] = 0
+            # --- the pass (Engine._pass) ---
+            li[LI_PASSES] += 1
+            li[LI_BOUNDARY] = boundary
+            li[LI_N_QUEUE] = 0
+            li[LI_N_RANKED] = 0
+            if boundary or li[LI_N_WAITING] > 0:
+                status, n_cand, start, n_ranked, n_queue, n_exp_pos, n_expired, count = open_pass(
+                    waiting[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys, mode != 2,
+                    upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), False, jobf, jobi,
+                    state, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf)
+                if status == 2:
+                    li[LI_N_QUEUE] = n_queue
+                    li[LI_N_EXP_POS] = n_exp_pos
+                    li[LI_START] = start
+                    li[LI_N_EXPIRED] = n_expired
+                    if n_expired:
+                        li[LI_N_RANKED] = n_ranked
+                        if count:
+                            li[LI_FREE_TOTAL] += count
+                            li[LI_VERSION] += 1
+                            li[LI_MARKS_ACTIVE] = 1
+                    pos = 0
+        else:
+            t = lf[LF_NOW]
+            boundary = li[LI_BOUNDARY] != 0
+        if pos >= 0:
+            # --- the pass's turns, from ``pos`` ---
+            n_queue = li[LI_N_QUEUE]
+            n_log = li[LI_N_LOG]
+            stop, asks, n_new, _, free_total, ops = pass_turns(
+                plan[1, :n_queue], plan[2, :n_queue], plan[3, :li[LI_N_EXP_POS]], pos, t, auto, mode != 2,
+                upgrades_offered, overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier,
+                machine_speed, shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm,
+                li[LI_FREE_TOTAL], li[LI_MARKS_ACTIVE] != 0, log[n_log:], renewed)
+            li[LI_FREE_TOTAL] = free_total
+            li[LI_VERSION] += ops
+            for r in range(n_log, n_log + n_new):
+                j = log[r, 1]
+                log_f[r, 0] = t
+                if log[r, 0] == LOG_PREEMPTED:
+                    li[LI_N_RUNNING] = _set_remove(running, li[LI_N_RUNNING], j)
+                    li[LI_N_WAITING] = _set_insert(waiting, li[LI_N_WAITING], j)
+                    li[LI_WAITING_GPUS] += num_gpus[j]
+                else:  # a start
+                    log[r, 3] = jobi[I_TIER, j]
+                    log_f[r, 1] = t - jobf[F_ANCHOR, j]
+                    li[LI_N_WAITING] = _set_remove(waiting, li[LI_N_WAITING], j)
+                    li[LI_WAITING_GPUS] -= num_gpus[j]
+                    li[LI_N_RUNNING] = _set_insert(running, li[LI_N_RUNNING], j)
+            li[LI_N_LOG] = n_log + n_new
+            if stop >= 0:
+                li[LI_POS] = stop
+                li[LI_ASKS] = asks
+                return STOP_TURN
+            pos = -1
+            if boundary:  # the end of a boundary pass: ClusterState.clear_marks, ranks reset
+                if li[LI_MARKS_ACTIVE]:
+                    mark[:] = IDLE
+                    idle_pm[:] = free_pm
+                    li[LI_MARKS_ACTIVE] = 0
+                start = li[LI_START]
+                for i in range(start, start + li[LI_N_RANKED]):
+                    rank[plan[0, i]] = -1
+        # --- the record (Engine._record) ---
+        record(t, n_gpus - li[LI_FREE_TOTAL], li[LI_N_RUNNING], li[LI_N_WAITING], n - li[LI_FINISHED],
+               rec_i, rec_f, partials, timeline)
+
+
+@njit(cache=True, nogil=True)
+def _any_below_best(running, n_running, jobi):
+    for i in range(n_running):
+        j = running[i]
+        if jobi[I_TIER, j] > jobi[I_BEST, j]:
+            return True
+    return False

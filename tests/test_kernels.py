@@ -16,12 +16,14 @@ from test_queue_env import assert_same_episode, play, random_masked
 import dallygym
 from dallygym import kernels
 from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
-from dallygym.engine import RENEWAL_MODES, Engine, run_policy
+from dallygym.engine import RENEWAL_MODES, Engine, EngineConfig, run_policy
+from dallygym.latency import get_latency_model
 from dallygym.metrics import collect
-from dallygym.policies import Policy
+from dallygym.policies import Policy, make_policy
 from dallygym.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
 from dallygym.policies.dally import DallyManualPolicy, DallyPolicy
 from dallygym.policies.tiresias import TiresiasPolicy
+from dallygym.trace import load_trace
 
 
 def cluster_in_state(racks, mpr, gpm, owners, marks, compiled) -> ClusterState:
@@ -290,3 +292,32 @@ def test_shape_code_orders_racks_as_python_orders_tuples():
 def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
     values = np.random.default_rng(seed).random(n) * 10.0 ** scale
     assert kernels.pairwise_sum(values, 0, n) == np.add.reduce(values)
+
+
+def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_start(monkeypatch):
+    """The compiled event loop calls Dally's on_start (batched) when it returns to Python, maybe
+    several events after the start: with that start's tier, starvation and time -- a job that
+    has finished by then included (its tier is no longer its current one). The tuner's records,
+    hence every timer and the whole run, are the reference's."""
+    from dallygym.policies import dally
+
+    record = dally.AutoTuner.record
+
+    def run(compiled):
+        records = []
+
+        def spy(self, tier, num_gpus, starvation_s, now_s):
+            records.append((int(tier), int(num_gpus), float(starvation_s), float(now_s)))
+            return record(self, tier, num_gpus, starvation_s, now_s)
+
+        monkeypatch.setattr(dally.AutoTuner, "record", spy)
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        spec = ClusterSpec(2)
+        engine = Engine(load_trace("batch-500", cluster=spec), spec, make_policy("dally"),
+                        get_latency_model("dally-paper"), EngineConfig())
+        run_policy(engine)
+        return records, engine
+
+    (fast_records, fast), (plain_records, plain) = run(True), run(False)
+    assert len(fast_records) > 1000 and fast_records == plain_records
+    assert_same_run(fast, plain)
