@@ -513,10 +513,12 @@ class Engine:
         self._log_f = np.zeros((3 * n + 16, 2))
         #: The compiled loop's state (kernels.run_events): scalars (kernels.LI_*, LF_*), and
         #: the waiting and running jobs (rows 0 and 1, increasing; the job sets' arrays it
-        #: was last given are ``_sets_given``).
+        #: was last given are ``_sets_given``), and for Nw_sens priority the waiting jobs in
+        #: priority order (row 2) with their keys (``_wkey``).
         self._li = np.zeros(kernels.LI_SIZE, dtype=np.int64)
         self._lf = np.zeros(kernels.LF_SIZE)
-        self._sets = np.zeros((2, n), dtype=np.int64)
+        self._sets = np.zeros((3, n), dtype=np.int64)
+        self._wkey = np.zeros(n)  # (a waiting job's priority key: kernels.run_events)
         self._sets_given: tuple = (None, None)
         #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
         self._plan = np.zeros((4, n), dtype=np.int64)
@@ -722,6 +724,7 @@ class Engine:
         waiting, running = self.waiting_jobs(), self.running_jobs()
         if waiting is not self._sets_given[0]:
             sets[0, :waiting.size] = waiting
+            li[kernels.LI_KEYED] = 0  # the kernel orders the waiting jobs again
         if running is not self._sets_given[1]:
             sets[1, :running.size] = running
         auto = self._auto if self._batch_starts else kernels.AUTO_NONE
@@ -730,7 +733,7 @@ class Engine:
             self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered, auto, self._keys,
             self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
             self.placements_by_tier, self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed,
-            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, sets, li, lf, self._plan,
+            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, sets, self._wkey, li, lf, self._plan,
             self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._rec_i, self._rec_f,
             self._partials, self._timeline)
         (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
@@ -882,7 +885,7 @@ class Engine:
         status, n_cand, start, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
             waiting, running, boundary, self._keys, self._renewal != "rebid",
             self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._jobf, self._jobi, self.state,
-            c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf)
+            c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf, False, self._wkey)
         if status == 0:
             return None
         cand = None

@@ -997,8 +997,65 @@ def _merge(a, b, out):
 
 
 @njit(cache=True, nogil=True)
+def _merge_keyed(a, akey, b, bkey, b_order, out):
+    """Merge ``a`` (jobs in order of ``akey[job]`` then index) and ``b[b_order]`` (in order
+    of ``bkey[b_order]``, ties by index) into ``out``, by key then index."""
+    i = 0
+    k = 0
+    for q in range(b_order.size):
+        x = b[b_order[q]]
+        kx = bkey[b_order[q]]
+        while i < a.size and (akey[a[i]] < kx or (akey[a[i]] == kx and a[i] < x)):
+            out[k] = a[i]
+            i += 1
+            k += 1
+        out[k] = x
+        k += 1
+    out[k:k + a.size - i] = a[i:]
+
+
+@njit(cache=True, nogil=True)
+def _keyed_pos(order, size, wkey, key, j):
+    """The first position of the increasing-by-(key, index) ``order[:size]`` not before
+    (``key``, ``j``)."""
+    lo = 0
+    hi = size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        m = order[mid]
+        if wkey[m] < key or (wkey[m] == key and m < j):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _keyed_insert(order, size, wkey, key, j):
+    """Insert waiting job ``j`` with priority key ``key`` into ``order[:size]``."""
+    wkey[j] = key
+    pos = _keyed_pos(order, size, wkey, key, j)
+    order[pos + 1:size + 1] = order[pos:size].copy()
+    order[pos] = j
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _keyed_remove(order, size, wkey, j):
+    pos = _keyed_pos(order, size, wkey, wkey[j], j)
+    order[pos:size - 1] = order[pos + 1:size].copy()
+    return size - 1
+
+
+@njit(cache=True, nogil=True)
+def _nw_sens_of(j, jobf):
+    run_s = jobf[F_RUN, j]
+    return jobf[F_DONE, j] * jobf[F_ITER_TIME, j] / run_s if run_s > 0 else 0.0
+
+
+@njit(cache=True, nogil=True)
 def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf, jobi, state, cl, racks, mpr, gpm,
-              free_total, plan, expired_out):
+              free_total, plan, expired_out, keyed, wkey):
     """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
     KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
@@ -1010,16 +1067,23 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     ``expired_out``. Returns (status, candidates, start, jobs ranked, queue length, expired
     positions, lease-expired jobs, GPUs marked), status 0: no pass (nobody waiting fits); 1: a
     boundary where nobody may act (every lease renewed as it stands); 2: a pass over the
-    queue. (Arrays go to the caller's buffers, which are reused: returning one costs about a
+    queue. With ``keyed`` (KEYS_NW_SENS only), ``waiting`` is already in priority order, by
+    their keys ``wkey[j]`` then index (a waiting job's Nw_sens does not change while it waits):
+    only the running jobs are sorted, and merged in. (Arrays go to the caller's buffers, which are reused: returning one costs about a
     microsecond, and a copy of a long queue more.)
     """
     num_gpus = jobi[I_GPUS]
     order = plan[0]
+    keyed = keyed and keys == KEYS_NW_SENS
     if boundary:
         n = waiting.size + running.size
         if n == 0:
             return 0, 0, 0, 0, 0, 0, 0, 0
-        if keys == KEYS_NW_SENS:
+        if keyed:
+            rkey = nw_sens(running, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN])
+            by_key = np.argsort(rkey, kind="mergesort")
+            _merge_keyed(waiting, wkey, running, rkey, by_key, order)
+        elif keys == KEYS_NW_SENS:
             cand = plan[1, :n]
             _merge(waiting, running, cand)
         else:
@@ -1034,9 +1098,9 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
         if n == 0 or least > free_total:
             return 0, 0, 0, 0, 0, 0, 0, 0
         cand = waiting
-        if keys != KEYS_NW_SENS:
+        if keys != KEYS_NW_SENS or keyed:
             order[:n] = waiting
-    if keys == KEYS_NW_SENS:
+    if keys == KEYS_NW_SENS and not keyed:
         by_key = np.argsort(nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN]), kind="mergesort")
         for i in range(n):
             order[i] = cand[by_key[i]]
@@ -1063,7 +1127,7 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
 #: stopped in.
 (LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
  LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
- LI_START, LI_N_RANKED, LI_N_EXPIRED, LI_POS, LI_ASKS, LI_SIZE) = range(22)
+ LI_START, LI_N_RANKED, LI_N_EXPIRED, LI_POS, LI_ASKS, LI_KEYED, LI_SIZE) = range(23)
 #: Slots of its float state (``Engine._lf``).
 LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
 #: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
@@ -1144,14 +1208,16 @@ def _set_remove(members, size, j):
 @njit(cache=True, nogil=True)
 def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys,
                overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed, shapes,
-               shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, sets, li, lf, plan, expired_buf,
-               renewed, log, log_f, rec_i, rec_f, partials, timeline):
+               shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, sets, wkey, li, lf, plan,
+               expired_buf, renewed, log, log_f, rec_i, rec_f, partials, timeline):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
 
     ``resume`` >= 0: first go on with the pass that stopped, from that position of its plan.
     The engine's scalars are in ``li`` / ``lf`` (LI_*, LF_*), the waiting and running jobs
-    in ``sets[0, :n_waiting]`` / ``sets[1, :n_running]`` (increasing), the record state in
+    in ``sets[0, :n_waiting]`` / ``sets[1, :n_running]`` (increasing); with KEYS_NW_SENS the
+    waiting jobs in priority order too, ``sets[2, :n_waiting]`` with their keys in ``wkey``
+    (made again from the waiting jobs unless ``li[LI_KEYED]``), the record state in
     ``rec_i`` / ``rec_f`` / ``partials`` / ``timeline`` (:func:`record`). ``mode``: the
     renewal mode (0 upgrade, 1 keep, 2 rebid). ``auto``: which offers the passes accept
     themselves (AUTO_NONE: every offer stops them). The changes Python completes are logged
@@ -1166,6 +1232,16 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     rank = jobi[I_RANK]
     cap = log.shape[0]
     owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
+    keyed = keys == KEYS_NW_SENS
+    ordered = sets[2]
+    if keyed and not li[LI_KEYED]:
+        nw = li[LI_N_WAITING]
+        for i in range(nw):
+            wkey[waiting[i]] = _nw_sens_of(waiting[i], jobf)
+        by_key = np.argsort(wkey[waiting[:nw]], kind="mergesort")
+        for i in range(nw):
+            ordered[i] = waiting[by_key[i]]
+        li[LI_KEYED] = 1
     pos = resume
     while True:
         if pos < 0:
@@ -1256,6 +1332,8 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             # arrivals (indices follow arrival: each is the largest waiting index)
             while na < n and arrival[na] <= t:
                 state[na] = 1  # WAITING
+                if keyed:  # never run: Nw_sens 0
+                    _keyed_insert(ordered, li[LI_N_WAITING], wkey, 0.0, na)
                 waiting[li[LI_N_WAITING]] = na
                 li[LI_N_WAITING] += 1
                 li[LI_WAITING_GPUS] += num_gpus[na]
@@ -1279,9 +1357,9 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             li[LI_N_RANKED] = 0
             if boundary or li[LI_N_WAITING] > 0:
                 status, n_cand, start, n_ranked, n_queue, n_exp_pos, n_expired, count = open_pass(
-                    waiting[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys, mode != 2,
-                    upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), False, jobf, jobi,
-                    state, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf)
+                    (ordered if keyed else waiting)[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys,
+                    mode != 2, upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), False, jobf,
+                    jobi, state, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf, keyed, wkey)
                 if status == 2:
                     li[LI_N_QUEUE] = n_queue
                     li[LI_N_EXP_POS] = n_exp_pos
@@ -1312,12 +1390,16 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                 j = log[r, 1]
                 log_f[r, 0] = t
                 if log[r, 0] == LOG_PREEMPTED:
+                    if keyed:
+                        _keyed_insert(ordered, li[LI_N_WAITING], wkey, _nw_sens_of(j, jobf), j)
                     li[LI_N_RUNNING] = _set_remove(running, li[LI_N_RUNNING], j)
                     li[LI_N_WAITING] = _set_insert(waiting, li[LI_N_WAITING], j)
                     li[LI_WAITING_GPUS] += num_gpus[j]
                 else:  # a start
                     log[r, 3] = jobi[I_TIER, j]
                     log_f[r, 1] = t - jobf[F_ANCHOR, j]
+                    if keyed:
+                        _keyed_remove(ordered, li[LI_N_WAITING], wkey, j)
                     li[LI_N_WAITING] = _set_remove(waiting, li[LI_N_WAITING], j)
                     li[LI_WAITING_GPUS] -= num_gpus[j]
                     li[LI_N_RUNNING] = _set_insert(running, li[LI_N_RUNNING], j)
