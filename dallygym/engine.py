@@ -393,7 +393,8 @@ class Engine:
         # enum construction would dominate it).
         self._num_gpus_list: list[int] = self.num_gpus.tolist()
         self._job_id_list: list[int] = self.job_id.tolist()
-        self._best_tier_list: list[Tier] = [_TIERS[t] for t in self.best_possible_tier.tolist()]
+        self._best_level_list: list[int] = self.best_possible_tier.tolist()
+        self._best_tier_list: list[Tier] = [_TIERS[t] for t in self._best_level_list]
         self._model_index_list: list[int] = self.model_index.tolist()
         self._iter_time_list: list[float] = self.iter_time_s.tolist()
         self._total_iterations_list: list[float] = self.total_iterations.tolist()
@@ -430,6 +431,7 @@ class Engine:
         self._gpu_off = np.zeros(n, dtype=np.int64)
         np.cumsum(self.num_gpus[:-1], out=self._gpu_off[1:])
         self._gpu_store = np.zeros(int(self.num_gpus.sum()), dtype=np.int64)
+        self._gpu_off_list: list[int] = self._gpu_off.tolist()
         #: Speed factor of a one-machine placement per (model index, GPUs), NaN until the
         #: latency model was asked (filled by :meth:`_speed_factor`; read by the compiled pass).
         self._machine_speed = np.full((len(self.model_names), cluster.gpus_per_machine + 1), np.nan)
@@ -548,9 +550,8 @@ class Engine:
             self._known_speeds: dict[str, dict] = _KNOWN_SPEEDS.setdefault(latency, {})
         except TypeError:  # a model that cannot be weakly referenced: this run's own
             self._known_speeds = {}
-        for index, name in enumerate(self.model_names):
-            for shape, s in self._known_speeds.get(name, {}).items():
-                self._note_speed(index, shape, s)
+        self._note_speeds([(index, shape, s) for index, name in enumerate(self.model_names)
+                           for shape, s in self._known_speeds.get(name, {}).items()])
 
     # --- views for policies and the environment ------------------------------------------
 
@@ -1349,43 +1350,49 @@ class Engine:
 
     def _apply_turn_log(self, n_log: int, t: float | None) -> None:
         """What :meth:`_start`, :meth:`_preempt` and :meth:`_complete` do beyond the arrays,
-        for each change in a compiled pass's log, in order. ``t`` None: the log of
-        kernels.run_events, which kept the job sets and counters itself and logged times."""
-        expired = self.expired_unvisited
+        for each change in a compiled pass's log, in order (:meth:`_let_go` written out: this
+        runs for most starts and ends of a run). ``t`` None: the log of kernels.run_events,
+        which kept the job sets and counters itself and logged the tiers and times."""
         heap = self._finish_heap
-        best = self.best_possible_tier
+        best = self._best_level_list
         states = t is not None
-        hook = self._on_start_hook
-        log_f = self._log_f
-        for r, (code, j, entry, logged_level) in enumerate(self._turn_log[:n_log].tolist()):
-            if code == kernels.LOG_COMPLETED:
-                self._let_go(j)
-            elif code == kernels.LOG_PREEMPTED:
-                expired.discard(j)
-                self._let_go(j)
-                if states:
+        on_start = self.policy.on_start if self._on_start_hook else None
+        gpus, last_gpus, last_shape = self.gpus, self.last_gpus, self.last_shape
+        below, declined, expired = self._below_best, self._declined, self.expired_unvisited
+        store, offsets, num_gpus, shapes = self._gpu_store, self._gpu_off_list, self._num_gpus_list, self._shape_list
+        times = self._log_f[:n_log].tolist() if on_start is not None and not states else None
+        for r, (code, j, entry, level) in enumerate(self._turn_log[:n_log].tolist()):
+            if code == kernels.LOG_COMPLETED or code == kernels.LOG_PREEMPTED:
+                below.discard(j)
+                if declined:
+                    declined.pop(j, None)
+                last_gpus[j] = gpus[j]
+                gpus[j] = None
+                if states:  # (a preemption: run_events logs completions only)
+                    expired.discard(j)
                     self._note_state(j, RUNNING, WAITING)
-            else:  # a start
+                continue
+            # a start
+            if states:
+                self._note_state(j, WAITING, RUNNING)
+                level = self.tier.item(j)
+            if code == kernels.LOG_RESTARTED_SAME:
+                gpus[j] = last_gpus[j]
+            else:
+                g = num_gpus[j]
+                off = offsets[j]
+                gpus[j] = store[off:off + g].copy()
+                last_shape[j] = ((g,),) if entry < 0 else shapes[entry]
+            if level > best[j]:
+                below.add(j)
+            if heap is not None:
+                heapq.heappush(heap, (self.finish_s.item(j), j))
+            if on_start is not None:
                 if states:
-                    self._note_state(j, WAITING, RUNNING)
-                if code == kernels.LOG_RESTARTED_SAME:
-                    self.gpus[j] = self.last_gpus[j]
+                    on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
                 else:
-                    g = self._num_gpus_list[j]
-                    off = self._gpu_off.item(j)
-                    self.gpus[j] = self._gpu_store[off:off + g].copy()
-                    self.last_shape[j] = ((g,),) if entry < 0 else self._shape_list[entry]
-                level = self.tier.item(j) if states else logged_level
-                if level > best.item(j):
-                    self._below_best.add(j)
-                if heap is not None:
-                    heapq.heappush(heap, (self.finish_s.item(j), j))
-                if hook:
-                    if states:
-                        self.policy.on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
-                    else:
-                        at, waited = log_f[r].tolist()
-                        self.policy.on_start(self, j, _TIERS[level], waited, at)
+                    at, waited = times[r]
+                    on_start(self, j, _TIERS[level], waited, at)
 
     def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
         """The turns, in order, of lease-expired jobs with nothing else happening between them
@@ -1651,28 +1658,52 @@ class Engine:
     def _note_speed(self, model: int, shape, s: float) -> None:
         """Remember the speed factor of model index ``model`` on ``shape``: in the cache, and in
         the tables of the compiled pass."""
-        self._speed_cache[(model, shape)] = s
-        if len(shape) == 1 and len(shape[0]) == 1:  # one machine
-            self._machine_speed[model, shape[0][0]] = s
-        else:
-            self._add_shape(model, shape, s)
+        self._note_speeds([(model, shape, s)])
 
-    def _add_shape(self, model: int, shape, s: float) -> None:
-        """Enter a rack or network placement's speed factor in the compiled pass's table."""
-        code = [c for rack in shape for c in (*rack, 0)]  # as kernels.shape_code
+    def _note_speeds(self, entries: list) -> None:
+        """:meth:`_note_speed` for each ``(model, shape, s)`` of ``entries`` (new ones)."""
+        cache = self._speed_cache
+        machine = []
+        shapes = []
+        for model, shape, s in entries:
+            cache[(model, shape)] = s
+            if len(shape) == 1 and len(shape[0]) == 1:  # one machine
+                machine.append((model, shape[0][0], s))
+            else:
+                shapes.append((model, shape, s))
+        if machine:
+            models, sizes, speeds = zip(*machine)
+            self._machine_speed[list(models), list(sizes)] = speeds
+        if shapes:
+            self._add_shapes(shapes)
+
+    def _add_shapes(self, entries: list) -> None:
+        """Enter rack or network placements' speed factors, ``(model, shape, s)`` each, in the
+        compiled pass's table."""
+        codes = [[c for rack in shape for c in (*rack, 0)] for _, shape, _ in entries]  # as kernels.shape_code
+        lengths = [len(code) for code in codes]
         e = len(self._shape_list)
-        if e == len(self._shape_rows):
-            self._shape_rows = np.concatenate((self._shape_rows, np.zeros_like(self._shape_rows)))
-            self._shape_speed = np.concatenate((self._shape_speed, np.zeros_like(self._shape_speed)))
+        rows = len(self._shape_rows)
+        while e + len(entries) > rows:
+            rows *= 2
+        if rows > len(self._shape_rows):
+            self._shape_rows = np.concatenate((self._shape_rows, np.zeros((rows - len(self._shape_rows), 3),
+                                                                          dtype=np.int64)))
+            self._shape_speed = np.concatenate((self._shape_speed, np.zeros(rows - len(self._shape_speed))))
         lo = self._shape_seq_used
-        if lo + len(code) > len(self._shape_seq):
-            self._shape_seq = np.concatenate((self._shape_seq, np.zeros(max(len(self._shape_seq), len(code)),
+        end = lo + sum(lengths)
+        if end > len(self._shape_seq):
+            self._shape_seq = np.concatenate((self._shape_seq, np.zeros(max(len(self._shape_seq), end - lo),
                                                                         dtype=np.int64)))
-        self._shape_seq[lo:lo + len(code)] = code
-        self._shape_seq_used = lo + len(code)
-        self._shape_rows[e] = (model, lo, len(code))
-        self._shape_speed[e] = s
-        self._shape_list.append(shape)
+        self._shape_seq[lo:end] = [c for code in codes for c in code]
+        starts = np.cumsum([lo, *lengths[:-1]])
+        block = self._shape_rows[e:e + len(entries)]
+        block[:, 0] = [model for model, _, _ in entries]
+        block[:, 1] = starts
+        block[:, 2] = lengths
+        self._shape_speed[e:e + len(entries)] = [s for _, _, s in entries]
+        self._shape_seq_used = end
+        self._shape_list.extend(shape for _, shape, _ in entries)
 
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False, kind: str = "new") -> None:
         g = self._num_gpus_list[j]
