@@ -12,7 +12,7 @@ import pytest
 
 from dallygym import kernels, simulate
 from dallygym.cli import main
-from dallygym.cluster import ClusterSpec
+from dallygym.cluster import ClusterSpec, ClusterState
 from dallygym.engine import RUNNING, Engine, EngineConfig, JobSet, _add_exact, run_policy
 from dallygym.latency import get_latency_model
 from dallygym.metrics import collect
@@ -57,7 +57,9 @@ def _engine(trace: str, racks: int, policy: str) -> Engine:
                   EngineConfig())
 
 
-def test_a_thinned_timeline_stays_bounded_and_leaves_the_summary_unchanged():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_thinned_timeline_stays_bounded_and_leaves_the_summary_unchanged(monkeypatch, compiled):
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
     full = collect(run_policy(_engine("poisson-411", 4, "dally")))
     engine = _engine("poisson-411", 4, "dally")
     engine.timeline_rows = 50
