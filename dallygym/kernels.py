@@ -1,7 +1,9 @@
 """Compiled kernels for the engine's hot paths (numba, SPEC §4; issue 11).
 
 Each kernel does, in one compiled call, what a method of :class:`dallygym.cluster.ClusterState`
-or :class:`dallygym.engine.Engine` does with many small numpy calls. The Python methods stay
+or :class:`dallygym.engine.Engine` does with many small numpy calls; :func:`run_events` runs
+the engine's whole event loop, calling the others, until an event or a turn needs Python
+(``Engine.decisions``'s loop, :meth:`Engine._event`, is its reference). The Python methods stay
 the readable reference: every kernel gives the same answer bit for bit, and the tests hold it
 to that (``ClusterState.compiled = False`` runs the reference, in the engine too).
 
@@ -11,7 +13,7 @@ microsecond of dispatch; state they change is changed in place, and the Python s
 scalar counters (``free_total``, ``version``) in step.
 
 Compiled code is cached on disk beside this file (``cache=True``): the first run on a
-machine compiles it (about 13 s), later processes load it. numba cannot cache a recursive
+machine compiles it (about 30 s), later processes load it. numba cannot cache a recursive
 function, so none is (see :func:`pairwise_sum`).
 """
 

@@ -62,8 +62,9 @@ class LatencyModel(abc.ABC):
     """Maps (model identifier, placement shape) to a speed factor in (0, 1].
 
     Subclasses implement :meth:`speed_factor` and set ``name``. The engine calls
-    ``speed_factor`` once per new (model, shape) pair and caches the answer, so a model must be
-    a pure function of its arguments.
+    ``speed_factor`` once per new (model, shape) pair and caches the answer -- across the runs
+    that use the same model object, too (an environment's episodes) -- so a model must be a
+    pure function of its arguments, and must not be changed once it has been used.
 
     Only the job's own shape is seen here. A later model that also depends on the other jobs'
     placements (e.g. congestion between jobs sharing rack uplinks) would subclass this, add its
