@@ -38,7 +38,8 @@ priority is one the engine knows and it neither migrates nor lets an agent pick,
 event loop runs compiled (:func:`dallygym.kernels.run_events`: events, passes, records) up to
 each event or turn that needs Python, which is taken here (:meth:`Engine._event`,
 :meth:`Engine._python_turn`); otherwise events are taken here one by one, with compiled passes
-(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) where the policy's hooks allow. With ``ClusterState.compiled`` false the Python methods here and in
+(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) where the policy's hooks allow.
+With ``ClusterState.compiled`` false the Python methods here and in
 :mod:`dallygym.cluster` run instead, with the same results bit for bit (they are the reference
 the tests hold the kernels to).
 """
@@ -509,8 +510,8 @@ class Engine:
         self._on_start_hook = hooks_on_start(policy)
         #: The compiled pass's log: (code, job, shape entry, tier) per change it made
         #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
-        #: the time Python reads the log), and per row the time and a start's starvation then. Room for an
-        #: event's changes: 3 per job at most.
+        #: the time Python reads the log), and per row the time and a start's starvation
+        #: then. Room for an event's changes: 3 per job at most.
         self._turn_log = np.zeros((3 * n + 16, 4), dtype=np.int64)
         self._log_f = np.zeros((3 * n + 16, 2))
         #: The compiled loop's state (kernels.run_events): scalars (kernels.LI_*, LF_*), and
@@ -716,11 +717,13 @@ class Engine:
         stopped (kernels.STOP_*)."""
         c = self.cluster
         li, lf = self._li, self._lf
-        # The scalars in kernels.LI_* and LF_* order.
-        li[:12] = (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
-                   self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version, c.marks_active)
+        # The scalars in kernels.LI_* and LF_* order (the first LI_N_LOG and LF_SIZE).
+        li[:kernels.LI_N_LOG] = (self._next_arrival, self.finished, self.rounds, self._round_no,
+                                 self._idle_rounds, self.passes, self.n_waiting, self.n_running,
+                                 self.waiting_gpus, c.free_total, c.version, c.marks_active)
         li[kernels.LI_N_LOG] = 0
-        lf[:5] = (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s)
+        lf[:kernels.LF_SIZE] = (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
+                                self.comm_area_s)
         sets = self._sets
         waiting, running = self.waiting_jobs(), self.running_jobs()
         if waiting is not self._sets_given[0]:
@@ -738,9 +741,11 @@ class Engine:
             self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._rec_i, self._rec_f,
             self._partials, self._timeline)
         (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
-         self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version, marks) = li[:12].tolist()
+         self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version,
+         marks) = li[:kernels.LI_N_LOG].tolist()
         c.marks_active = bool(marks)
-        self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s = lf[:5].tolist()
+        (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
+         self.comm_area_s) = lf[:kernels.LF_SIZE].tolist()
         given = (sets[0, :self.n_waiting].copy(), sets[1, :self.n_running].copy())
         self._waiting.load(given[0])
         self._running.load(given[1])
@@ -765,6 +770,7 @@ class Engine:
         expired_pos = plan[3, :li.item(kernels.LI_N_EXP_POS)]
         cluster = self.cluster
         rest_here = not (self._auto and self._batch_starts)
+        resumed = None
         try:
             if boundary:
                 start = li.item(kernels.LI_START)
@@ -778,13 +784,12 @@ class Engine:
                 # The kernel goes on with the pass (and ends it: marks and ranks).
                 self.expired_unvisited.clear()
                 self._ranked = None
-                return pos + 1
+                resumed = pos + 1
+                return resumed
             yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t)
-        except BaseException:
-            self._end_pass(boundary)
-            raise
-        if boundary:
-            self._end_pass(boundary)
+        finally:
+            if resumed is None:  # the pass ends here (or the generator is closed)
+                self._end_pass(boundary)
         self._record(t)
         return -1
 
@@ -940,7 +945,6 @@ class Engine:
                     expired_pos: np.ndarray) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass's turns over its visit plan, in order (see :meth:`_visit_plan`)."""
         cluster = self.cluster
-        expired_set = self.expired_unvisited
         try:
             if self.agent_picks:
                 yield from self._picked_visits(queue.tolist(), t, boundary)
@@ -970,12 +974,7 @@ class Engine:
             else:
                 yield from self._python_turns(queue, least_ahead, expired_pos, 0, t)
         finally:
-            if boundary:
-                expired_set.clear()
-                cluster.clear_marks()
-                if self._ranked is not None:
-                    self._rank[self._ranked] = -1
-                    self._ranked = None
+            self._end_pass(boundary)
         if boundary:
             self._migrations(cand, t)
 
@@ -1368,7 +1367,7 @@ class Engine:
                     declined.pop(j, None)
                 last_gpus[j] = gpus[j]
                 gpus[j] = None
-                if states:  # (a preemption: run_events logs completions only)
+                if states:  # a preemption (a pass logs no completions)
                     expired.discard(j)
                     self._note_state(j, RUNNING, WAITING)
                 continue
@@ -1652,16 +1651,13 @@ class Engine:
             if not 0.0 < s <= 1.0:
                 raise EngineError(f"latency model {self.latency!r} gave speed factor {s} for {self.model[j]} {shape}")
             self._known_speeds.setdefault(self.model_names[key[0]], {})[shape] = s
-            self._note_speed(key[0], shape, s)
+            self._note_speeds([(key[0], shape, s)])
         return s
 
-    def _note_speed(self, model: int, shape, s: float) -> None:
-        """Remember the speed factor of model index ``model`` on ``shape``: in the cache, and in
-        the tables of the compiled pass."""
-        self._note_speeds([(model, shape, s)])
-
     def _note_speeds(self, entries: list) -> None:
-        """:meth:`_note_speed` for each ``(model, shape, s)`` of ``entries`` (new ones)."""
+        """Remember the speed factor ``s`` of model index ``model`` on ``shape`` for each
+        ``(model, shape, s)`` of ``entries`` (new ones): in the cache, and in the tables of the
+        compiled pass."""
         cache = self._speed_cache
         machine = []
         shapes = []

@@ -1125,11 +1125,12 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
 # --- the event loop (Engine.decisions) ------------------------------------------------------
 
 #: Slots of the event loop's int state (``Engine._li``): what :func:`run_events` reads and
-#: writes of the engine's counters, the round clock, the cluster's scalars and the pass it
+#: writes of the engine's counters, the round clock and the cluster's scalars (the slots before
+#: LI_N_LOG, which the engine copies in and out), then its log's length and the pass it
 #: stopped in.
 (LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
  LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
- LI_START, LI_N_RANKED, LI_N_EXPIRED, LI_POS, LI_ASKS, LI_KEYED, LI_SIZE) = range(23)
+ LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_SIZE) = range(22)
 #: Slots of its float state (``Engine._lf``).
 LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
 #: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
@@ -1366,7 +1367,6 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                     li[LI_N_QUEUE] = n_queue
                     li[LI_N_EXP_POS] = n_exp_pos
                     li[LI_START] = start
-                    li[LI_N_EXPIRED] = n_expired
                     if n_expired:
                         li[LI_N_RANKED] = n_ranked
                         if count:
