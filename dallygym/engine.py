@@ -147,6 +147,31 @@ class JobSet:
         return arr
 
 
+class JobGpus:
+    """Each job's GPUs, read from the engine's GPU store (``num_gpus[j]`` slots from
+    ``offsets[j]``: its current GPUs while it holds a placement, its last ones after): item
+    ``j`` is a new array of them, or None while ``flags[j] < 0`` -- the job's tier for the
+    GPUs it holds now (-1 unless it holds a placement), its last tier for the GPUs it held
+    last (-1 until its first placement). Read only; the store is the one record."""
+
+    __slots__ = ("_flags", "_num_gpus", "_offsets", "_store")
+
+    def __init__(self, store: np.ndarray, offsets: np.ndarray, num_gpus: np.ndarray, flags: np.ndarray) -> None:
+        self._store, self._offsets, self._num_gpus, self._flags = store, offsets, num_gpus, flags
+
+    def __len__(self) -> int:
+        return self._flags.size
+
+    def __getitem__(self, j: int) -> np.ndarray | None:
+        if self._flags[j] < 0:  # (an index out of range raises IndexError here)
+            return None
+        lo = self._offsets.item(j)
+        return self._store[lo:lo + self._num_gpus.item(j)].copy()
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self)))
+
+
 class EngineError(RuntimeError):
     """A policy or agent answered the engine with something it cannot carry out."""
 
@@ -422,9 +447,10 @@ class Engine:
         self.upgrades = np.zeros(n, dtype=np.int64)
         #: Speed factor of the last placement each job had at each tier (0 if never there).
         self.speed_seen = np.zeros((n, 3))
-        self.gpus: list[np.ndarray | None] = [None] * n
-        self.last_gpus: list[np.ndarray | None] = [None] * n
         self._last_tier = np.full(n, -1, dtype=np.int64)  # tier and shape of gpus / last_gpus
+        # Shape of each job's last placement: its entry in the shape table, -1 for one machine,
+        # or kernels.SHAPE_LISTED for a start made in Python, whose shape is in ``last_shape``.
+        self._shape_entry = np.full(n, -1, dtype=np.int64)
         self.last_shape: list = [None] * n
         # Each job's GPUs in one flat array, ``num_gpus[j]`` slots from ``_gpu_off[j]``: its
         # current ones while it runs, its last ones otherwise (``gpus`` / ``last_gpus`` as the
@@ -462,7 +488,6 @@ class Engine:
         # Index sets kept in step with ``state`` too, so that no event scans all n jobs.
         self._waiting = JobSet(self.state, WAITING, self.cluster.compiled)
         self._running = JobSet(self.state, RUNNING, self.cluster.compiled)
-        self._below_best: set[int] = set()  # running jobs whose tier is worse than their best possible one
         #: (finish time, job) of every placement made; an entry whose time is no longer the
         #: job's ``finish_s`` is stale (the placement ended early) and is dropped when met.
         self._finish_heap: list[tuple[float, int]] = []
@@ -470,6 +495,9 @@ class Engine:
         #: lease expired); -1 between passes. ``_ranked``: the jobs ranked.
         self._rank = np.full(n, -1, dtype=np.int64)
         self._ranked: np.ndarray | None = None
+        #: A key (kernels.vector_key) of the free GPUs per machine with which each job last
+        #: declined an upgrade offer, 0 if none: the compiled loop's view of ``_declined``.
+        self._declined_key = np.zeros(n, dtype=np.int64)
         self.now_s = float(self.arrival_s[0])
         self.first_arrival_s = float(self.arrival_s[0])
         self.finished = 0
@@ -546,6 +574,10 @@ class Engine:
             setattr(self, name, self._jobf[k])
         for k, name in enumerate(kernels.JOB_INTS):
             setattr(self, name, self._jobi[k])
+        #: The GPUs each job holds now (None if none), and those it held last (None before its
+        #: first placement), as arrays: views of the GPU store (:class:`JobGpus`).
+        self.gpus = JobGpus(self._gpu_store, self._gpu_off, self.num_gpus, self.tier)
+        self.last_gpus = JobGpus(self._gpu_store, self._gpu_off, self.num_gpus, self._last_tier)
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
         try:
             self._known_speeds: dict[str, dict] = _KNOWN_SPEEDS.setdefault(latency, {})
@@ -564,10 +596,17 @@ class Engine:
         """Indices of the running jobs, increasing (do not modify the array)."""
         return self._running.array()
 
+    def below_best_jobs(self) -> np.ndarray:
+        """Indices of the running jobs whose tier is worse than their best possible one,
+        increasing."""
+        run = self.running_jobs()
+        return run[self.tier[run] > self.best_possible_tier[run]]
+
     @property
     def n_below_best(self) -> int:
         """Running jobs whose tier is worse than their best possible one."""
-        return len(self._below_best)
+        run = self.running_jobs()
+        return int(np.count_nonzero(self.tier[run] > self.best_possible_tier[run]))
 
     def _set_state(self, j: int, new: int) -> None:
         """The one place job states change, keeping the counters right."""
@@ -866,7 +905,7 @@ class Engine:
             return False
         if self._upgrade_version != c.version:
             self._upgrade_version = c.version
-            below = sorted(self._below_best)
+            below = self.below_best_jobs().tolist()
             self._upgrade_value = any(self._upgrade_free_for(j) for j in below)
         return self._upgrade_value
 
@@ -891,7 +930,7 @@ class Engine:
         status, n_cand, start, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
             waiting, running, boundary, self._keys, self._renewal != "rebid",
             self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._jobf, self._jobi, self.state,
-            c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf, False, self._wkey)
+            self._gpu_store, c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf, False, self._wkey)
         if status == 0:
             return None
         cand = None
@@ -1174,7 +1213,7 @@ class Engine:
             start, expired, count = kernels.expire_leases(
                 order, state, self.tier, self.best_possible_tier, mode != "rebid",
                 self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._rank, c.owner,
-                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm)
+                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, self._gpu_store, self._gpu_off, self.num_gpus)
             if start < 0:
                 return None
             visit = order[start:]
@@ -1261,6 +1300,8 @@ class Engine:
                 if mode == "upgrade":
                     if tiers:
                         self._declined[j] = free_now
+                        if cluster.compiled:  # what the compiled loop compares (kernels.vector_key)
+                            self._declined_key[j] = kernels.vector_key(cluster.free_per_machine)
                     cluster.allocate(j, held, self._machine_of(j))  # keeps its GPUs at no cost
                 else:
                     self._preempt(j, t)  # rebid and declined: it waits, its GPUs free for anyone
@@ -1349,49 +1390,45 @@ class Engine:
 
     def _apply_turn_log(self, n_log: int, t: float | None) -> None:
         """What :meth:`_start`, :meth:`_preempt` and :meth:`_complete` do beyond the arrays,
-        for each change in a compiled pass's log, in order (:meth:`_let_go` written out: this
+        for the changes in a compiled pass's log, in order (:meth:`_let_go` written out: this
         runs for most starts and ends of a run). ``t`` None: the log of kernels.run_events,
-        which kept the job sets and counters itself and logged the tiers and times."""
-        heap = self._finish_heap
-        best = self._best_level_list
-        states = t is not None
+        which kept the job sets and counters itself and logged the tiers and times. (The GPU
+        lists, the shapes and the jobs below their best tier are read from the arrays the
+        kernels wrote: nothing to do for them here.)"""
+        log = self._turn_log[:n_log]
+        declined = self._declined
         on_start = self.policy.on_start if self._on_start_hook else None
-        gpus, last_gpus, last_shape = self.gpus, self.last_gpus, self.last_shape
-        below, declined, expired = self._below_best, self._declined, self.expired_unvisited
-        store, offsets, num_gpus, shapes = self._gpu_store, self._gpu_off_list, self._num_gpus_list, self._shape_list
-        times = self._log_f[:n_log].tolist() if on_start is not None and not states else None
-        for r, (code, j, entry, level) in enumerate(self._turn_log[:n_log].tolist()):
-            if code == kernels.LOG_COMPLETED or code == kernels.LOG_PREEMPTED:
-                below.discard(j)
+        if t is None:
+            if declined:
+                codes = log[:, 0]
+                ended = log[(codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED), 1]
+                for j in ended.tolist():
+                    declined.pop(j, None)
+            if on_start is not None:
+                codes = log[:, 0]
+                started = (codes == kernels.LOG_STARTED) | (codes == kernels.LOG_RESTARTED_SAME)
+                times = self._log_f[:n_log][started].tolist()
+                for (j, level), (at, waited) in zip(log[started][:, [1, 3]].tolist(), times):
+                    on_start(self, j, _TIERS[level], waited, at)
+            return
+        heap = self._finish_heap
+        expired = self.expired_unvisited
+        shape_entry = self._shape_entry
+        for code, j, entry, _ in log.tolist():
+            if code == kernels.LOG_PREEMPTED:  # (a pass logs no completions)
                 if declined:
                     declined.pop(j, None)
-                last_gpus[j] = gpus[j]
-                gpus[j] = None
-                if states:  # a preemption (a pass logs no completions)
-                    expired.discard(j)
-                    self._note_state(j, RUNNING, WAITING)
+                expired.discard(j)
+                self._note_state(j, RUNNING, WAITING)
                 continue
             # a start
-            if states:
-                self._note_state(j, WAITING, RUNNING)
-                level = self.tier.item(j)
-            if code == kernels.LOG_RESTARTED_SAME:
-                gpus[j] = last_gpus[j]
-            else:
-                g = num_gpus[j]
-                off = offsets[j]
-                gpus[j] = store[off:off + g].copy()
-                last_shape[j] = ((g,),) if entry < 0 else shapes[entry]
-            if level > best[j]:
-                below.add(j)
+            self._note_state(j, WAITING, RUNNING)
+            if code == kernels.LOG_STARTED:
+                shape_entry[j] = entry
             if heap is not None:
                 heapq.heappush(heap, (self.finish_s.item(j), j))
             if on_start is not None:
-                if states:
-                    on_start(self, j, _TIERS[level], t - self.starve_anchor_s.item(j), t)
-                else:
-                    at, waited = times[r]
-                    on_start(self, j, _TIERS[level], waited, at)
+                on_start(self, j, _TIERS[self.tier.item(j)], t - self.starve_anchor_s.item(j), t)
 
     def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
         """The turns, in order, of lease-expired jobs with nothing else happening between them
@@ -1424,7 +1461,8 @@ class Engine:
             racks, mpr, gpm = self._dims
             n, count = kernels.renew_in_place(
                 jobs, self._rank, c.mark, c.owner, c.free_per_machine, c.idle_per_machine, c.free_per_rack,
-                self.num_gpus, self.tier, self.best_possible_tier, racks, mpr, gpm, self._upgrades_offered)
+                self.num_gpus, self.tier, self.best_possible_tier, racks, mpr, gpm, self._upgrades_offered,
+                self._gpu_store, self._gpu_off)
             if count:  # as ClusterState.renew_marked
                 c.free_total -= count
                 c.version += 1
@@ -1578,12 +1616,16 @@ class Engine:
 
     def _let_go(self, j: int) -> None:
         """The Python part of ending job ``j``'s placement (:meth:`_close_segment`; a compiled
-        kernel does the arrays): it is no longer below its best tier with an offer declined,
-        and its GPUs become its last ones."""
-        self._below_best.discard(j)
+        kernel does the arrays): an upgrade offer it declined is forgotten. (Its GPUs become its
+        last ones by themselves: :class:`JobGpus`.)"""
         self._declined.pop(j, None)  # (only a job below its best tier has an entry)
-        self.last_gpus[j] = self.gpus[j]
-        self.gpus[j] = None
+
+    def _last_shape_of(self, j: int):
+        """The shape of job ``j``'s last placement (:meth:`ClusterSpec.shape_of`)."""
+        entry = self._shape_entry.item(j)
+        if entry == kernels.SHAPE_LISTED:
+            return self.last_shape[j]
+        return ((self._num_gpus_list[j],),) if entry < 0 else self._shape_list[entry]
 
     def _close_segment(self, j: int, t: float) -> None:
         self._let_go(j)
@@ -1596,7 +1638,9 @@ class Engine:
 
     def _machine_of(self, j: int) -> int:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
-        return self.gpus[j].item(0) // self.spec.gpus_per_machine if self._last_tier.item(j) == 0 else -1
+        if self._last_tier.item(j) != 0:
+            return -1
+        return self._gpu_store.item(self._gpu_off.item(j)) // self.spec.gpus_per_machine
 
     def _complete(self, jobs: list[int], t: float) -> None:
         c = self.cluster
@@ -1711,7 +1755,7 @@ class Engine:
         same = prev is not None and not restarted and self._last_tier.item(j) == level and self.cluster.all_free(prev)
         if same:
             gpus = prev
-            shape = self.last_shape[j]
+            shape = self._last_shape_of(j)
         else:
             gpus = self.policy.place(self, j, tier)
             if gpus is None:
@@ -1724,14 +1768,12 @@ class Engine:
             self._gpu_store[off:off + g] = gpus
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
-        self.gpus[j] = gpus
         self._last_tier[j] = level
         self.last_shape[j] = shape
+        self._shape_entry[j] = kernels.SHAPE_LISTED
         self.cluster.allocate(j, gpus, self._machine_of(j))
         self._set_state(j, RUNNING)
         self.tier[j] = level
-        if level > self.best_possible_tier.item(j):
-            self._below_best.add(j)
         self.speed[j] = speed
         self.speed_seen[j, level] = speed
         rate = speed / self._iter_time_list[j]

@@ -304,7 +304,7 @@ def tier_limits(free_pm, free_pr, racks, mpr):
 
 @njit(cache=True, nogil=True)
 def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank, owner, mark, free_pm, free_pr,
-                  mpr, gpm):
+                  mpr, gpm, gpu_store, gpu_off, num_gpus):
     """Engine._expire_leases over ``order`` (waiting and running jobs in priority order).
 
     With ``scan``, the pass starts at the first job that may act -- a waiting job, or with
@@ -312,6 +312,8 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
     at 0 without ``scan``, or with ``from_zero`` once one may act (agent picks). From there on each job gets its rank
     in the pass, and the GPUs of the running ones (lease expired) become free and marked with
     their holder's rank: free counts rise, idle counts do not (ClusterState.mark_reclaimable).
+    A running job's GPUs are ``gpu_store[gpu_off[j]:gpu_off[j] + num_gpus[j]]``: the work is
+    per GPU of the expired jobs, not per GPU of the cluster.
     Returns (start or -1 if no job may act, the lease-expired jobs in order, GPUs marked)."""
     start = 0
     if scan:
@@ -334,45 +336,49 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
             n_expired += 1
     if n_expired == 0:
         return start, expired[:0], 0
-    for i in range(start, order.size):
-        rank[order[i]] = i - start
     count = 0
-    for gpu in range(owner.size):
-        job = owner[gpu]
-        if job < 0:
+    for i in range(start, order.size):
+        j = order[i]
+        r = i - start
+        rank[j] = r
+        if state[j] != 2:
             continue
-        r = rank[job]
-        if r < 0:
-            continue
-        owner[gpu] = -1
-        mark[gpu] = r
-        m = gpu // gpm
-        free_pm[m] += 1
-        free_pr[m // mpr] += 1
-        count += 1
+        lo = gpu_off[j]
+        for q in range(lo, lo + num_gpus[j]):
+            gpu = gpu_store[q]
+            owner[gpu] = -1
+            mark[gpu] = r
+            m = gpu // gpm
+            free_pm[m] += 1
+            free_pr[m // mpr] += 1
+        count += num_gpus[j]
     return start, expired[:n_expired], count
 
 
 @njit(cache=True, nogil=True)
+def _held_marked(j, r, mark, gpu_store, gpu_off, num_gpus):
+    """How many of running job ``j``'s GPUs still carry its pass rank ``r`` (none claimed)."""
+    held = 0
+    lo = gpu_off[j]
+    for q in range(lo, lo + num_gpus[j]):
+        if mark[gpu_store[q]] == r:
+            held += 1
+    return held
+
+
+@njit(cache=True, nogil=True)
 def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus, tier, best_tier,
-                   racks, mpr, gpm, upgrades_offered):
+                   racks, mpr, gpm, upgrades_offered, gpu_store, gpu_off):
     """Engine._renew_in_place: of ``jobs`` (lease-expired, in their turns' order, nothing
     between their turns), renew the leading ones whose turn would give back just the GPUs they
     hold -- none claimed, and no upgrade offer due (a job below its best tier is offered one if
     the idle GPUs and its own make a better tier). Gives their marked GPUs back to them.
-    Returns (jobs renewed, GPUs given back)."""
-    lo = rank[jobs[0]]
-    span = rank[jobs[jobs.size - 1]] - lo + 1
-    # Every mark in [lo, lo + span) belongs to one of ``jobs``.
-    held = np.zeros(span, dtype=np.int64)
-    for gpu in range(mark.size):
-        k = mark[gpu] - lo
-        if 0 <= k < span:
-            held[k] += 1
+    Each job's GPUs are ``gpu_store[gpu_off[j]:gpu_off[j] + num_gpus[j]]`` (only they can
+    carry its mark). Returns (jobs renewed, GPUs given back)."""
     n = jobs.size
     for i in range(jobs.size):
         j = jobs[i]
-        if held[rank[j] - lo] != num_gpus[j]:
+        if _held_marked(j, rank[j], mark, gpu_store, gpu_off, num_gpus) != num_gpus[j]:
             n = i
             break
     if n and upgrades_offered:
@@ -382,29 +388,24 @@ def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
             if tier[j] <= best_tier[j]:
                 continue
             with_own[:] = idle_pm
-            r = rank[j]
-            for gpu in range(mark.size):
-                if mark[gpu] == r:
-                    with_own[gpu // gpm] += 1
+            lo = gpu_off[j]
+            for q in range(lo, lo + num_gpus[j]):  # all marked with its rank (checked above)
+                with_own[gpu_store[q] // gpm] += 1
             if better_tier_in(with_own, racks, mpr, gpm, num_gpus[j], tier[j]):
                 n = i
                 break
-    if n == 0:
-        return 0, 0
-    last = rank[jobs[n - 1]]
-    owner_of = np.empty(span, dtype=np.int64)
-    for i in range(n):
-        owner_of[rank[jobs[i]] - lo] = jobs[i]
     count = 0
-    for gpu in range(mark.size):
-        k = mark[gpu]
-        if lo <= k <= last:
-            owner[gpu] = owner_of[k - lo]
+    for i in range(n):
+        j = jobs[i]
+        lo = gpu_off[j]
+        for q in range(lo, lo + num_gpus[j]):
+            gpu = gpu_store[q]
+            owner[gpu] = j
             mark[gpu] = IDLE
             m = gpu // gpm
             free_pm[m] -= 1
             free_pr[m // mpr] -= 1
-            count += 1
+        count += num_gpus[j]
     return n, count
 
 
@@ -637,10 +638,14 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
               "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s")
 #: Rows of the engine's per-job int table (``Engine._jobi``).
-JOB_INTS = ("num_gpus", "best_possible_tier", "model_index", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank")
+JOB_INTS = ("num_gpus", "best_possible_tier", "model_index", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
+            "_declined_key", "_shape_entry")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
  F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END) = range(len(JOB_FLOATS))
-I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK = range(len(JOB_INTS))
+I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED, I_SHAPE = range(len(JOB_INTS))
+#: ``Engine._shape_entry`` of a job whose last placement's shape is in ``Engine.last_shape``
+#: (a start made in Python); otherwise its shape table entry, or -1 for one machine.
+SHAPE_LISTED = -2
 
 #: What :func:`pass_turns` writes to its log, one ``(code, job, shape)`` row per change that
 #: the Python side completes (job sets, GPU lists, the finish heap, policy hooks): a
@@ -826,7 +831,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             while i < run.size:
                 if renew:
                     r, count = renew_in_place(run[i:], rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
-                                              tier, best_tier, racks, mpr, gpm, upgrades_offered)
+                                              tier, best_tier, racks, mpr, gpm, upgrades_offered, gpu_store,
+                                              gpu_off)
                     if count:
                         free_total -= count
                         ops += 1
@@ -1056,8 +1062,8 @@ def _nw_sens_of(j, jobf):
 
 
 @njit(cache=True, nogil=True)
-def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf, jobi, state, cl, racks, mpr, gpm,
-              free_total, plan, expired_out, keyed, wkey):
+def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf, jobi, state, gpu_store, cl, racks,
+              mpr, gpm, free_total, plan, expired_out, keyed, wkey):
     """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
     KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
@@ -1112,7 +1118,8 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     if boundary:
         owner, mark, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
         start, expired, count = expire_leases(order[:n], state, jobi[I_TIER], jobi[I_BEST], scan, upgrades,
-                                              from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm)
+                                              from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm,
+                                              gpu_store, jobi[I_GPU_OFF], jobi[I_GPUS])
         if start < 0:
             return 1, n, 0, 0, 0, 0, 0, 0
         n_expired = expired.size
@@ -1271,10 +1278,22 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                 may_act = False
                 if mode == 0:
                     if upgrades_offered and li[LI_FREE_TOTAL] > 0:
+                        # A running job below its best tier for which the free GPUs and its own
+                        # make a better tier would be offered an upgrade at the boundary, unless
+                        # it declined one with these very free GPUs: Python keeps the declined
+                        # offers, so it takes that event.
+                        # jobi[I_DECLINED] holds a key of the GPUs a declined offer was made
+                        # with (0: none): another key means other GPUs, and a new offer.
                         for i in range(li[LI_N_RUNNING]):
                             j = running[i]
                             if jobi[I_TIER, j] > jobi[I_BEST, j]:
-                                return STOP_EVENT  # an upgrade may be possible: Python tells
+                                key = _upgrade_key(j, free_pm, gpu_store, jobi, racks, mpr, gpm)
+                                if key == 0:
+                                    continue
+                                if key == jobi[I_DECLINED, j]:
+                                    return STOP_EVENT  # (or the same key for other GPUs)
+                                may_act = True
+                                break
                 elif mode == 2:
                     may_act = li[LI_N_RUNNING] > 0
                 if not may_act:
@@ -1362,7 +1381,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                 status, n_cand, start, n_ranked, n_queue, n_exp_pos, n_expired, count = open_pass(
                     (ordered if keyed else waiting)[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys,
                     mode != 2, upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), False, jobf,
-                    jobi, state, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf, keyed, wkey)
+                    jobi, state, gpu_store, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf, keyed, wkey)
                 if status == 2:
                     li[LI_N_QUEUE] = n_queue
                     li[LI_N_EXP_POS] = n_exp_pos
@@ -1399,6 +1418,8 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                     li[LI_WAITING_GPUS] += num_gpus[j]
                 else:  # a start
                     log[r, 3] = jobi[I_TIER, j]
+                    if log[r, 0] == LOG_STARTED:
+                        jobi[I_SHAPE, j] = log[r, 2]
                     log_f[r, 1] = t - jobf[F_ANCHOR, j]
                     if keyed:
                         _keyed_remove(ordered, li[LI_N_WAITING], wkey, j)
@@ -1422,6 +1443,31 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
         # --- the record (Engine._record) ---
         record(t, n_gpus - li[LI_FREE_TOTAL], li[LI_N_RUNNING], li[LI_N_WAITING], n - li[LI_FINISHED],
                rec_i, rec_f, partials, timeline)
+
+
+@njit(cache=True, nogil=True)
+def vector_key(v):
+    """A key of the int64 vector ``v``, never 0 (FNV-1a over its values): equal vectors have
+    equal keys, so different keys mean different vectors."""
+    h = np.uint64(14695981039346656037)
+    for i in range(v.size):
+        h = (h ^ np.uint64(v[i])) * np.uint64(1099511628211)
+    return np.int64(h | np.uint64(1))
+
+
+@njit(cache=True, nogil=True)
+def _upgrade_key(j, free_pm, gpu_store, jobi, racks, mpr, gpm):
+    """Outside a pass, for running job ``j`` below its best tier: 0 if no tier better than its
+    own is free for it, counting its own GPUs as free (Engine._upgrade_free_for); else the
+    :func:`vector_key` of those free GPUs per machine, with which its offer would be made."""
+    with_own = free_pm.copy()
+    lo = jobi[I_GPU_OFF, j]
+    g = jobi[I_GPUS, j]
+    for q in range(lo, lo + g):
+        with_own[gpu_store[q] // gpm] += 1
+    if not better_tier_in(with_own, racks, mpr, gpm, g, jobi[I_TIER, j]):
+        return 0
+    return vector_key(with_own)
 
 
 @njit(cache=True, nogil=True)

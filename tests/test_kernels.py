@@ -321,3 +321,53 @@ def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_star
     (fast_records, fast), (plain_records, plain) = run(True), run(False)
     assert len(fast_records) > 1000 and fast_records == plain_records
     assert_same_run(fast, plain)
+
+
+def test_vector_key_is_equal_for_equal_vectors_and_never_zero():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        v = rng.integers(0, 9, size=int(rng.integers(1, 40)))
+        assert kernels.vector_key(v) == kernels.vector_key(v.copy()) != 0
+    assert kernels.vector_key(np.zeros(8, dtype=np.int64)) != 0
+    assert kernels.vector_key(np.array([1, 0], dtype=np.int64)) != kernels.vector_key(np.array([0, 1], dtype=np.int64))
+
+
+def test_compiled_loop_keeps_declined_upgrades_as_the_reference_does(monkeypatch):
+    """An agent that declines every upgrade offer and takes the best tier of any other: the
+    compiled loop knows a declined offer by the key of the free GPUs it was made with
+    (Engine._declined_key). With no job waiting, it hands a boundary to Python only when that
+    key matches (the same GPUs: no new offer, the rounds are skipped) and runs it itself
+    otherwise. The episode is the reference's, decision for decision."""
+    from dallygym.engine import Engine as E
+
+    def episode(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        handed = []
+        event = E._event
+
+        def spy(self):
+            handed.append(self.now_s)
+            return (yield from event(self))
+
+        monkeypatch.setattr(E, "_event", spy)
+        env = gym.make("Dally-v0")
+        obs, info = env.reset(seed=2)
+        base = env.unwrapped
+        done, declined, seen = base._done, 0, []
+        while not done:
+            offer = base.offer
+            seen.append((offer.job, offer.now_s, offer.tiers, offer.renewal))
+            if offer.renewal == "upgrade":
+                declined += 1
+                action = 0
+            else:
+                action = 1 + int(offer.tiers[0])
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        return seen, declined, handed, info["summary"], base.engine
+
+    seen_a, declined, handed, summary_a, fast = episode(True)
+    seen_b, _, _, summary_b, plain = episode(False)
+    assert declined > 0 and len(handed) > 0  # both paths exercised
+    assert seen_a == seen_b and summary_a == summary_b
+    assert_same_run(fast, plain)

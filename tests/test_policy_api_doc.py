@@ -18,7 +18,7 @@ import pytest
 import dallygym
 from dallygym import ClusterSpec, EngineConfig, Policy, build_engine
 from dallygym.cluster import ClusterState
-from dallygym.engine import Engine, Offer, Pick
+from dallygym.engine import Engine, JobGpus, Offer, Pick
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "policy-api.md"
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -106,6 +106,10 @@ def test_per_job_array_has_the_documented_type_and_shape(engine, name):
     dtype, width = match.group(1), match.group(2)
     if dtype == "list":
         assert isinstance(value, list) and len(value) == engine.n, name
+        return
+    if dtype == "JobGpus":  # a read-only sequence over the engine's GPU store
+        assert isinstance(value, JobGpus) and len(value) == engine.n, name
+        assert all(g is None or (isinstance(g, np.ndarray) and g.dtype == np.int64) for g in value), name
         return
     assert isinstance(value, np.ndarray), f"{name} is a {type(value).__name__}, documented as an array"
     assert value.dtype == np.dtype(dtype), f"{name} is {value.dtype}, documented as {dtype}"
