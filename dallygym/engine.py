@@ -59,7 +59,8 @@ import pandas as pd
 
 from . import kernels
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
-from .policies.base import Policy, auto_accept_of, hooks_on_start, priority_keys_of, starts_in_batches
+from .policies.base import (Policy, auto_accept_of, hooks_on_start, priority_keys_of, start_batch_hook,
+                            starts_in_batches)
 
 if TYPE_CHECKING:
     from .latency import LatencyModel
@@ -156,17 +157,17 @@ class JobGpus:
 
     __slots__ = ("_flags", "_num_gpus", "_offsets", "_store")
 
-    def __init__(self, store: np.ndarray, offsets: np.ndarray, num_gpus: np.ndarray, flags: np.ndarray) -> None:
+    def __init__(self, store: np.ndarray, offsets: list[int], num_gpus: list[int], flags: np.ndarray) -> None:
         self._store, self._offsets, self._num_gpus, self._flags = store, offsets, num_gpus, flags
 
     def __len__(self) -> int:
         return self._flags.size
 
     def __getitem__(self, j: int) -> np.ndarray | None:
-        if self._flags[j] < 0:  # (an index out of range raises IndexError here)
+        if self._flags.item(j) < 0:  # (an index out of range raises IndexError here)
             return None
-        lo = self._offsets.item(j)
-        return self._store[lo:lo + self._num_gpus.item(j)].copy()
+        lo = self._offsets[j]
+        return self._store[lo:lo + self._num_gpus[j]].copy()
 
     def __iter__(self):
         return (self[j] for j in range(len(self)))
@@ -536,6 +537,7 @@ class Engine:
         keys = priority_keys_of(policy)
         self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
         self._on_start_hook = hooks_on_start(policy)
+        self._on_start_batch = start_batch_hook(policy)
         #: The compiled pass's log: (code, job, shape entry, tier) per change it made
         #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
         #: the time Python reads the log), and per row the time and a start's starvation
@@ -576,8 +578,8 @@ class Engine:
             setattr(self, name, self._jobi[k])
         #: The GPUs each job holds now (None if none), and those it held last (None before its
         #: first placement), as arrays: views of the GPU store (:class:`JobGpus`).
-        self.gpus = JobGpus(self._gpu_store, self._gpu_off, self.num_gpus, self.tier)
-        self.last_gpus = JobGpus(self._gpu_store, self._gpu_off, self.num_gpus, self._last_tier)
+        self.gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self.tier)
+        self.last_gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self._last_tier)
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
         try:
             self._known_speeds: dict[str, dict] = _KNOWN_SPEEDS.setdefault(latency, {})
@@ -1407,8 +1409,13 @@ class Engine:
             if on_start is not None:
                 codes = log[:, 0]
                 started = (codes == kernels.LOG_STARTED) | (codes == kernels.LOG_RESTARTED_SAME)
-                times = self._log_f[:n_log][started].tolist()
-                for (j, level), (at, waited) in zip(log[started][:, [1, 3]].tolist(), times):
+                if not started.any():
+                    return
+                times = self._log_f[:n_log][started]
+                if self._on_start_batch is not None:
+                    self._on_start_batch(self, log[started, 1], log[started, 3], times[:, 1].copy(), times[:, 0].copy())
+                    return
+                for (j, level), (at, waited) in zip(log[started][:, [1, 3]].tolist(), times.tolist()):
                     on_start(self, j, _TIERS[level], waited, at)
             return
         heap = self._finish_heap

@@ -19,6 +19,7 @@ from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
 from dallygym.engine import EngineConfig, Offer
 from dallygym.latency import LatencyModel
 from dallygym.metrics import collect
+from dallygym.policies import Policy
 from dallygym.policies.dally import (
     AutoTuner,
     DallyConsolidatedPolicy,
@@ -391,3 +392,47 @@ def test_same_inputs_give_identical_summaries(cls):
                                lease_s=600.0)) for _ in range(2)]
     assert runs[0].summary == runs[1].summary
     assert runs[0].jobs.equals(runs[1].jobs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries=st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from([1, 2, 4, 8]),
+                                  st.floats(0, 1e5), st.floats(0, 1e3)), max_size=40))
+def test_record_many_is_record_for_each_entry(entries):
+    """AutoTuner.record_many: the same lists and timers as record() per entry, in order."""
+    one, many = AutoTuner(7200.0), AutoTuner(7200.0)
+    now = 0.0
+    rows = []
+    for level, g, waited, step in entries:
+        now += step
+        rows.append((level, g, waited, now))
+        one.record(Tier(level), g, waited, now)
+    if rows:
+        levels, gpus, waited, times = (np.array(col) for col in zip(*rows))
+        many.record_many(levels, gpus, waited, times)
+    assert one._times == many._times and one._values == many._values
+    for g in (1, 2, 4, 8):
+        assert one.timers(g, now) == many.timers(g, now)
+
+
+def test_record_many_refuses_what_record_refuses():
+    tuner = AutoTuner(3600.0)
+    with pytest.raises(ValueError, match="starvation_s must be >= 0"):
+        tuner.record_many(np.array([0]), np.array([2]), np.array([np.nan]), np.array([1.0]))
+    with pytest.raises(ValueError, match="time order"):
+        tuner.record_many(np.array([0, 1]), np.array([2, 2]), np.array([1.0, 1.0]), np.array([5.0, 4.0]))
+    tuner.record(Tier.MACHINE, 2, 1.0, 10.0)
+    with pytest.raises(ValueError, match="time order"):
+        tuner.record_many(np.array([0]), np.array([2]), np.array([1.0]), np.array([9.0]))
+    tuner.record_many(np.array([2]), np.array([2]), np.array([-1.0]), np.array([0.0]))  # NETWORK: not kept, not checked
+
+
+def test_a_subclass_overriding_on_start_alone_gets_no_batch_hook():
+    from dallygym.policies.base import start_batch_hook
+
+    class Counting(DallyPolicy):
+        def on_start(self, view, job, tier, starvation_s, now_s):
+            super().on_start(view, job, tier, starvation_s, now_s)
+
+    assert start_batch_hook(DallyPolicy()) is not None
+    assert start_batch_hook(Counting()) is None
+    assert start_batch_hook(Policy()) is None

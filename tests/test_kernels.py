@@ -301,7 +301,7 @@ def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_star
     hence every timer and the whole run, are the reference's."""
     from dallygym.policies import dally
 
-    record = dally.AutoTuner.record
+    record, record_many = dally.AutoTuner.record, dally.AutoTuner.record_many
 
     def run(compiled):
         records = []
@@ -310,7 +310,13 @@ def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_star
             records.append((int(tier), int(num_gpus), float(starvation_s), float(now_s)))
             return record(self, tier, num_gpus, starvation_s, now_s)
 
+        def spy_many(self, tiers, num_gpus, starvation_s, now_s):
+            records.extend(zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
+                               np.asarray(starvation_s, dtype=float).tolist(), np.asarray(now_s, dtype=float).tolist()))
+            return record_many(self, tiers, num_gpus, starvation_s, now_s)
+
         monkeypatch.setattr(dally.AutoTuner, "record", spy)
+        monkeypatch.setattr(dally.AutoTuner, "record_many", spy_many)
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         spec = ClusterSpec(2)
         engine = Engine(load_trace("batch-500", cluster=spec), spec, make_policy("dally"),

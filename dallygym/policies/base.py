@@ -97,8 +97,32 @@ class Policy:
         offer), ``"upgrade"`` / ``"rebid"`` (a renewal offer moved a running job) or
         ``"migration"`` (:meth:`migrate`)."""
 
+    def on_start_batch(self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray,
+                       now_s: np.ndarray) -> None:
+        """Optional: :meth:`on_start` for several starts at once, in their order (arrays: the
+        job indices, their tiers as ints, their starvation and start times), which the
+        compiled event loop calls for the starts it made (see :attr:`batched_on_start`) when
+        the class that gives the policy its ``on_start`` gives it this too. It must do exactly
+        what those ``on_start`` calls would; the engine calls ``on_start`` per start
+        otherwise."""
+        for j, level, waited, at in zip(jobs.tolist(), tiers.tolist(), starvation_s.tolist(), now_s.tolist()):
+            self.on_start(view, j, Tier(level), waited, at)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def start_batch_hook(policy: Policy):
+    """``policy.on_start_batch`` if the class giving ``policy`` its ``on_start`` also gives it
+    its ``on_start_batch`` (and the instance replaces neither), else None."""
+    cls = type(policy)
+    instance = getattr(policy, "__dict__", {})
+    if "on_start" in instance or "on_start_batch" in instance:
+        return None
+    owner = next(c for c in cls.__mro__ if "on_start" in vars(c))
+    if "on_start_batch" not in vars(owner) or owner is Policy:
+        return None
+    return policy.on_start_batch
 
 
 def _declared(policy: Policy, flag: str, method: str):

@@ -154,6 +154,37 @@ class AutoTuner:
         times.append(float(now_s))
         self._values[key].append(float(starvation_s))
 
+    def record_many(self, tiers: np.ndarray, num_gpus: np.ndarray, starvation_s: np.ndarray,
+                    now_s: np.ndarray) -> None:
+        """:meth:`record` for each entry of the arrays, in order (the same checks, the same
+        lists); tiers as ints."""
+        network = int(Tier.NETWORK)
+        tuned, values = self._times, self._values
+        last = self._last_s
+        kept = 0
+        try:
+            for level, g, waited, at in zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
+                                             np.asarray(starvation_s, dtype=np.float64).tolist(),
+                                             np.asarray(now_s, dtype=np.float64).tolist()):
+                if level == network:
+                    continue
+                if not (waited >= 0):
+                    raise ValueError(f"starvation_s must be >= 0, got {waited!r}")
+                if at < last:
+                    raise ValueError(f"entries must be recorded in time order: {at} after {last}")
+                last = at
+                key = (level, g)
+                listed = tuned.get(key)
+                if listed is None:
+                    listed = tuned[key] = []
+                    values[key] = []
+                listed.append(at)
+                values[key].append(waited)
+                kept += 1
+        finally:
+            self._last_s = last
+            self._generation += kept
+
     def timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         """``(T_Mc, T_Rk)`` in seconds for a job of ``num_gpus`` GPUs at ``now_s`` (Algorithm 2).
 
@@ -350,6 +381,12 @@ class DallyPolicy(Policy):
         # tuner learns how long waiting jobs wait for a tier).
         if self.tuner is not None and view.placement_kind != "upgrade":
             self.tuner.record(tier, int(view.num_gpus[job]), starvation_s, now_s)
+
+    def on_start_batch(self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray,
+                       now_s: np.ndarray) -> None:
+        # on_start for each, at once (the compiled loop's starts are all "new" placements).
+        if self.tuner is not None and view.placement_kind != "upgrade":
+            self.tuner.record_many(tiers, view.num_gpus[jobs], starvation_s, now_s)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(history_s={self.history_s!r}, t_machine_s={self.t_machine_s:g}, "
