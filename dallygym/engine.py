@@ -1770,7 +1770,18 @@ class Engine:
             else:
                 gpus = np.asarray(gpus, dtype=np.int64)
                 self._check_placement(j, gpus, tier)
-            shape = ((g,),) if level == 0 else self.spec.shape_of(gpus)
+            if level == 0:
+                shape = ((g,),)
+            else:
+                shape = None
+                if self.cluster.compiled:  # a shape seen before: from the shape table
+                    _, mpr, gpm = self._dims
+                    entry = kernels.shape_entry(gpus, gpm, mpr, self._shape_rows, self._shape_seq,
+                                                len(self._shape_list), self._model_index_list[j])
+                    if entry >= 0:
+                        shape = self._shape_list[entry]
+                if shape is None:
+                    shape = self.spec.shape_of(gpus)
             off = self._gpu_off.item(j)
             self._gpu_store[off:off + g] = gpus
         speed = self._speed_factor(j, shape)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
+from . import kernels
 from .cluster import ClusterSpec, Tier
 from .engine import Engine, EngineConfig, Offer
 from .latency import LatencyModel, get_latency_model
@@ -571,13 +572,18 @@ class DallyEnv(gym.Env):
             spec = self.spec_cluster
             free_m = c.free_per_machine
             free_r = c.free_per_rack
+            if c.compiled:
+                machines, racks, most_m, most_r = kernels.fit_counts(free_m, free_r, g)
+            else:
+                machines, racks = np.count_nonzero(free_m >= g), np.count_nonzero(free_r >= g)
+                most_m, most_r = free_m.max(), free_r.max()
             self._cluster_key = key
             self._cluster_cache = (
                 c.free_total / spec.num_gpus,
-                np.count_nonzero(free_m >= g) / spec.num_machines,
-                np.count_nonzero(free_r >= g) / spec.racks,
-                free_m.max() / spec.gpus_per_machine,
-                free_r.max() / spec.gpus_per_rack,
+                machines / spec.num_machines,
+                racks / spec.racks,
+                most_m / spec.gpus_per_machine,
+                most_r / spec.gpus_per_rack,
             )
         return self._cluster_cache
 

@@ -281,6 +281,29 @@ def better_tier_in(per_machine, racks, mpr, gpm, g, current):
 
 
 @njit(cache=True, nogil=True)
+def fit_counts(free_pm, free_pr, g):
+    """Machines and racks with ``g`` free GPUs or more, and the most free GPUs on one machine
+    and on one rack (the environment's cluster features)."""
+    machines = 0
+    most_m = 0
+    for m in range(free_pm.size):
+        f = free_pm[m]
+        if f >= g:
+            machines += 1
+        if f > most_m:
+            most_m = f
+    racks = 0
+    most_r = 0
+    for r in range(free_pr.size):
+        f = free_pr[r]
+        if f >= g:
+            racks += 1
+        if f > most_r:
+            most_r = f
+    return machines, racks, most_m, most_r
+
+
+@njit(cache=True, nogil=True)
 def tier_limits(free_pm, free_pr, racks, mpr):
     """Engine._compute_tier_limits: the most free GPUs on one machine; the most on one rack
     among racks with free GPUs on two machines or more; whether two racks have free GPUs."""
@@ -765,6 +788,12 @@ def _find_shape(shapes, shape_seq, n_shapes, model, code):
         else:
             return e
     return -1
+
+
+@njit(cache=True, nogil=True)
+def shape_entry(gpus, gpm, mpr, shapes, shape_seq, n_shapes, model):
+    """The entry of ``model`` on the shape of ``gpus`` in the shape table, or -1."""
+    return _find_shape(shapes, shape_seq, n_shapes, model, shape_code(gpus, gpm, mpr))
 
 
 @njit(cache=True, nogil=True)
