@@ -148,6 +148,19 @@ class JobSet:
         return arr
 
 
+def _in_arrival_order(trace: pd.DataFrame) -> bool:
+    """Whether the rows of ``trace`` are already in (arrival_s, job_id) order (a stable sort on
+    those keys would leave them as they are)."""
+    if len(trace) < 2:
+        return True
+    arrival = trace["arrival_s"].to_numpy()
+    step = np.diff(arrival)
+    if not (step >= 0).all():  # (a NaN compares false: such a trace is sorted as before)
+        return False
+    ties = step == 0
+    return not ties.any() or bool((np.diff(trace["job_id"].to_numpy())[ties] >= 0).all())
+
+
 class JobGpus:
     """Each job's GPUs, read from the engine's GPU store (``num_gpus[j]`` slots from
     ``offsets[j]``: its current GPUs while it holds a placement, its last ones after): item
@@ -388,19 +401,20 @@ class Engine:
         self.config = config or EngineConfig()
         self.rng = np.random.default_rng(self.config.seed)
 
-        frame = trace.sort_values(["arrival_s", "job_id"], kind="stable").reset_index(drop=True)
+        # (The columns are copied: the engine's arrays never share the caller's frame.)
+        frame = trace if _in_arrival_order(trace) else trace.sort_values(["arrival_s", "job_id"], kind="stable")
         n = len(frame)
         if n == 0:
             raise ValueError("the trace has no jobs")
         self.n = n
-        self.job_id = frame["job_id"].to_numpy(dtype=np.int64)
-        self.arrival_s = frame["arrival_s"].to_numpy(dtype=np.float64)
-        self.num_gpus = frame["num_gpus"].to_numpy(dtype=np.int64)
+        self.job_id = frame["job_id"].to_numpy(dtype=np.int64, copy=True)
+        self.arrival_s = frame["arrival_s"].to_numpy(dtype=np.float64, copy=True)
+        self.num_gpus = frame["num_gpus"].to_numpy(dtype=np.int64, copy=True)
         self.model = frame["model"].to_numpy(dtype=object)
         names, self.model_index = np.unique(self.model.astype(str), return_inverse=True)
         self.model_names: tuple[str, ...] = tuple(str(m) for m in names)
-        self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64)
-        self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64)
+        self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64, copy=True)
+        self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64, copy=True)
         self.ideal_s = self.total_iterations * self.iter_time_s
         too_big = np.flatnonzero(self.num_gpus > cluster.num_gpus)
         if too_big.size:

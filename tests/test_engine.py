@@ -279,3 +279,19 @@ def test_a_priority_given_on_the_instance_is_used_not_the_arrival_shortcut():
     engine = run_engine(trace, spec, reordered)
     assert not engine._arrival_order and engine.end_s[1] < engine.end_s[0]
     assert not run_engine(trace, spec, TablePriority({0: 1.0, 1: 0.0}))._arrival_order
+
+
+def test_trace_rows_in_any_order_make_the_same_run_and_the_frame_is_not_shared():
+    """The engine orders jobs by (arrival, job id) whatever the rows' order (ties in arrival
+    by id); a trace already in that order is taken as it is, and the engine's arrays are its
+    own copies."""
+    rows = [(3, 0.0, 2, 100, 1.0), (1, 0.0, 4, 50, 1.0), (2, 5.0, 1, 80, 1.0), (0, 5.0, 2, 10, 1.0),
+            (4, 9.0, 4, 30, 1.0)]
+    shuffled = make_trace(rows)
+    ordered = shuffled.sort_values(["arrival_s", "job_id"]).reset_index(drop=True)
+    spec = ClusterSpec(1, 2, 4)
+    a, b = run_engine(shuffled, spec), run_engine(ordered, spec)
+    assert a.job_id.tolist() == [1, 3, 0, 2, 4] == b.job_id.tolist()
+    assert collect(a).summary == collect(b).summary and collect(a).jobs.equals(collect(b).jobs)
+    for name in ("job_id", "arrival_s", "num_gpus", "total_iterations", "iter_time_s"):
+        assert not np.shares_memory(getattr(b, name), ordered[name].to_numpy()), name
