@@ -1226,10 +1226,12 @@ class Engine:
         c = self.cluster
         if c.compiled:
             _, mpr, gpm = self._dims
-            start, expired, count = kernels.expire_leases(
+            start, n_expired, count = kernels.expire_leases(
                 order, state, self.tier, self.best_possible_tier, mode != "rebid",
                 self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._rank, c.owner,
-                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, self._gpu_store, self._gpu_off, self.num_gpus)
+                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, self._gpu_store, self._gpu_off, self.num_gpus,
+                self._expired_buf)
+            expired = self._expired_buf[:n_expired]
             if start < 0:
                 return None
             visit = order[start:]

@@ -327,7 +327,7 @@ def tier_limits(free_pm, free_pr, racks, mpr):
 
 @njit(cache=True, nogil=True)
 def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank, owner, mark, free_pm, free_pr,
-                  mpr, gpm, gpu_store, gpu_off, num_gpus):
+                  mpr, gpm, gpu_store, gpu_off, num_gpus, expired):
     """Engine._expire_leases over ``order`` (waiting and running jobs in priority order).
 
     With ``scan``, the pass starts at the first job that may act -- a waiting job, or with
@@ -336,8 +336,9 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
     in the pass, and the GPUs of the running ones (lease expired) become free and marked with
     their holder's rank: free counts rise, idle counts do not (ClusterState.mark_reclaimable).
     A running job's GPUs are ``gpu_store[gpu_off[j]:gpu_off[j] + num_gpus[j]]``: the work is
-    per GPU of the expired jobs, not per GPU of the cluster.
-    Returns (start or -1 if no job may act, the lease-expired jobs in order, GPUs marked)."""
+    per GPU of the expired jobs, not per GPU of the cluster. The lease-expired jobs are written
+    to ``expired`` (room for ``order.size``).
+    Returns (start or -1 if no job may act, how many leases expired, GPUs marked)."""
     start = 0
     if scan:
         start = -1
@@ -347,10 +348,9 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
                 start = i
                 break
         if start < 0:
-            return -1, np.empty(0, dtype=np.int64), 0
+            return -1, 0, 0
         if from_zero:
             start = 0
-    expired = np.empty(order.size - start, dtype=np.int64)
     n_expired = 0
     for i in range(start, order.size):
         j = order[i]
@@ -358,7 +358,7 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
             expired[n_expired] = j
             n_expired += 1
     if n_expired == 0:
-        return start, expired[:0], 0
+        return start, 0, 0
     count = 0
     for i in range(start, order.size):
         j = order[i]
@@ -375,7 +375,7 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
             free_pm[m] += 1
             free_pr[m // mpr] += 1
         count += num_gpus[j]
-    return start, expired[:n_expired], count
+    return start, n_expired, count
 
 
 @njit(cache=True, nogil=True)
@@ -405,16 +405,19 @@ def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
             n = i
             break
     if n and upgrades_offered:
-        with_own = np.empty(free_pm.size, dtype=np.int64)
         for i in range(n):
             j = jobs[i]
             if tier[j] <= best_tier[j]:
                 continue
-            with_own[:] = idle_pm
+            # The idle GPUs with its own (all marked with its rank, checked above), counted in
+            # idle_pm itself for the test and taken out again.
             lo = gpu_off[j]
-            for q in range(lo, lo + num_gpus[j]):  # all marked with its rank (checked above)
-                with_own[gpu_store[q] // gpm] += 1
-            if better_tier_in(with_own, racks, mpr, gpm, num_gpus[j], tier[j]):
+            for q in range(lo, lo + num_gpus[j]):
+                idle_pm[gpu_store[q] // gpm] += 1
+            better = better_tier_in(idle_pm, racks, mpr, gpm, num_gpus[j], tier[j])
+            for q in range(lo, lo + num_gpus[j]):
+                idle_pm[gpu_store[q] // gpm] -= 1
+            if better:
                 n = i
                 break
     count = 0
@@ -1146,13 +1149,11 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     start = 0
     if boundary:
         owner, mark, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
-        start, expired, count = expire_leases(order[:n], state, jobi[I_TIER], jobi[I_BEST], scan, upgrades,
-                                              from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm,
-                                              gpu_store, jobi[I_GPU_OFF], jobi[I_GPUS])
+        start, n_expired, count = expire_leases(order[:n], state, jobi[I_TIER], jobi[I_BEST], scan, upgrades,
+                                                from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm,
+                                                gpu_store, jobi[I_GPU_OFF], jobi[I_GPUS], expired_out)
         if start < 0:
             return 1, n, 0, 0, 0, 0, 0, 0
-        n_expired = expired.size
-        expired_out[:n_expired] = expired
     k, e = _visit_plan_into(order[start:n], num_gpus, state, free_total + count, boundary, plan[1], plan[2],
                             plan[3])
     return 2, n, start, n - start, k, e, n_expired, count
