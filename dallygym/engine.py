@@ -563,6 +563,7 @@ class Engine:
         #: was last given are ``_sets_given``), and for Nw_sens priority the waiting jobs in
         #: priority order (row 2) with their keys (``_wkey``).
         self._li = np.zeros(kernels.LI_SIZE, dtype=np.int64)
+        self._li[kernels.LI_ANSWER] = -1  # (no answered offer for the kernel to start)
         self._lf = np.zeros(kernels.LF_SIZE)
         self._sets = np.zeros((3, n), dtype=np.int64)
         self._wkey = np.zeros(n)  # (a waiting job's priority key: kernels.run_events)
@@ -834,7 +835,25 @@ class Engine:
                 # The lease-expired jobs the pass has not visited: those from this turn on.
                 self.expired_unvisited.update(queue[expired_pos[expired_pos >= pos]].tolist())
             free = cluster.free_total
-            yield from self._visit(queue.item(pos), t)
+            j = queue.item(pos)
+            answer = li.item(kernels.LI_ANSWER)
+            if answer >= 0:
+                # An accepted offer whose start only Python can make (a placement shape or
+                # speed factor it has not seen yet).
+                li[kernels.LI_ANSWER] = -1
+                self._start(j, _TIERS[answer], t)
+            elif not rest_here and li.item(kernels.LI_ASKS) and self.state.item(j) == WAITING:
+                # An offer to a waiting job: asked here, and an acceptance is started by the
+                # kernel, which goes on with the pass from this very turn.
+                tier = yield from self._ask(j, t)
+                if tier is not None:
+                    li[kernels.LI_ANSWER] = int(tier)
+                    self.expired_unvisited.clear()
+                    self._ranked = None
+                    resumed = pos
+                    return resumed
+            else:
+                yield from self._visit(j, t)
             if not rest_here and not (li.item(kernels.LI_ASKS) and cluster.free_total == free):
                 # The kernel goes on with the pass (and ends it: marks and ranks).
                 self.expired_unvisited.clear()
@@ -1102,6 +1121,30 @@ class Engine:
                 f"tiers or None"
             )
         self._start(j, _TIERS[int(answer)], t)
+
+    def _ask(self, j: int, t: float) -> Generator[Offer, Tier | None, Tier | None]:
+        """Waiting job ``j``'s offer, as :meth:`_visit` makes it, without the start: returns
+        the tier accepted (checked against the offer), or None."""
+        cluster = self.cluster
+        g = self._num_gpus_list[j]
+        if g > cluster.free_total:
+            return None
+        tiers = self._offer_tiers(g)
+        if not tiers:
+            return None
+        auto = self._auto
+        if auto and (auto == kernels.AUTO_BEST or tiers[0] is self._best_tier_list[j]):
+            return tiers[0]  # an offer the caller would accept at its best tier
+        offer = Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
+        answer = yield offer
+        if answer is None:
+            return None
+        if answer not in tiers:
+            raise EngineError(
+                f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
+                f"tiers or None"
+            )
+        return _TIERS[int(answer)]
 
     def _picked_visits(self, queue: list[int], t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass whose order an agent chooses (``agent_picks``): see :class:`Pick`.

@@ -803,7 +803,7 @@ def shape_entry(gpus, gpm, mpr, shapes, shape_seq, n_shapes, model):
 def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_offered, overhead_s,
                jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed,
                shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, free_total, marks_active,
-               log, renewed):
+               log, renewed, answer=-1):
     """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
     as each turn needs nothing from Python.
 
@@ -821,6 +821,10 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
 
     Per-job state comes in the engine's tables (``jobf``, ``jobi``: rows JOB_FLOATS and
     JOB_INTS) and the cluster's in its buffer ``cl`` (:func:`cluster_views`).
+
+    ``answer`` >= 0: the turn at ``pos`` is a waiting job whose offer the caller accepted at
+    that tier: it starts there, as above, unless its start needs Python (then the loop stops
+    at ``pos``, not asking).
 
     Any other turn stops the loop before changing anything for it. Returns (position of that
     turn, or -1 when the pass is over; whether that turn asks the caller a question -- an
@@ -924,9 +928,12 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             limits = tier_limits(free_pm, free_pr, racks, mpr)
             limits_of = ops
         b = _best_offered(g, free_total, limits)
-        if b < 0:
+        if answer >= 0:  # (the first turn, an offer the caller answered)
+            b = answer
+            answer = -1
+        elif b < 0:
             continue
-        if not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
+        elif not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
             return pos - 1, True, n_log, n_renewed, free_total, ops
         lo = gpu_off[j]
         same = last_tier[j] == b and _all_free(owner, gpu_store[lo:lo + g])
@@ -1167,7 +1174,7 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
 #: stopped in.
 (LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
  LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
- LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_SIZE) = range(22)
+ LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_ANSWER, LI_SIZE) = range(23)
 #: Slots of its float state (``Engine._lf``).
 LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
 #: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
@@ -1430,11 +1437,14 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             # --- the pass's turns, from ``pos`` ---
             n_queue = li[LI_N_QUEUE]
             n_log = li[LI_N_LOG]
+            answer = li[LI_ANSWER]
             stop, asks, n_new, _, free_total, ops = pass_turns(
                 plan[1, :n_queue], plan[2, :n_queue], plan[3, :li[LI_N_EXP_POS]], pos, t, auto, mode != 2,
                 upgrades_offered, overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier,
                 machine_speed, shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm,
-                li[LI_FREE_TOTAL], li[LI_MARKS_ACTIVE] != 0, log[n_log:], renewed)
+                li[LI_FREE_TOTAL], li[LI_MARKS_ACTIVE] != 0, log[n_log:], renewed, answer)
+            if answer >= 0 and stop != pos:  # the answered start is made (else Python makes it)
+                li[LI_ANSWER] = -1
             li[LI_FREE_TOTAL] = free_total
             li[LI_VERSION] += ops
             for r in range(n_log, n_log + n_new):

@@ -377,3 +377,41 @@ def test_compiled_loop_keeps_declined_upgrades_as_the_reference_does(monkeypatch
     assert declined > 0 and len(handed) > 0  # both paths exercised
     assert seen_a == seen_b and summary_a == summary_b
     assert_same_run(fast, plain)
+
+
+def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_reference(monkeypatch):
+    """An offer the agent accepts is handed back to the compiled loop (LI_ANSWER), which
+    starts the job from that very turn; where the start needs what only Python has (a shape
+    not seen yet) the loop stops there and Python makes it. Both happen in a random agent's
+    episode, which is the reference episode decision for decision."""
+    made = {"kernel": 0, "python": 0}
+    run_events = kernels.run_events
+
+    def spy(*args):
+        li = next(a for a in args if isinstance(a, np.ndarray) and a.shape == (kernels.LI_SIZE,))
+        answered = li[kernels.LI_ANSWER] >= 0
+        stop = run_events(*args)
+        if answered:
+            made["python" if li[kernels.LI_ANSWER] >= 0 else "kernel"] += 1
+        return stop
+
+    def episode(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        monkeypatch.setattr(kernels, "run_events", spy)
+        env = gym.make("Dally-v0", trace="batch-500")
+        rng = np.random.default_rng(11)
+        obs, info = env.reset(seed=5)
+        seen, done = [], env.unwrapped._done
+        while not done:
+            offer = env.unwrapped.offer
+            action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            seen.append((offer.job, offer.now_s, offer.tiers, action))
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        return seen, info["summary"], env.unwrapped.engine
+
+    seen_a, summary_a, fast = episode(True)
+    assert made["kernel"] > 0 and made["python"] > 0, made
+    seen_b, summary_b, plain = episode(False)
+    assert seen_a == seen_b and summary_a == summary_b
+    assert_same_run(fast, plain)
