@@ -1208,6 +1208,25 @@ def add_exact(partials, n, x):
 
 
 @njit(cache=True, nogil=True)
+def coupled_gpu_seconds(r, demand_score, noise, sorted_durations, gpus, partials):
+    """The GPU-seconds of trace.generators._couple's assignment at coupling ``r``, as the
+    non-overlapping partial sums of :func:`add_exact` in ``partials`` (``math.fsum`` of them is
+    the correctly rounded total); returns their count. The job with the k-th smallest score
+    ``r * demand_score + sqrt(1 - r^2) * noise`` (ties by index) gets the k-th shortest
+    duration."""
+    n = demand_score.size
+    c = np.sqrt(1.0 - r * r)
+    scores = np.empty(n)
+    for i in range(n):
+        scores[i] = r * demand_score[i] + c * noise[i]
+    order = np.argsort(scores, kind="mergesort")
+    k = 0
+    for rank in range(n):
+        k = add_exact(partials, k, gpus[order[rank]] * sorted_durations[rank])
+    return k
+
+
+@njit(cache=True, nogil=True)
 def record(t, used, running, waiting, remaining, rec_i, rec_f, partials, timeline):
     """Engine._record: the busy GPU-seconds since the last event, and a timeline row."""
     if rec_i[RI_HAS_LAST]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -39,6 +40,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from dallygym import kernels
 from dallygym.models import MODEL_NAMES
 from dallygym.trace.schema import (
     TraceError,
@@ -159,7 +161,7 @@ class DurationModel:
             top = slopes[-1] if self.upper_slope is None else self.upper_slope
             value = logs[-1] + (z - zs[-1]) * top
         else:
-            i = max(k for k in range(len(zs) - 1) if zs[k] <= z)
+            i = bisect_right(zs, z) - 1  # the last anchor at or below z (zs increase)
             value = logs[i] + (z - zs[i]) * slopes[i]
         # math.exp rather than numpy: scalar libm results do not depend on SIMD code paths,
         # which keeps the committed files byte-identical across machines.
@@ -475,10 +477,15 @@ def _couple(
         return assign(rho), rho
     target_s = gpu_hours * 3600.0
 
+    gpus_f = np.asarray(gpus, dtype=np.int64)
+    partials = np.empty(n + 1)
+
     def excess(r: float) -> float:
-        # fsum is exactly rounded, so the bisection's branches do not depend on how a BLAS
-        # happens to order a dot product on this machine.
-        return math.fsum((gpus * assign(r)).tolist()) - target_s
+        # The total is exactly rounded (fsum), so the bisection's branches do not depend on
+        # how a BLAS happens to order a dot product on this machine. Compiled: the same
+        # assignment as assign(r) and the exact partial sums of its GPU-seconds.
+        k = kernels.coupled_gpu_seconds(r, demand_score, noise, sorted_durations, gpus_f, partials)
+        return math.fsum(partials[:k].tolist()) - target_s
 
     lo, hi = 0.0, 0.99
     best = (math.inf, 0.0)
