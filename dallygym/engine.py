@@ -65,11 +65,87 @@ from .policies.base import (Policy, auto_accept_of, hooks_on_start, priority_key
 if TYPE_CHECKING:
     from .latency import LatencyModel
 
-#: Speed factors already asked of each latency model, ``{model name: {shape: s}}``, shared by
-#: the runs that use the same model object (an environment's episodes): a latency model is a
-#: pure function of (model, shape) (see :class:`~dallygym.latency.LatencyModel`), and a run
-#: that starts knowing them makes its placements compiled from its first pass.
-_KNOWN_SPEEDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class SpeedTables:
+    """The speed factors asked of one latency model so far, shared by the runs that use the
+    same model object (an environment's episodes): a latency model is a pure function of
+    (model, shape) (see :class:`~dallygym.latency.LatencyModel`), and a run that starts knowing
+    them makes its placements compiled from its first pass. Models have ids here (``ids``,
+    by name), the same in every run.
+
+    ``cache[(id, shape)]`` is every factor; the compiled passes read one-machine placements
+    from ``machine[id, g]`` (NaN: not asked yet) and the others from the shape table: entry e
+    is model ``rows[e, 0]`` on the shape whose kernels.shape_code is
+    ``seq[rows[e, 1]:][:rows[e, 2]]``, factor ``speed[e]``, the shape itself ``shapes[e]``,
+    found through the hash index ``slots`` (kernels.index_shapes). Entries only grow, and
+    stay where they are: a run may keep an entry's number.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.cache: dict[tuple[int, tuple], float] = {}
+        self.machine = np.full((4, 9), np.nan)
+        self.shapes: list = []
+        self.rows = np.zeros((16, 3), dtype=np.int64)
+        self.seq = np.zeros(64, dtype=np.int64)
+        self.speed = np.zeros(16)
+        self.seq_used = 0
+        self.slots = np.zeros(32, dtype=np.int64)
+
+    def model_ids(self, names, gpus_per_machine: int) -> list[int]:
+        """The ids of models ``names`` (new ones added), with room in ``machine`` for
+        placements of up to ``gpus_per_machine`` GPUs."""
+        for name in names:
+            self.ids.setdefault(name, len(self.ids))
+        rows, cols = self.machine.shape
+        need = (max(rows, len(self.ids)), max(cols, gpus_per_machine + 1))
+        if need != (rows, cols):
+            grown = np.full((max(need[0], 2 * rows if need[0] > rows else rows), need[1]), np.nan)
+            grown[:rows, :cols] = self.machine
+            self.machine = grown
+        return [self.ids[name] for name in names]
+
+    def add(self, model: int, shape: tuple, s: float) -> None:
+        """Enter the factor ``s`` of model id ``model`` on ``shape`` (a new one)."""
+        self.cache[(model, shape)] = s
+        if len(shape) == 1 and len(shape[0]) == 1:  # one machine
+            self.machine[model, shape[0][0]] = s
+            return
+        code = [c for rack in shape for c in (*rack, 0)]  # as kernels.shape_code
+        e = len(self.shapes)
+        if e == len(self.rows):
+            self.rows = np.concatenate((self.rows, np.zeros_like(self.rows)))
+            self.speed = np.concatenate((self.speed, np.zeros_like(self.speed)))
+        lo, end = self.seq_used, self.seq_used + len(code)
+        if end > len(self.seq):
+            self.seq = np.concatenate((self.seq, np.zeros(max(len(self.seq), len(code)), dtype=np.int64)))
+        self.seq[lo:end] = code
+        self.rows[e] = (model, lo, len(code))
+        self.speed[e] = s
+        self.seq_used = end
+        self.shapes.append(shape)
+        if 2 * (e + 1) > len(self.slots):  # at most half full: index them all again, twice as wide
+            self.slots = np.zeros(2 * len(self.slots), dtype=np.int64)
+            kernels.index_shapes(self.slots, self.rows, self.seq, 0, e + 1)
+        else:
+            kernels.index_shapes(self.slots, self.rows, self.seq, e, e + 1)
+
+
+#: The speed tables of each latency model object (:class:`SpeedTables`).
+_SPEED_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def speed_tables(latency) -> SpeedTables:
+    """``latency``'s shared :class:`SpeedTables` (a new one for a model that cannot be weakly
+    referenced: each run its own)."""
+    try:
+        tables = _SPEED_TABLES.get(latency)
+        if tables is None:
+            tables = _SPEED_TABLES[latency] = SpeedTables()
+        return tables
+    except TypeError:
+        return SpeedTables()
 
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
@@ -474,9 +550,12 @@ class Engine:
         np.cumsum(self.num_gpus[:-1], out=self._gpu_off[1:])
         self._gpu_store = np.zeros(int(self.num_gpus.sum()), dtype=np.int64)
         self._gpu_off_list: list[int] = self._gpu_off.tolist()
-        #: Speed factor of a one-machine placement per (model index, GPUs), NaN until the
-        #: latency model was asked (filled by :meth:`_speed_factor`; read by the compiled pass).
-        self._machine_speed = np.full((len(self.model_names), cluster.gpus_per_machine + 1), np.nan)
+        #: The speed factors known (:class:`SpeedTables`, shared by the runs of ``latency``),
+        #: and each job's model's id in them (what the kernels read).
+        self._tables = speed_tables(latency)
+        self._model_id = np.asarray(self._tables.model_ids(self.model_names, cluster.gpus_per_machine),
+                                    dtype=np.int64)[self.model_index]
+        self._model_id_list: list[int] = self._model_id.tolist()
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
         #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
         #: "upgrade" (a renewal offer moved a running job), "rebid" (a running job that bid
@@ -540,7 +619,6 @@ class Engine:
         #: Integral over time of sum over running jobs of (1 - speed factor), in seconds: the
         #: exposed communication accrued so far (restart-overhead periods count as running).
         self.comm_area_s = 0.0
-        self._speed_cache: dict = {}
         self._tiers_cache: dict[int, tuple[Tier, ...]] = {}
         self._tiers_version = -1
         self._started = False
@@ -574,15 +652,6 @@ class Engine:
         # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
         self._migrates = any(getattr(type(policy), name) is not getattr(Policy, name)
                              or name in getattr(policy, "__dict__", {}) for name in ("migrate", "may_migrate"))
-        #: Speed factors of rack and network placements for the compiled pass: entry e is
-        #: model ``_shape_rows[e, 0]`` with the shape whose kernels.shape_code is
-        #: ``_shape_seq[_shape_rows[e, 1]:][:_shape_rows[e, 2]]``, speed ``_shape_speed[e]``,
-        #: the shape itself ``_shape_list[e]`` (filled by _speed_factor).
-        self._shape_list: list = []
-        self._shape_rows = np.zeros((16, 3), dtype=np.int64)
-        self._shape_seq = np.zeros(64, dtype=np.int64)
-        self._shape_speed = np.zeros(16)
-        self._shape_seq_used = 0
         # The per-job arrays the kernels read and write are rows of two tables (one argument
         # each): ``done_iters`` is ``_jobf[kernels.F_DONE]``, and so on.
         self._jobf = np.stack([getattr(self, name) for name in kernels.JOB_FLOATS])
@@ -596,12 +665,6 @@ class Engine:
         self.gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self.tier)
         self.last_gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self._last_tier)
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
-        try:
-            self._known_speeds: dict[str, dict] = _KNOWN_SPEEDS.setdefault(latency, {})
-        except TypeError:  # a model that cannot be weakly referenced: this run's own
-            self._known_speeds = {}
-        self._note_speeds([(index, shape, s) for index, name in enumerate(self.model_names)
-                           for shape, s in self._known_speeds.get(name, {}).items()])
 
     # --- views for policies and the environment ------------------------------------------
 
@@ -788,12 +851,13 @@ class Engine:
         if running is not self._sets_given[1]:
             sets[1, :running.size] = running
         auto = self._auto if self._batch_starts else kernels.AUTO_NONE
+        tables = self._tables
         stop = kernels.run_events(
             resume, self.arrival_s, self.first_arrival_s, self.config.lease_s, self.config.max_idle_rounds,
             self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered, auto, self._keys,
             self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
-            self.placements_by_tier, self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed,
-            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, sets, self._wkey, li, lf, self._plan,
+            self.placements_by_tier, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
+            self._gpu_store, c.buffer, *self._dims, sets, self._wkey, li, lf, self._plan,
             self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._rec_i, self._rec_f,
             self._partials, self._timeline)
         (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
@@ -1434,11 +1498,12 @@ class Engine:
         (-1 if the pass is over) and whether it asks the caller a question. Completes here what the kernel cannot do (job sets, GPU
         lists, the finish heap, the policy's ``on_start``), from its log."""
         c = self.cluster
+        tables = self._tables
         stop, asks, n_log, n_renewed, free_total, ops = kernels.pass_turns(
             queue, least_ahead, expired_pos, pos, t, self._auto, self._renewal != "rebid", self._upgrades_offered,
             self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
-            self.placements_by_tier, self._machine_speed, self._shape_rows, self._shape_seq, self._shape_speed,
-            len(self._shape_list), self._gpu_store, c.buffer, *self._dims, c.free_total, c.marks_active,
+            self.placements_by_tier, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
+            self._gpu_store, c.buffer, *self._dims, c.free_total, c.marks_active,
             self._turn_log, self._renewed_log)
         if ops:
             c.free_total = free_total
@@ -1691,7 +1756,7 @@ class Engine:
         entry = self._shape_entry.item(j)
         if entry == kernels.SHAPE_LISTED:
             return self.last_shape[j]
-        return ((self._num_gpus_list[j],),) if entry < 0 else self._shape_list[entry]
+        return ((self._num_gpus_list[j],),) if entry < 0 else self._tables.shapes[entry]
 
     def _close_segment(self, j: int, t: float) -> None:
         self._let_go(j)
@@ -1754,62 +1819,15 @@ class Engine:
         self._start(j, target, t, restarted=True, kind="migration")
 
     def _speed_factor(self, j: int, shape) -> float:
-        key = (self._model_index_list[j], shape)
-        s = self._speed_cache.get(key)
+        tables = self._tables
+        key = (self._model_id_list[j], shape)
+        s = tables.cache.get(key)
         if s is None:
             s = float(self.latency.speed_factor(self.model[j], shape))
             if not 0.0 < s <= 1.0:
                 raise EngineError(f"latency model {self.latency!r} gave speed factor {s} for {self.model[j]} {shape}")
-            self._known_speeds.setdefault(self.model_names[key[0]], {})[shape] = s
-            self._note_speeds([(key[0], shape, s)])
+            tables.add(key[0], shape, s)
         return s
-
-    def _note_speeds(self, entries: list) -> None:
-        """Remember the speed factor ``s`` of model index ``model`` on ``shape`` for each
-        ``(model, shape, s)`` of ``entries`` (new ones): in the cache, and in the tables of the
-        compiled pass."""
-        cache = self._speed_cache
-        machine = []
-        shapes = []
-        for model, shape, s in entries:
-            cache[(model, shape)] = s
-            if len(shape) == 1 and len(shape[0]) == 1:  # one machine
-                machine.append((model, shape[0][0], s))
-            else:
-                shapes.append((model, shape, s))
-        if machine:
-            models, sizes, speeds = zip(*machine)
-            self._machine_speed[list(models), list(sizes)] = speeds
-        if shapes:
-            self._add_shapes(shapes)
-
-    def _add_shapes(self, entries: list) -> None:
-        """Enter rack or network placements' speed factors, ``(model, shape, s)`` each, in the
-        compiled pass's table."""
-        codes = [[c for rack in shape for c in (*rack, 0)] for _, shape, _ in entries]  # as kernels.shape_code
-        lengths = [len(code) for code in codes]
-        e = len(self._shape_list)
-        rows = len(self._shape_rows)
-        while e + len(entries) > rows:
-            rows *= 2
-        if rows > len(self._shape_rows):
-            self._shape_rows = np.concatenate((self._shape_rows, np.zeros((rows - len(self._shape_rows), 3),
-                                                                          dtype=np.int64)))
-            self._shape_speed = np.concatenate((self._shape_speed, np.zeros(rows - len(self._shape_speed))))
-        lo = self._shape_seq_used
-        end = lo + sum(lengths)
-        if end > len(self._shape_seq):
-            self._shape_seq = np.concatenate((self._shape_seq, np.zeros(max(len(self._shape_seq), end - lo),
-                                                                        dtype=np.int64)))
-        self._shape_seq[lo:end] = [c for code in codes for c in code]
-        starts = np.cumsum([lo, *lengths[:-1]])
-        block = self._shape_rows[e:e + len(entries)]
-        block[:, 0] = [model for model, _, _ in entries]
-        block[:, 1] = starts
-        block[:, 2] = lengths
-        self._shape_speed[e:e + len(entries)] = [s for _, _, s in entries]
-        self._shape_seq_used = end
-        self._shape_list.extend(shape for _, shape, _ in entries)
 
     def _start(self, j: int, tier: Tier, t: float, restarted: bool = False, kind: str = "new") -> None:
         g = self._num_gpus_list[j]
@@ -1835,10 +1853,11 @@ class Engine:
                 shape = None
                 if self.cluster.compiled:  # a shape seen before: from the shape table
                     _, mpr, gpm = self._dims
-                    entry = kernels.shape_entry(gpus, gpm, mpr, self._shape_rows, self._shape_seq,
-                                                len(self._shape_list), self._model_index_list[j])
+                    tables = self._tables
+                    entry = kernels.shape_entry(gpus, gpm, mpr, tables.rows, tables.seq, tables.slots,
+                                                self._model_id_list[j])
                     if entry >= 0:
-                        shape = self._shape_list[entry]
+                        shape = tables.shapes[entry]
                 if shape is None:
                     shape = self.spec.shape_of(gpus)
             off = self._gpu_off.item(j)

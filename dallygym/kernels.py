@@ -664,7 +664,7 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
               "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s")
 #: Rows of the engine's per-job int table (``Engine._jobi``).
-JOB_INTS = ("num_gpus", "best_possible_tier", "model_index", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
+JOB_INTS = ("num_gpus", "best_possible_tier", "_model_id", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
             "_declined_key", "_shape_entry")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
  F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END) = range(len(JOB_FLOATS))
@@ -779,30 +779,64 @@ def shape_code(gpus, gpm, mpr):
 
 
 @njit(cache=True, nogil=True)
-def _find_shape(shapes, shape_seq, n_shapes, model, code):
-    """The entry of (model, shape code) in the shape table, or -1."""
-    for e in range(n_shapes):
-        if shapes[e, 0] != model or shapes[e, 2] != code.size:
-            continue
-        lo = shapes[e, 1]
-        for k in range(code.size):
-            if shape_seq[lo + k] != code[k]:
-                break
-        else:
-            return e
-    return -1
+def shape_hash(model, code):
+    """A hash of (model, shape code) for the shape table's index (FNV-1a)."""
+    h = np.uint64(14695981039346656037)
+    h = (h ^ np.uint64(model)) * np.uint64(1099511628211)
+    for i in range(code.size):
+        h = (h ^ np.uint64(code[i])) * np.uint64(1099511628211)
+    return h
 
 
 @njit(cache=True, nogil=True)
-def shape_entry(gpus, gpm, mpr, shapes, shape_seq, n_shapes, model):
+def _same_shape(shapes, shape_seq, e, model, code):
+    if shapes[e, 0] != model or shapes[e, 2] != code.size:
+        return False
+    lo = shapes[e, 1]
+    for k in range(code.size):
+        if shape_seq[lo + k] != code[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _find_shape(shapes, shape_seq, slots, model, code):
+    """The entry of (model, shape code) in the shape table, or -1: ``slots`` (a power of two
+    long, at most half full) holds entry + 1 at the first free slot from the entry's
+    :func:`shape_hash` on (0: free)."""
+    mask = np.uint64(slots.size - 1)
+    h = shape_hash(model, code) & mask
+    while True:
+        e = slots[h] - 1
+        if e < 0:
+            return -1
+        if _same_shape(shapes, shape_seq, e, model, code):
+            return e
+        h = (h + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def index_shapes(slots, shapes, shape_seq, lo, hi):
+    """Enter the shape table's entries ``lo`` to ``hi`` in its index ``slots``."""
+    mask = np.uint64(slots.size - 1)
+    for e in range(lo, hi):
+        a = shapes[e, 1]
+        h = shape_hash(shapes[e, 0], shape_seq[a:a + shapes[e, 2]]) & mask
+        while slots[h] != 0:
+            h = (h + np.uint64(1)) & mask
+        slots[h] = e + 1
+
+
+@njit(cache=True, nogil=True)
+def shape_entry(gpus, gpm, mpr, shapes, shape_seq, slots, model):
     """The entry of ``model`` on the shape of ``gpus`` in the shape table, or -1."""
-    return _find_shape(shapes, shape_seq, n_shapes, model, shape_code(gpus, gpm, mpr))
+    return _find_shape(shapes, shape_seq, slots, model, shape_code(gpus, gpm, mpr))
 
 
 @njit(cache=True, nogil=True)
 def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_offered, overhead_s,
                jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed,
-               shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, free_total, marks_active,
+               shapes, shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm, free_total, marks_active,
                log, renewed, answer=-1):
     """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
     as each turn needs nothing from Python.
@@ -816,8 +850,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
     no new speed factor: its last GPUs again, a machine placement whose speed factor
     ``machine_speed[model, g]`` is known (not NaN), or a rack or network placement whose
     shape is in the shape table (``shapes[e]`` = model, offset and length of its
-    :func:`shape_code` in ``shape_seq``, speed factor ``shape_speed[e]``, ``n_shapes``
-    entries).
+    :func:`shape_code` in ``shape_seq``, speed factor ``shape_speed[e]``; ``slots``, its
+    index: :func:`_find_shape`). Models are the speed tables' ids (``jobi[I_MODEL]``).
 
     Per-job state comes in the engine's tables (``jobf``, ``jobi``: rows JOB_FLOATS and
     JOB_INTS) and the cluster's in its buffer ``cl`` (:func:`cluster_views`).
@@ -948,7 +982,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
         else:  # placing changes nothing: the turn can still be left to Python
             gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, b, marks_active)
-            entry = _find_shape(shapes, shape_seq, n_shapes, model_index[j], shape_code(gpus, gpm, mpr))
+            entry = _find_shape(shapes, shape_seq, slots, model_index[j], shape_code(gpus, gpm, mpr))
             if entry < 0:
                 return pos - 1, False, n_log, n_renewed, free_total, ops
             s = shape_speed[entry]
@@ -1274,7 +1308,7 @@ def _set_remove(members, size, j):
 @njit(cache=True, nogil=True)
 def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys,
                overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed, shapes,
-               shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm, sets, wkey, li, lf, plan,
+               shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm, sets, wkey, li, lf, plan,
                expired_buf, renewed, log, log_f, rec_i, rec_f, partials, timeline):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
@@ -1460,7 +1494,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             stop, asks, n_new, _, free_total, ops = pass_turns(
                 plan[1, :n_queue], plan[2, :n_queue], plan[3, :li[LI_N_EXP_POS]], pos, t, auto, mode != 2,
                 upgrades_offered, overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier,
-                machine_speed, shapes, shape_seq, shape_speed, n_shapes, gpu_store, cl, racks, mpr, gpm,
+                machine_speed, shapes, shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm,
                 li[LI_FREE_TOTAL], li[LI_MARKS_ACTIVE] != 0, log[n_log:], renewed, answer)
             if answer >= 0 and stop != pos:  # the answered start is made (else Python makes it)
                 li[LI_ANSWER] = -1

@@ -415,3 +415,51 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     seen_b, summary_b, plain = episode(False)
     assert seen_a == seen_b and summary_a == summary_b
     assert_same_run(fast, plain)
+
+
+def test_speed_tables_find_every_shape_entered_and_no_other():
+    """SpeedTables: one-machine factors in ``machine``, the others in the shape table, each
+    found again through the hash index (grown as it fills), per model id; a shape not entered,
+    or entered for another model, is not found."""
+    from dallygym.engine import SpeedTables
+
+    tables = SpeedTables()
+    ids = tables.model_ids(["resnet50", "vgg16"], gpus_per_machine=8)
+    assert ids == [0, 1] and tables.model_ids(["vgg16", "bert"], gpus_per_machine=4) == [1, 2]
+    rng = np.random.default_rng(3)
+    entered = {}
+    for k in range(300):  # many entries: the index is rebuilt several times
+        racks = int(rng.integers(1, 4))
+        shape = tuple(sorted((tuple(sorted(rng.integers(1, 5, size=int(rng.integers(1, 4))).tolist(), reverse=True))
+                              for _ in range(racks)), reverse=True))
+        if len(shape) == 1 and len(shape[0]) == 1:
+            continue
+        model = int(rng.integers(0, 3))
+        if (model, shape) not in entered:
+            entered[(model, shape)] = 0.5 + k / 1000
+            tables.add(model, shape, entered[(model, shape)])
+    tables.add(2, ((3,),), 0.75)
+    assert tables.machine[2, 3] == 0.75 and np.isnan(tables.machine[2, 4])
+    for (model, shape), s in entered.items():
+        code = np.array([c for rack in shape for c in (*rack, 0)], dtype=np.int64)
+        e = kernels._find_shape(tables.rows, tables.seq, tables.slots, model, code)
+        assert e >= 0 and tables.shapes[e] == shape and tables.speed[e] == s and tables.rows[e, 0] == model
+        assert tables.cache[(model, shape)] == s
+    missing = np.array([9, 9, 0], dtype=np.int64)
+    assert kernels._find_shape(tables.rows, tables.seq, tables.slots, 0, missing) == -1
+
+
+def test_runs_of_one_latency_model_share_its_speed_tables():
+    """A second run with the same latency model object starts knowing the first one's speed
+    factors (the same entries, the same ids), and makes the same run as a run on a fresh
+    model object."""
+    spec = ClusterSpec(2)
+    latency = get_latency_model("dally-paper")
+    trace = load_trace("batch-500", cluster=spec)
+    first = run_policy(Engine(trace, spec, make_policy("dally"), latency, EngineConfig()))
+    known = len(first._tables.cache)
+    second = run_policy(Engine(trace, spec, make_policy("dally"), latency, EngineConfig()))
+    fresh = run_policy(Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"), EngineConfig()))
+    assert second._tables is first._tables and known > 10 and len(second._tables.cache) == known
+    assert fresh._tables is not first._tables
+    assert_same_run(second, fresh)
