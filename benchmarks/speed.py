@@ -76,6 +76,55 @@ def cartpole_step_s(steps: int = 200_000, seed: int = 0, chunks: int = 5) -> flo
     return best
 
 
+class _Idle(gym.Env):
+    """An environment that does nothing: the observation and action spaces of ``Dally-v0``,
+    a constant observation and info, episodes of ``length`` steps."""
+
+    def __init__(self, length: int = 2868) -> None:
+        from dallygym.env import OBS_DIM
+
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_DIM,), np.float32)
+        self.action_space = gym.spaces.Discrete(4)
+        self._obs = np.zeros(OBS_DIM, dtype=np.float32)
+        self._mask = np.ones(4, dtype=bool)
+        self._length = length
+        self._steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._steps = 0
+        return self._obs.copy(), {"action_mask": self._mask.copy()}
+
+    def step(self, action):
+        self._steps += 1
+        return self._obs.copy(), 0.0, self._steps >= self._length, False, {"action_mask": self._mask.copy()}
+
+
+def idle_step_s(steps: int = 2868, rounds: int = 20) -> float:
+    """Wall time of one step of :class:`_Idle` through ``gym.make`` (its wrappers) with a
+    constant agent answering through an SB3-style ``predict``: what any decision costs before
+    the environment, the agent or the simulation does anything (the least of ``rounds``
+    episodes of ``steps`` steps)."""
+    if "DallyBenchIdle-v0" not in gym.registry:
+        gym.register("DallyBenchIdle-v0", entry_point=_Idle)
+    env = gym.make("DallyBenchIdle-v0", length=steps)
+
+    def predict(obs):
+        return np.int64(0), None
+
+    best = math.inf
+    for _ in range(rounds):
+        obs, _ = env.reset(seed=0)
+        start = time.perf_counter()
+        done = False
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(int(predict(obs)[0]))
+            done = terminated or truncated
+        best = min(best, (time.perf_counter() - start) / steps)
+    env.close()
+    return best
+
+
 def time_simulate(trace: str, racks: int, policy: str, repeats: int) -> tuple[float, dict]:
     times = []
     summary = {}
@@ -539,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     env_frame = pd.DataFrame(env_rows)
     queue_frame = queue_env_rows(step_s, args.env_repeats)
     split = env_step_split()
+    idle_s = idle_step_s()
     cost_frame = episode_cost_rows(step_s)
 
     out = Path(args.out)
@@ -574,6 +624,10 @@ def main(argv: list[str] | None = None) -> int:
         f"between two decisions), {split['environment_us']} µs in the environment (observation, mask, info, "
         f"wrappers), {split['agent_us']} µs in the agent; a reset takes {split['reset_ms']} ms (7 episodes, timers "
         "around the engine's decision generator).",
+        f"- A step of an environment that does nothing (`Dally-v0`'s spaces, a constant observation and info) "
+        f"through `gym.make`, with a constant agent: {idle_s * 1e6:.2f} µs, {idle_s / step_s:.2f} CartPole steps "
+        "(the least of 20 episodes of 2,868 steps): what any decision costs before the environment, the agent or "
+        "the simulation does anything.",
         "",
     ]
     lines += queue_lines(queue_frame, args.env_repeats)
