@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from .latency import LatencyModel
 
 
-
 class SpeedTables:
     """The speed factors asked of one latency model so far, shared by the runs that use the
     same model object (an environment's episodes): a latency model is a pure function of
@@ -99,9 +98,10 @@ class SpeedTables:
         for name in names:
             self.ids.setdefault(name, len(self.ids))
         rows, cols = self.machine.shape
-        need = (max(rows, len(self.ids)), max(cols, gpus_per_machine + 1))
-        if need != (rows, cols):
-            grown = np.full((max(need[0], 2 * rows if need[0] > rows else rows), need[1]), np.nan)
+        new_rows = rows if len(self.ids) <= rows else max(len(self.ids), 2 * rows)
+        new_cols = max(cols, gpus_per_machine + 1)
+        if (new_rows, new_cols) != (rows, cols):
+            grown = np.full((new_rows, new_cols), np.nan)
             grown[:rows, :cols] = self.machine
             self.machine = grown
         return [self.ids[name] for name in names]
@@ -685,8 +685,7 @@ class Engine:
     @property
     def n_below_best(self) -> int:
         """Running jobs whose tier is worse than their best possible one."""
-        run = self.running_jobs()
-        return int(np.count_nonzero(self.tier[run] > self.best_possible_tier[run]))
+        return self.below_best_jobs().size
 
     def _set_state(self, j: int, new: int) -> None:
         """The one place job states change, keeping the counters right."""
@@ -1165,30 +1164,14 @@ class Engine:
                 return
             cluster.unmark(held)  # what it still had is free for anyone, itself included
             self._preempt(j, t)
-        g = self._num_gpus_list[j]
-        if g > cluster.free_total:
-            return
-        tiers = self._offer_tiers(g)
-        if not tiers:
-            return
-        auto = self._auto
-        if auto and (auto == kernels.AUTO_BEST or tiers[0] is self._best_tier_list[j]):
-            self._start(j, tiers[0], t)  # an offer the caller would accept at its best tier
-            return
-        offer = Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
-        answer = yield offer
-        if answer is None:
-            return
-        if answer not in tiers:
-            raise EngineError(
-                f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
-                f"tiers or None"
-            )
-        self._start(j, _TIERS[int(answer)], t)
+        tier = yield from self._ask(j, t)
+        if tier is not None:
+            self._start(j, tier, t)
 
     def _ask(self, j: int, t: float) -> Generator[Offer, Tier | None, Tier | None]:
-        """Waiting job ``j``'s offer, as :meth:`_visit` makes it, without the start: returns
-        the tier accepted (checked against the offer), or None."""
+        """Waiting job ``j``'s offer if it fits (:meth:`_visit` without the start): returns the
+        tier accepted (checked against the offer; the best one, unasked, for an offer the
+        caller would accept at its best tier anyway), or None."""
         cluster = self.cluster
         g = self._num_gpus_list[j]
         if g > cluster.free_total:
@@ -1525,13 +1508,12 @@ class Engine:
         declined = self._declined
         on_start = self.policy.on_start if self._on_start_hook else None
         if t is None:
+            codes = log[:, 0]
             if declined:
-                codes = log[:, 0]
                 ended = log[(codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED), 1]
                 for j in ended.tolist():
                     declined.pop(j, None)
             if on_start is not None:
-                codes = log[:, 0]
                 started = (codes == kernels.LOG_STARTED) | (codes == kernels.LOG_RESTARTED_SAME)
                 if not started.any():
                     return
