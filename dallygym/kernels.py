@@ -20,10 +20,34 @@ function, so none is (see :func:`pairwise_sum`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 IDLE = -1  # the mark of a free GPU nobody held at the last round boundary (cluster._IDLE is this)
 BIG = np.iinfo(np.int64).max
+
+
+@intrinsic
+def _borrowed(typingctx, array):
+    """``array`` without its reference count (a null meminfo), for a kernel entered from Python.
+
+    Compiled code counts references to an array as it is passed and sliced: an atomic
+    increment and decrement of its meminfo at every call of a helper that takes it. The event
+    loop (:func:`run_events`) makes hundreds of such calls per scheduling pass; counted, they
+    were about a quarter of its time. The Python caller holds every array it passes for the
+    whole call, and the loop neither keeps nor returns one, so the loop borrows them: their
+    views and the helpers' arguments carry a null meminfo, whose counting is a no-op. Arrays
+    the helpers allocate themselves are counted as usual."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        view = context.make_array(array)(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        return view._getvalue()
+
+    return array(array), codegen
 
 
 # --- placement (ClusterState.place) ---------------------------------------------------------
@@ -326,6 +350,30 @@ def tier_limits(free_pm, free_pr, racks, mpr):
 
 
 @njit(cache=True, nogil=True)
+def _machine_of(gpu, mpr, gpm):
+    """GPU ``gpu``'s machine and rack, and the GPUs of that machine (first, one past the last).
+
+    A loop over a job's GPUs calls this only when a GPU is off the machine of the one before
+    (``not m_lo <= gpu < m_hi``): a job's GPUs come machine by machine, so two integer
+    divisions per machine instead of per GPU (they were most of the cost of these loops)."""
+    m = gpu // gpm
+    return m, m // mpr, m * gpm, m * gpm + gpm
+
+
+@njit(cache=True, nogil=True)
+def _count_own(per_machine, gpu_store, lo, g, gpm, by):
+    """Add ``by`` to ``per_machine`` for each of the ``g`` GPUs ``gpu_store[lo:lo + g]``."""
+    m = m_lo = m_hi = 0
+    for q in range(lo, lo + g):
+        gpu = gpu_store[q]
+        if not m_lo <= gpu < m_hi:
+            m = gpu // gpm
+            m_lo = m * gpm
+            m_hi = m_lo + gpm
+        per_machine[m] += by
+
+
+@njit(cache=True, nogil=True)
 def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank, owner, mark, free_pm, free_pr,
                   mpr, gpm, gpu_store, gpu_off, num_gpus, expired):
     """Engine._expire_leases over ``order`` (waiting and running jobs in priority order).
@@ -360,6 +408,7 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
     if n_expired == 0:
         return start, 0, 0
     count = 0
+    m = rk = m_lo = m_hi = 0  # the machine (and rack) of GPUs m_lo..m_hi - 1 (see _machine_of)
     for i in range(start, order.size):
         j = order[i]
         r = i - start
@@ -371,9 +420,10 @@ def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank
             gpu = gpu_store[q]
             owner[gpu] = -1
             mark[gpu] = r
-            m = gpu // gpm
+            if not m_lo <= gpu < m_hi:
+                m, rk, m_lo, m_hi = _machine_of(gpu, mpr, gpm)
             free_pm[m] += 1
-            free_pr[m // mpr] += 1
+            free_pr[rk] += 1
         count += num_gpus[j]
     return start, n_expired, count
 
@@ -412,15 +462,14 @@ def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
             # The idle GPUs with its own (all marked with its rank, checked above), counted in
             # idle_pm itself for the test and taken out again.
             lo = gpu_off[j]
-            for q in range(lo, lo + num_gpus[j]):
-                idle_pm[gpu_store[q] // gpm] += 1
+            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, 1)
             better = better_tier_in(idle_pm, racks, mpr, gpm, num_gpus[j], tier[j])
-            for q in range(lo, lo + num_gpus[j]):
-                idle_pm[gpu_store[q] // gpm] -= 1
+            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, -1)
             if better:
                 n = i
                 break
     count = 0
+    m = rk = m_lo = m_hi = 0
     for i in range(n):
         j = jobs[i]
         lo = gpu_off[j]
@@ -428,9 +477,10 @@ def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
             gpu = gpu_store[q]
             owner[gpu] = j
             mark[gpu] = IDLE
-            m = gpu // gpm
+            if not m_lo <= gpu < m_hi:
+                m, rk, m_lo, m_hi = _machine_of(gpu, mpr, gpm)
             free_pm[m] -= 1
-            free_pr[m // mpr] -= 1
+            free_pr[rk] -= 1
         count += num_gpus[j]
     return n, count
 
@@ -600,12 +650,14 @@ def job_set(members, added, state, code, left):
 def allocate(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm):
     """ClusterState.allocate: each of ``gpus`` (free) becomes the job's; free counts fall, and
     idle counts for those that carried no round-boundary mark (the mark is cleared)."""
+    m = rk = m_lo = m_hi = 0
     for i in range(gpus.size):
         gpu = gpus[i]
         owner[gpu] = job
-        m = gpu // gpm
+        if not m_lo <= gpu < m_hi:
+            m, rk, m_lo, m_hi = _machine_of(gpu, mpr, gpm)
         free_pm[m] -= 1
-        free_pr[m // mpr] -= 1
+        free_pr[rk] -= 1
         if mark[gpu] == IDLE:
             idle_pm[m] -= 1
         else:
@@ -615,13 +667,15 @@ def allocate(owner, mark, free_pm, idle_pm, free_pr, gpus, job, mpr, gpm):
 @njit(cache=True, nogil=True)
 def release(owner, free_pm, idle_pm, free_pr, gpus, mpr, gpm):
     """ClusterState.release: ``gpus`` become free and idle."""
+    m = rk = m_lo = m_hi = 0
     for i in range(gpus.size):
         gpu = gpus[i]
         owner[gpu] = -1
-        m = gpu // gpm
+        if not m_lo <= gpu < m_hi:
+            m, rk, m_lo, m_hi = _machine_of(gpu, mpr, gpm)
         free_pm[m] += 1
         idle_pm[m] += 1
-        free_pr[m // mpr] += 1
+        free_pr[rk] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -1096,6 +1150,20 @@ def _merge_keyed(a, akey, b, bkey, b_order, out):
 
 
 @njit(cache=True, nogil=True)
+def _shift_right(a, pos, size):
+    """``a[pos + 1:size + 1] = a[pos:size]`` in place (last first: the ranges overlap)."""
+    for i in range(size, pos, -1):
+        a[i] = a[i - 1]
+
+
+@njit(cache=True, nogil=True)
+def _shift_left(a, pos, size):
+    """``a[pos:size - 1] = a[pos + 1:size]`` in place (first first: the ranges overlap)."""
+    for i in range(pos, size - 1):
+        a[i] = a[i + 1]
+
+
+@njit(cache=True, nogil=True)
 def _keyed_pos(order, size, wkey, key, j):
     """The first position of the increasing-by-(key, index) ``order[:size]`` not before
     (``key``, ``j``)."""
@@ -1116,7 +1184,7 @@ def _keyed_insert(order, size, wkey, key, j):
     """Insert waiting job ``j`` with priority key ``key`` into ``order[:size]``."""
     wkey[j] = key
     pos = _keyed_pos(order, size, wkey, key, j)
-    order[pos + 1:size + 1] = order[pos:size].copy()
+    _shift_right(order, pos, size)
     order[pos] = j
     return size + 1
 
@@ -1124,7 +1192,7 @@ def _keyed_insert(order, size, wkey, key, j):
 @njit(cache=True, nogil=True)
 def _keyed_remove(order, size, wkey, j):
     pos = _keyed_pos(order, size, wkey, wkey[j], j)
-    order[pos:size - 1] = order[pos + 1:size].copy()
+    _shift_left(order, pos, size)
     return size - 1
 
 
@@ -1292,7 +1360,7 @@ def record(t, used, running, waiting, remaining, rec_i, rec_f, partials, timelin
 def _set_insert(members, size, j):
     """Insert ``j`` into the increasing ``members[:size]``; returns the new size."""
     pos = np.searchsorted(members[:size], j)
-    members[pos + 1:size + 1] = members[pos:size].copy()
+    _shift_right(members, pos, size)
     members[pos] = j
     return size + 1
 
@@ -1301,8 +1369,19 @@ def _set_insert(members, size, j):
 def _set_remove(members, size, j):
     """Remove ``j`` from the increasing ``members[:size]``; returns the new size."""
     pos = np.searchsorted(members[:size], j)
-    members[pos:size - 1] = members[pos + 1:size].copy()
+    _shift_left(members, pos, size)
     return size - 1
+
+
+@njit(cache=True, nogil=True)
+def _order_waiting(waiting, nw, jobf, wkey, ordered):
+    """The waiting jobs ``waiting[:nw]`` into ``ordered[:nw]`` by (Nw_sens, index), their keys
+    into ``wkey``."""
+    for i in range(nw):
+        wkey[waiting[i]] = _nw_sens_of(waiting[i], jobf)
+    by_key = np.argsort(wkey[waiting[:nw]], kind="mergesort")
+    for i in range(nw):
+        ordered[i] = waiting[by_key[i]]
 
 
 @njit(cache=True, nogil=True)
@@ -1324,6 +1403,17 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     in order (``log`` rows as :func:`pass_turns`'s plus LOG_COMPLETED; ``log_f``: the time
     and, for a start, the job's starvation then), from ``li[LI_N_LOG]`` on.
     """
+    # Every array borrowed for the call (see _borrowed): no counting of references below.
+    arrival, jobf, jobi, state, speed_seen, tier_s = (_borrowed(arrival), _borrowed(jobf), _borrowed(jobi),
+                                                      _borrowed(state), _borrowed(speed_seen), _borrowed(tier_s))
+    placements_by_tier, machine_speed, shapes = (_borrowed(placements_by_tier), _borrowed(machine_speed),
+                                                 _borrowed(shapes))
+    shape_seq, shape_speed, slots, gpu_store = (_borrowed(shape_seq), _borrowed(shape_speed), _borrowed(slots),
+                                                _borrowed(gpu_store))
+    cl, sets, wkey, li, lf, plan = (_borrowed(cl), _borrowed(sets), _borrowed(wkey), _borrowed(li), _borrowed(lf),
+                                    _borrowed(plan))
+    expired_buf, renewed, log, log_f = _borrowed(expired_buf), _borrowed(renewed), _borrowed(log), _borrowed(log_f)
+    rec_i, rec_f, partials, timeline = _borrowed(rec_i), _borrowed(rec_f), _borrowed(partials), _borrowed(timeline)
     n = arrival.size
     num_gpus = jobi[I_GPUS]
     finish = jobf[F_FINISH]
@@ -1335,12 +1425,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     keyed = keys == KEYS_NW_SENS
     ordered = sets[2]
     if keyed and not li[LI_KEYED]:
-        nw = li[LI_N_WAITING]
-        for i in range(nw):
-            wkey[waiting[i]] = _nw_sens_of(waiting[i], jobf)
-        by_key = np.argsort(wkey[waiting[:nw]], kind="mergesort")
-        for i in range(nw):
-            ordered[i] = waiting[by_key[i]]
+        _order_waiting(waiting, li[LI_N_WAITING], jobf, wkey, ordered)
         li[LI_KEYED] = 1
     pos = resume
     while True:
@@ -1553,14 +1638,12 @@ def _upgrade_key(j, free_pm, gpu_store, jobi, racks, mpr, gpm):
     """Outside a pass, for running job ``j`` below its best tier: 0 if no tier better than its
     own is free for it, counting its own GPUs as free (Engine._upgrade_free_for); else the
     :func:`vector_key` of those free GPUs per machine, with which its offer would be made."""
-    with_own = free_pm.copy()
     lo = jobi[I_GPU_OFF, j]
     g = jobi[I_GPUS, j]
-    for q in range(lo, lo + g):
-        with_own[gpu_store[q] // gpm] += 1
-    if not better_tier_in(with_own, racks, mpr, gpm, g, jobi[I_TIER, j]):
-        return 0
-    return vector_key(with_own)
+    _count_own(free_pm, gpu_store, lo, g, gpm, 1)  # counted in free_pm itself, and taken out again
+    key = vector_key(free_pm) if better_tier_in(free_pm, racks, mpr, gpm, g, jobi[I_TIER, j]) else 0
+    _count_own(free_pm, gpu_store, lo, g, gpm, -1)
+    return key
 
 
 @njit(cache=True, nogil=True)

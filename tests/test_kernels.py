@@ -463,3 +463,66 @@ def test_runs_of_one_latency_model_share_its_speed_tables():
     assert second._tables is first._tables and known > 10 and len(second._tables.cache) == known
     assert fresh._tables is not first._tables
     assert_same_run(second, fresh)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), unique=True, max_size=30), st.lists(st.integers(0, 60), max_size=30),
+       st.data())
+def test_compiled_ordered_sets_insert_and_remove_as_sorted_lists(start, ops, data):
+    """The event loop's job sets (kernels._set_insert / _set_remove: increasing indices;
+    _keyed_insert / _keyed_remove: by (key, index)) shift their members in place, both ways:
+    the same members, in the same order, as sorting a Python list."""
+    members = np.full(64, -7, dtype=np.int64)
+    keyed = np.full(64, -7, dtype=np.int64)
+    wkey = np.zeros(64)
+    keys = {j: float(data.draw(st.integers(0, 3))) for j in range(64)}
+    current = sorted(start)
+    size = 0
+    for j in current:
+        size = kernels._set_insert(members, size, j)
+        kernels._keyed_insert(keyed, size - 1, wkey, keys[j], j)
+    for j in ops:
+        if j in current:
+            current.remove(j)
+            kernels._keyed_remove(keyed, size, wkey, j)
+            size = kernels._set_remove(members, size, j)
+        else:
+            current.append(j)
+            kernels._keyed_insert(keyed, size, wkey, keys[j], j)
+            size = kernels._set_insert(members, size, j)
+        assert members[:size].tolist() == sorted(current)
+        assert keyed[:size].tolist() == sorted(current, key=lambda m: (keys[m], m))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 8), st.data())
+def test_per_machine_counts_of_gpus_in_any_order(racks, mpr, gpm, data):
+    """kernels._count_own (and _machine_of, which the per-GPU loops share) counts each GPU on its
+    own machine, whatever the order of the GPUs: the machine is looked up again whenever a GPU
+    is off the last one's."""
+    n = racks * mpr * gpm
+    gpus = np.array(data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n)), dtype=np.int64)
+    store = np.concatenate([np.array([n - 1], dtype=np.int64), gpus])  # a GPU before the run
+    counts = np.zeros(racks * mpr, dtype=np.int64)
+    kernels._count_own(counts, store, 1, gpus.size, gpm, 2)
+    assert counts.tolist() == (2 * np.bincount(gpus // gpm, minlength=racks * mpr)).tolist()
+    for gpu in gpus.tolist():
+        m, rack, lo, hi = kernels._machine_of(gpu, mpr, gpm)
+        assert (m, rack, lo, hi) == (gpu // gpm, gpu // gpm // mpr, gpu // gpm * gpm, (gpu // gpm + 1) * gpm)
+
+
+def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
+    """kernels.run_events borrows the engine's arrays (no reference counting inside the loop):
+    after a whole run every array the engine passed has the references it had before, and the
+    run is the one the Python reference makes."""
+    import sys
+
+    spec = ClusterSpec(2)
+    trace = load_trace("batch-500", cluster=spec)
+    engine = Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"), EngineConfig())
+    arrays = [engine._jobf, engine._jobi, engine.state, engine._sets, engine._li, engine._lf, engine._plan,
+              engine._turn_log, engine._rec_f, engine.cluster.buffer, engine._gpu_store, engine._log_f]
+    before = [sys.getrefcount(a) for a in arrays]
+    run_policy(engine)
+    assert engine.finished == engine.n and engine.passes > 100
+    assert [sys.getrefcount(a) for a in arrays] == before
