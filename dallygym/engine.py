@@ -923,7 +923,19 @@ class Engine:
                 self._ranked = None
                 resumed = pos + 1
                 return resumed
-            yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t)
+            # After a declined question the rest of the pass is taken here (another question
+            # is likely, and a return to the kernel costs more than most turns), up to an
+            # accepted offer to a waiting job when the kernel makes the starts: that start,
+            # and the rest of the pass, go back to the kernel.
+            accepted = yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t,
+                                                     hand_over=not rest_here)
+            if accepted is not None:
+                at, tier = accepted
+                li[kernels.LI_ANSWER] = int(tier)
+                self.expired_unvisited.clear()
+                self._ranked = None
+                resumed = at
+                return resumed
         finally:
             if resumed is None:  # the pass ends here (or the generator is closed)
                 self._end_pass(boundary)
@@ -1116,9 +1128,11 @@ class Engine:
             self._migrations(cand, t)
 
     def _python_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
-                      t: float) -> Generator[Offer, Tier | None, None]:
+                      t: float, hand_over: bool = False) -> Generator[Offer, Tier | None, tuple[int, Tier] | None]:
         """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
-        Python."""
+        Python. With ``hand_over``, an offer a waiting job accepts is not started here: the
+        turns stop and return (its position, the tier) for the compiled loop to start it and go
+        on from there (see :meth:`_python_turn`); otherwise they return None at the pass's end."""
         cluster = self.cluster
         n_visit = len(queue)
         expired_set = self.expired_unvisited
@@ -1150,7 +1164,13 @@ class Engine:
                     k = bisect_left(expired_pos, pos)
                     pos = expired_pos[k] if k < len(expired_pos) else n_visit
                 continue
+            if hand_over:  # (an expired lease's turn is taken above: j is a waiting job)
+                tier = yield from self._ask(j, t)
+                if tier is not None:
+                    return pos - 1, tier
+                continue
             yield from self._visit(j, t)
+        return None
 
     def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:
         """Job ``j``'s turn in a pass: a lease-expired job renews (its GPUs all unclaimed) or is

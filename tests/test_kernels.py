@@ -382,10 +382,20 @@ def test_compiled_loop_keeps_declined_upgrades_as_the_reference_does(monkeypatch
 def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_reference(monkeypatch):
     """An offer the agent accepts is handed back to the compiled loop (LI_ANSWER), which
     starts the job from that very turn; where the start needs what only Python has (a shape
-    not seen yet) the loop stops there and Python makes it. Both happen in a random agent's
-    episode, which is the reference episode decision for decision."""
-    made = {"kernel": 0, "python": 0}
+    not seen yet) the loop stops there and Python makes it. After a declined question the
+    rest of the pass is taken in Python up to the next accepted offer, which goes back to the
+    loop the same way. All of these happen in a random agent's episode, which is the
+    reference episode decision for decision."""
+    from dallygym.engine import Engine as E
+
+    made = {"kernel": 0, "python": 0, "after a decline": 0}
     run_events = kernels.run_events
+    turns = E._python_turns
+
+    def turns_spy(self, *args, **kwargs):
+        accepted = yield from turns(self, *args, **kwargs)
+        made["after a decline"] += accepted is not None
+        return accepted
 
     def spy(*args):
         li = next(a for a in args if isinstance(a, np.ndarray) and a.shape == (kernels.LI_SIZE,))
@@ -398,6 +408,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         monkeypatch.setattr(kernels, "run_events", spy)
+        monkeypatch.setattr(E, "_python_turns", turns_spy)
         env = gym.make("Dally-v0", trace="batch-500")
         rng = np.random.default_rng(11)
         obs, info = env.reset(seed=5)
@@ -411,7 +422,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
         return seen, info["summary"], env.unwrapped.engine
 
     seen_a, summary_a, fast = episode(True)
-    assert made["kernel"] > 0 and made["python"] > 0, made
+    assert made["kernel"] > 0 and made["python"] > 0 and made["after a decline"] > 0, made
     seen_b, summary_b, plain = episode(False)
     assert seen_a == seen_b and summary_a == summary_b
     assert_same_run(fast, plain)
