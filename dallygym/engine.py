@@ -923,15 +923,16 @@ class Engine:
                 self._ranked = None
                 resumed = pos + 1
                 return resumed
-            # After a declined question the rest of the pass is taken here (another question
-            # is likely, and a return to the kernel costs more than most turns), up to an
-            # accepted offer to a waiting job when the kernel makes the starts: that start,
-            # and the rest of the pass, go back to the kernel.
+            # After a declined question the next turns are taken here (another question is
+            # likely, and a return to the kernel costs more than a declined question), up to
+            # an accepted offer to a waiting job or a lease-expired job's turn when the kernel
+            # makes the starts: that start or turn, and the rest of the pass, go back to it.
             accepted = yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t,
                                                      hand_over=not rest_here)
             if accepted is not None:
                 at, tier = accepted
-                li[kernels.LI_ANSWER] = int(tier)
+                if tier is not None:
+                    li[kernels.LI_ANSWER] = int(tier)
                 self.expired_unvisited.clear()
                 self._ranked = None
                 resumed = at
@@ -1130,9 +1131,10 @@ class Engine:
     def _python_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
                       t: float, hand_over: bool = False) -> Generator[Offer, Tier | None, tuple[int, Tier] | None]:
         """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
-        Python. With ``hand_over``, an offer a waiting job accepts is not started here: the
-        turns stop and return (its position, the tier) for the compiled loop to start it and go
-        on from there (see :meth:`_python_turn`); otherwise they return None at the pass's end."""
+        Python. With ``hand_over`` they stop at an offer a waiting job accepts, returning (its
+        position, the tier), or at a lease-expired job's turn, returning (its position, None):
+        the compiled loop makes that start or turn and goes on from there (see
+        :meth:`_python_turn`). Otherwise, or at the pass's end, they return None."""
         cluster = self.cluster
         n_visit = len(queue)
         expired_set = self.expired_unvisited
@@ -1141,6 +1143,8 @@ class Engine:
         while pos < n_visit:
             j = queue.item(pos)
             if j in expired_set:
+                if hand_over:
+                    return pos, None  # (renewals, preemptions and upgrades: the kernel's)
                 # Expired leases up to the next waiting job that may still fit take
                 # their turns together (a waiting job that does not fit now never will).
                 k = bisect_left(expired_pos, pos)

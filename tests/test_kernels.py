@@ -383,8 +383,8 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     """An offer the agent accepts is handed back to the compiled loop (LI_ANSWER), which
     starts the job from that very turn; where the start needs what only Python has (a shape
     not seen yet) the loop stops there and Python makes it. After a declined question the
-    rest of the pass is taken in Python up to the next accepted offer, which goes back to the
-    loop the same way. All of these happen in a random agent's episode, which is the
+    next turns are taken in Python up to the next accepted offer (or lease-expired job), which
+    goes back to the loop the same way. All of these happen in a random agent's episode, which is the
     reference episode decision for decision."""
     from dallygym.engine import Engine as E
 
