@@ -82,6 +82,8 @@ def action_index(action) -> int | None:
     stable-baselines3 passes). Not integers, and never converted: ``bool``, floats (even
     ``1.0``), strings, bytes, ``None``, lists and arrays with any dimension.
     """
+    if type(action) is int:  # the common case first
+        return action
     if isinstance(action, np.ndarray):
         if action.ndim != 0:
             return None
@@ -91,6 +93,19 @@ def action_index(action) -> int | None:
     if isinstance(action, (int, np.integer)):
         return int(action)
     return None
+
+
+def _time_feature(lease_s: float, long_s: float):
+    """The function showing a time ``x`` (s) as log1p(x / lease) / log1p(10,000 leases), <= 1
+    (1 from ``long_s`` on), made once per episode."""
+    log1p = math.log1p
+
+    def feature(x: float) -> float:
+        if x >= long_s:
+            return 1.0
+        return log1p(x / lease_s) / _LOG_LONG if x > 0 else 0.0
+
+    return feature
 
 
 class GeneratedTraces:
@@ -413,6 +428,7 @@ class DallyEnv(gym.Env):
             (math.log2(1 + g) / log_cluster, best == 0, best == 1, best == 2)
             for g, best in zip(self.engine.num_gpus.tolist(), self.engine.best_possible_tier.tolist())
         ]
+        self._time_feature = _time_feature(self._lease_s, self._long_s)
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -525,21 +541,15 @@ class DallyEnv(gym.Env):
         # and this runs at every step.
         e = self.engine
         lease = self._lease_s
-        long_s = self._long_s
         log1p = math.log1p
-
-        def t_(x: float) -> float:  # a time, as log1p(x / lease) / log1p(10,000 leases), <= 1
-            if x >= long_s:
-                return 1.0
-            return log1p(x / lease) / _LOG_LONG if x > 0 else 0.0
-
+        t_ = self._time_feature
         j = offer.job
         g = offer.num_gpus
         tiers = offer.tiers
         run_s = e.run_s.item(j)
         done = e.done_iters.item(j)
-        total = e.total_iterations.item(j)
-        iter_time = e.iter_time_s.item(j)
+        total = e._total_iterations_list[j]
+        iter_time = e._iter_time_list[j]
         nw = done * iter_time / run_s if run_s > 0 else 0.0
         timers = self._timers
         t_mc, t_rk = timers(g, offer.now_s) if timers is not None else (0.0, 0.0)
