@@ -910,18 +910,12 @@ class Engine:
                 # kernel, which goes on with the pass from this very turn.
                 tier = yield from self._ask(j, t)
                 if tier is not None:
-                    li[kernels.LI_ANSWER] = int(tier)
-                    self.expired_unvisited.clear()
-                    self._ranked = None
-                    resumed = pos
+                    resumed = self._hand_back(pos, tier)
                     return resumed
             else:
                 yield from self._visit(j, t)
             if not rest_here and not (li.item(kernels.LI_ASKS) and cluster.free_total == free):
-                # The kernel goes on with the pass (and ends it: marks and ranks).
-                self.expired_unvisited.clear()
-                self._ranked = None
-                resumed = pos + 1
+                resumed = self._hand_back(pos + 1)
                 return resumed
             # After a declined question the next turns are taken here (another question is
             # likely, and a return to the kernel costs more than a declined question), up to
@@ -930,18 +924,24 @@ class Engine:
             accepted = yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t,
                                                      hand_over=not rest_here)
             if accepted is not None:
-                at, tier = accepted
-                if tier is not None:
-                    li[kernels.LI_ANSWER] = int(tier)
-                self.expired_unvisited.clear()
-                self._ranked = None
-                resumed = at
+                resumed = self._hand_back(*accepted)
                 return resumed
         finally:
             if resumed is None:  # the pass ends here (or the generator is closed)
                 self._end_pass(boundary)
         self._record(t)
         return -1
+
+    def _hand_back(self, pos: int, tier: Tier | None = None) -> int:
+        """Give the pass stopped in :meth:`_python_turn` back to the compiled loop from
+        position ``pos`` of its plan, with ``tier`` the offer accepted at that turn (which the
+        loop starts), if any: the loop goes on with the pass and ends it (marks and ranks), so
+        nothing of it is left here. Returns ``pos``."""
+        if tier is not None:
+            self._li[kernels.LI_ANSWER] = int(tier)
+        self.expired_unvisited.clear()
+        self._ranked = None
+        return pos
 
     def _end_pass(self, boundary: bool) -> None:
         """A boundary pass's end: no lease-expired job left unvisited, no GPU marked, no rank."""
