@@ -1653,3 +1653,111 @@ def _any_below_best(running, n_running, jobi):
         if jobi[I_TIER, j] > jobi[I_BEST, j]:
             return True
     return False
+
+
+# --- DallyQueue's observation (DallyQueueEnv._observe) ---------------------------------------
+
+@njit(cache=True, nogil=True)
+def queue_demands(c, jobi, best_of, present, demands):
+    """The distinct GPU demands of candidates ``c``, increasing, into ``demands`` (returns how
+    many), with each one's best possible tier in ``best_of[demand]``. ``present`` (indexed by
+    demand) is all False on entry and left so."""
+    for r in range(c.size):
+        g = jobi[I_GPUS, c[r]]
+        best_of[g] = jobi[I_BEST, c[r]]
+        present[g] = True
+    m = 0
+    for g in range(present.size):
+        if present[g]:
+            present[g] = False
+            demands[m] = g
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def queue_job_features(c, now, lease, cluster_gpus, gpm, never_multi_nw, largest, jobf, jobi, state, size_feature,
+                       free_of, limits_of, timed, jobs, times, estimates):
+    """DallyQueueEnv._observe's job features of candidates ``c`` into the rows of ``jobs``
+    (float32), the same arithmetic as its numpy reference, value for value, but for the four
+    times: their arguments max(t, 0) / lease go to ``times`` (4 x k: starvation, remaining
+    ideal time, remaining estimate, attained service), whose log1p the caller takes with
+    numpy as the reference does. ``size_feature``: feature 0 by job; ``free_of`` /
+    ``limits_of``: by demand, whether its best tier is free and the offer rule's timers
+    (read only if ``timed``); ``largest``: the largest estimate of any unfinished job;
+    ``estimates``: scratch, k values."""
+    k = c.size
+    most = -np.inf
+    for r in range(k):
+        j = c[r]
+        g = jobi[I_GPUS, j]
+        best = jobi[I_BEST, j]
+        starvation = now - jobf[F_ANCHOR, j]
+        run = jobf[F_RUN, j]
+        done = jobf[F_DONE, j]
+        iter_time = jobf[F_ITER_TIME, j]
+        total = jobf[F_TOTAL, j]
+        nw = done * iter_time / run if run > 0 else 0.0
+        remaining = (total - done) * iter_time
+        # ProtectedRemainingPolicy.remaining_estimate_s
+        if nw > 0:
+            estimate = remaining / nw
+        elif g > gpm:
+            estimate = remaining / never_multi_nw
+        else:
+            estimate = remaining / 1.0
+        if estimate > most:
+            most = estimate
+        service = g * run / cluster_gpus
+        times[0, r] = (starvation if starvation > 0.0 else 0.0) / lease
+        times[1, r] = (remaining if remaining > 0.0 else 0.0) / lease
+        times[2, r] = (estimate if estimate > 0.0 else 0.0) / lease
+        times[3, r] = (service if service > 0.0 else 0.0) / lease
+        row = jobs[r]
+        row[0] = size_feature[j]
+        row[1] = best == 0
+        row[2] = best == 1
+        row[3] = best == 2
+        row[4] = free_of[g]
+        row[6] = nw if nw < 1.0 else 1.0
+        row[7] = done / total
+        p = jobi[I_PREEMPTIONS, j]
+        row[11] = (p if p < 20 else 20) / 20.0
+        row[12] = state[j] == 2  # RUNNING
+        tier = jobi[I_TIER, j]
+        row[13] = (tier + 1) / 3.0 if tier >= 0 else 0.0
+        if timed:
+            row[17] = starvation >= limits_of[g, 0]
+            row[18] = starvation >= limits_of[g, 1]
+        estimates[r] = estimate
+    scale = largest
+    if most > scale:
+        scale = most
+    if 1e-9 > scale:
+        scale = 1e-9
+    for r in range(k):
+        jobs[r, 19] = estimates[r] / scale
+
+
+@njit(cache=True, nogil=True)
+def makespan_bound(now, running, waiting, jobf, best_speed):
+    """DallyQueueEnv.makespan_bound_s: the latest of ``now``, the running jobs' finish times
+    and, for each waiting job, now + its remaining ideal time / ``best_speed``."""
+    bound = now
+    if running.size:
+        most = jobf[F_FINISH, running[0]]
+        for i in range(1, running.size):
+            if jobf[F_FINISH, running[i]] > most:
+                most = jobf[F_FINISH, running[i]]
+        if most > bound:
+            bound = most
+    if waiting.size:
+        most = -np.inf
+        for i in range(waiting.size):
+            j = waiting[i]
+            rest = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j] / best_speed[j]
+            if rest > most:
+                most = rest
+        if now + most > bound:
+            bound = now + most
+    return bound

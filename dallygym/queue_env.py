@@ -13,6 +13,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from . import kernels
 from .cluster import Tier
 from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Offer, Pick
 from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index
@@ -20,7 +21,7 @@ from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
-from .policies.protected import ProtectedRemainingPolicy
+from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
 
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
 #: How the makespan part of a reward is credited over the steps (the return is the same):
@@ -356,6 +357,8 @@ class DallyQueueEnv(DallyEnv):
         self._demand_seen = np.zeros(size, dtype=bool)
         self._demand_free = np.zeros(size, dtype=bool)
         self._demand_limits = np.zeros((size, 2))
+        self._demand_list = np.zeros(size, dtype=np.int64)
+        self._estimates = np.zeros(max_candidates)
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -375,6 +378,8 @@ class DallyQueueEnv(DallyEnv):
         self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
         self._num_gpus = float(self.spec_cluster.num_gpus)
         self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
+        # Job feature 0 by job (it depends on the demand alone), for _job_features_compiled.
+        self._size_feature = np.log2(1.0 + engine.num_gpus) / self._log_cluster
         self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
         self._oracle_cache: dict = {}
         # The makespan bound's speed of each job at its best tier (see makespan_bound_s). A job
@@ -482,6 +487,8 @@ class DallyQueueEnv(DallyEnv):
         of the reward, not of the observation.)"""
         e = self.engine
         now = e.now_s
+        if e.cluster.compiled:
+            return float(kernels.makespan_bound(now, e.running_jobs(), e.waiting_jobs(), e._jobf, self._best_speed))
         bound = now
         if e.n_running:
             bound = max(bound, float(np.max(e.finish_s[e.running_jobs()])))
@@ -517,75 +524,20 @@ class DallyQueueEnv(DallyEnv):
         self._beyond = len(pick.candidates) - k
         c = np.fromiter(shown, dtype=np.int64, count=k)
         now = e.now_s
-        g = e.num_gpus[c]
-        best = e.best_possible_tier[c]
-        starvation = now - e.starve_anchor_s[c]
-        run_s = e.run_s[c]
-        nw = e.nw_sens(c)
-        remaining_ideal = (e.total_iterations[c] - e.done_iters[c]) * e.iter_time_s[c]
-        tier = e.tier[c]
-        holds = (e.state[c] == RUNNING).astype(np.float32)
-
-        # Per distinct demand: is its best tier free now, and the offer rule's timers.
-        # (The best possible tier depends on the demand alone.)
-        # Tables indexed by the demand (at most the cluster's GPUs) stand in for a sort.
-        best_of = self._demand_best
-        best_of[g] = best
-        present = self._demand_seen
-        present[g] = True
-        demands = np.flatnonzero(present)
-        present[demands] = False
-        free_of = self._demand_free
-        timers = []
-        for demand, best_tier in zip(demands.tolist(), best_of[demands].tolist()):
-            tiers = e._offer_tiers(demand)
-            free_of[demand] = bool(tiers) and int(tiers[0]) == best_tier
-            if self._timers is not None:
-                timers.append(self._timers(demand, now))
-        best_free = free_of[g]
-        if timers:
-            limits_of = self._demand_limits
-            limits_of[demands] = timers
-            limits = limits_of[g]
-            past_machine = starvation >= limits[:, 0]
-            past_rack = starvation >= limits[:, 1]
-        else:
-            past_machine = past_rack = np.zeros(k, dtype=bool)
-
         jobs = np.zeros((k_max, JOB_DIM), dtype=np.float32)
-        view = jobs[:k]
-        view[:, 0] = np.log2(1.0 + g) / self._log_cluster
-        view[:, 1] = best == 0
-        view[:, 2] = best == 1
-        view[:, 3] = best == 2
-        view[:, 4] = best_free
-        # The five times at once: starvation, remaining ideal, remaining estimate, service.
-        times = np.empty((4, k))
-        times[0] = starvation
-        times[1] = remaining_ideal
-        times[2] = estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
-        times[3] = g * run_s / self._num_gpus
-        times = self._time(times)
-        view[:, 5] = times[0]
-        view[:, 6] = np.minimum(nw, 1.0)
-        view[:, 7] = e.done_iters[c] / e.total_iterations[c]
-        view[:, 8] = times[1]
-        view[:, 9] = times[2]
-        view[:, 10] = times[3]
-        view[:, 11] = np.minimum(e.preemptions[c], 20) / 20.0
-        view[:, 12] = holds
-        view[:, 13] = np.where(tier >= 0, (tier + 1) / 3.0, 0.0)
+        if e.cluster.compiled:
+            self._job_features_compiled(c, now, jobs)
+        else:
+            self._job_features(c, now, jobs)
         if self.sensitivity != "hidden":
-            view[:, 14:17] = self._job_speeds(c)
-        view[:, 17] = past_machine
-        view[:, 18] = past_rack
-        view[:, 19] = estimate / max(self.largest_estimate_s(), float(estimate.max()), 1e-9)
+            jobs[:k, 14:17] = self._job_speeds(c)
 
         mask = np.zeros(k_max, dtype=np.float32)
         mask[:k] = 1.0
         cl = e.cluster
         free = cl.free_total
-        demand_all = int(np.add.reduce(e.num_gpus[np.fromiter(pick.candidates, dtype=np.int64)]))
+        every = c if not self._beyond else np.fromiter(pick.candidates, dtype=np.int64)
+        demand_all = int(np.add.reduce(e.num_gpus[every]))
         elapsed = now - e.first_arrival_s
         lease = self._lease_s
         cluster = np.array((
@@ -609,6 +561,101 @@ class DallyQueueEnv(DallyEnv):
         self._mask[:] = False
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
+
+    def _demand_tables(self, demands: list[int], best_tiers: list[int], now: float) -> bool:
+        """For each distinct GPU demand of the candidates (with its best possible tier): whether
+        that tier is free now (``_demand_free``) and the offer rule's timers
+        (``_demand_limits``), if the policy has timers (returned)."""
+        e = self.engine
+        free_of = self._demand_free
+        limits_of = self._demand_limits
+        timers = self._timers
+        for demand, best_tier in zip(demands, best_tiers):
+            tiers = e._offer_tiers(demand)
+            free_of[demand] = bool(tiers) and int(tiers[0]) == best_tier
+            if timers is not None:
+                limits_of[demand] = timers(demand, now)
+        return timers is not None
+
+    def _job_features(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
+        """Job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``: the
+        readable reference, in numpy (:meth:`_job_features_compiled` computes the same)."""
+        e = self.engine
+        k = c.size
+        g = e.num_gpus[c]
+        best = e.best_possible_tier[c]
+        starvation = now - e.starve_anchor_s[c]
+        run_s = e.run_s[c]
+        nw = e.nw_sens(c)
+        remaining_ideal = (e.total_iterations[c] - e.done_iters[c]) * e.iter_time_s[c]
+        tier = e.tier[c]
+        holds = (e.state[c] == RUNNING).astype(np.float32)
+
+        # Per distinct demand: is its best tier free now, and the offer rule's timers.
+        # (The best possible tier depends on the demand alone.)
+        # Tables indexed by the demand (at most the cluster's GPUs) stand in for a sort.
+        best_of = self._demand_best
+        best_of[g] = best
+        present = self._demand_seen
+        present[g] = True
+        demands = np.flatnonzero(present)
+        present[demands] = False
+        timed = self._demand_tables(demands.tolist(), best_of[demands].tolist(), now)
+        best_free = self._demand_free[g]
+        if timed:
+            limits = self._demand_limits[g]
+            past_machine = starvation >= limits[:, 0]
+            past_rack = starvation >= limits[:, 1]
+        else:
+            past_machine = past_rack = np.zeros(k, dtype=bool)
+
+        view = jobs[:k]
+        view[:, 0] = np.log2(1.0 + g) / self._log_cluster
+        view[:, 1] = best == 0
+        view[:, 2] = best == 1
+        view[:, 3] = best == 2
+        view[:, 4] = best_free
+        # The four times at once: starvation, remaining ideal, remaining estimate, service.
+        times = np.empty((4, k))
+        times[0] = starvation
+        times[1] = remaining_ideal
+        times[2] = estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
+        times[3] = g * run_s / self._num_gpus
+        times = self._time(times)
+        view[:, 5] = times[0]
+        view[:, 6] = np.minimum(nw, 1.0)
+        view[:, 7] = e.done_iters[c] / e.total_iterations[c]
+        view[:, 8] = times[1]
+        view[:, 9] = times[2]
+        view[:, 10] = times[3]
+        view[:, 11] = np.minimum(e.preemptions[c], 20) / 20.0
+        view[:, 12] = holds
+        view[:, 13] = np.where(tier >= 0, (tier + 1) / 3.0, 0.0)
+        view[:, 17] = past_machine
+        view[:, 18] = past_rack
+        view[:, 19] = estimate / max(self.largest_estimate_s(), float(estimate.max()), 1e-9)
+
+    def _job_features_compiled(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
+        """:meth:`_job_features` by :func:`kernels.queue_demands` and
+        :func:`kernels.queue_job_features`, but the per-demand tables and the times' log1p
+        (numpy's, as in the reference: the same values bit for bit)."""
+        e = self.engine
+        k = c.size
+        demands = self._demand_list
+        m = kernels.queue_demands(c, e._jobi, self._demand_best, self._demand_seen, demands)
+        listed = demands[:m]
+        timed = self._demand_tables(listed.tolist(), self._demand_best[listed].tolist(), now)
+        times = np.empty((4, k))
+        kernels.queue_job_features(c, now, self._lease_s, self._num_gpus, self.spec_cluster.gpus_per_machine,
+                                   NEVER_RUN_MULTI_MACHINE_NW_SENS, self.largest_estimate_s(), e._jobf, e._jobi,
+                                   e.state, self._size_feature, self._demand_free, self._demand_limits, timed,
+                                   jobs, times, self._estimates)
+        times = np.minimum(np.log1p(times) / _LOG_LONG, 1.0)  # (the rest of _time)
+        view = jobs[:k]
+        view[:, 5] = times[0]
+        view[:, 8] = times[1]
+        view[:, 9] = times[2]
+        view[:, 10] = times[3]
 
     def _guarded(self, engine: Engine, jobs: np.ndarray) -> np.ndarray:
         """``guard_leases``: the lease-expired ``jobs`` whose remaining estimate (job feature 9)

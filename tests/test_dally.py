@@ -436,3 +436,17 @@ def test_a_subclass_overriding_on_start_alone_gets_no_batch_hook():
     assert start_batch_hook(DallyPolicy()) is not None
     assert start_batch_hook(Counting()) is None
     assert start_batch_hook(Policy()) is None
+
+
+def test_tuner_remembers_timers_per_demand_until_time_moves_or_an_entry_is_recorded():
+    """AutoTuner.timers answers from its memo only while nothing they depend on changed."""
+    tuner = AutoTuner(history_s=100 * H, t_machine_s=12 * H, t_rack_s=24 * H)
+    for at, waited in ((0.0, 2 * H), (1.0, 4 * H)):
+        tuner.record(Tier.MACHINE, 4, waited, at)
+    assert tuner.timers(4, 2.0) == (3 * H + 2 * math.sqrt(2) * H, 24 * H)
+    assert tuner.timers(8, 2.0) == (12 * H, 24 * H)  # another demand at the same time: untuned
+    assert tuner.timers(4, 2.0) == (3 * H + 2 * math.sqrt(2) * H, 24 * H)
+    tuner.record(Tier.MACHINE, 8, H, 2.0)
+    tuner.record(Tier.MACHINE, 8, 3 * H, 2.0)
+    assert tuner.timers(8, 2.0) == (2 * H + 2 * math.sqrt(2) * H, 24 * H)  # a record invalidates
+    assert tuner.timers(4, 101 * H) == (12 * H, 24 * H)  # time moved: the window left them out

@@ -231,6 +231,73 @@ def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lea
     assert_same_episode(episode(True), episode(False))
 
 
+@pytest.mark.parametrize(("env_id", "options"), [
+    ("DallyQueue-v0", {}),  # the offer rule's timers, 512 candidates shown
+    ("DallyQueueSmall-v0", {"sensitivity": "observed", "max_candidates": 3}),  # jobs beyond the window
+    ("DallyQueueSmall-v0", {"sensitivity": "oracle", "offer_rule": "tiresias"}),  # no timers
+    ("DallyQueueSmall-v0", {"offer_rule": "protected-remaining", "reward": "makespan"}),
+])
+def test_compiled_queue_observation_and_reward_are_the_reference_ones(monkeypatch, env_id, options):
+    """DallyQueue's job features (kernels.queue_demands / queue_job_features) and makespan bound
+    (kernels.makespan_bound) against the numpy reference: a whole random masked episode with the
+    same observations, rewards and masks, bit for bit."""
+    def episode(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        env = gym.make(env_id, **options)
+        return play(env, 5, random_masked), dallygym.metrics.collect(env.unwrapped.engine)
+
+    fast, plain = episode(True), episode(False)
+    assert len(fast[0]) > 20
+    assert_same_episode(fast, plain)
+
+
+def test_queue_job_features_of_a_hand_made_state():
+    """kernels.queue_job_features on two jobs whose features are worked out by hand."""
+    n = 2
+    jobf = np.zeros((len(kernels.JOB_FLOATS), n))
+    jobi = np.zeros((len(kernels.JOB_INTS), n), dtype=np.int64)
+    # Job 0: 4 GPUs (best tier MACHINE), ran 100 s for 50 of its 200 iterations of 1 s: nw 0.5,
+    # remaining ideal 150 s, estimate 300 s; running at RACK, preempted 30 times; waited since 40.
+    # Job 1: 16 GPUs (best RACK) never run: 100 iterations of 2 s, estimate 200 / 0.1 = 2,000 s.
+    jobi[kernels.I_GPUS] = (4, 16)
+    jobi[kernels.I_BEST] = (0, 1)
+    jobi[kernels.I_TIER] = (1, -1)
+    jobi[kernels.I_PREEMPTIONS] = (30, 0)
+    jobf[kernels.F_RUN] = (100.0, 0.0)
+    jobf[kernels.F_DONE] = (50.0, 0.0)
+    jobf[kernels.F_TOTAL] = (200.0, 100.0)
+    jobf[kernels.F_ITER_TIME] = (1.0, 2.0)
+    jobf[kernels.F_ANCHOR] = (40.0, 10.0)
+    state = np.array([2, 1], dtype=np.int8)  # running, waiting
+    size = np.array([0.25, 0.5])
+    free_of = np.zeros(17, dtype=bool)
+    free_of[16] = True
+    limits = np.zeros((17, 2))
+    limits[4] = (50.0, 70.0)  # job 0 has starved 60 s: past the machine timer, not the rack one
+    limits[16] = (0.0, 100.0)  # job 1, 90 s
+    jobs = np.zeros((3, 20), dtype=np.float32)
+    times = np.empty((4, 2))
+    kernels.queue_job_features(np.array([0, 1]), 100.0, 10.0, 64.0, 8, 0.1, 1000.0, jobf, jobi, state, size,
+                               free_of, limits, True, jobs, times, np.zeros(3))
+    assert times.tolist() == [[6.0, 9.0], [15.0, 20.0], [30.0, 200.0], [0.625, 0.0]]  # / lease 10 s
+    expected = np.zeros((3, 20), dtype=np.float32)
+    expected[0, [0, 1, 6, 7, 11, 12, 13, 17, 19]] = (0.25, 1, 0.5, 0.25, 1.0, 1, 2 / 3, 1, 300 / 2000)
+    expected[1, [0, 2, 4, 17, 19]] = (0.5, 1, 1, 1, 1.0)
+    assert np.array_equal(jobs, expected)
+
+
+def test_makespan_bound_of_a_hand_made_state():
+    jobf = np.zeros((len(kernels.JOB_FLOATS), 3))
+    jobf[kernels.F_FINISH] = (500.0, 800.0, 0.0)
+    jobf[kernels.F_TOTAL, 2], jobf[kernels.F_ITER_TIME, 2] = 100.0, 3.0  # 300 s ideal, at speed 0.5
+    none = np.zeros(0, dtype=np.int64)
+    speed = np.array([1.0, 1.0, 0.5])
+    assert kernels.makespan_bound(100.0, np.array([0, 1]), np.array([2]), jobf, speed) == 800.0
+    assert kernels.makespan_bound(300.0, np.array([0, 1]), np.array([2]), jobf, speed) == 900.0
+    assert kernels.makespan_bound(900.0, np.array([0, 1]), none, jobf, speed) == 900.0
+    assert kernels.makespan_bound(0.0, none, none, jobf, speed) == 0.0
+
+
 @pytest.mark.parametrize("env_id", ["DallySmall-v0", "Dally-v0"])
 def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id):
     """A random masked agent's whole episode on the offer environment, both ways."""

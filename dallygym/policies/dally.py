@@ -127,8 +127,8 @@ class AutoTuner:
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._last_s = -math.inf
         self._generation = 0  # bumped by every record(): invalidates the timers memo
-        self._memo_key: tuple | None = None
-        self._memo_value: tuple[float, float] = (0.0, 0.0)
+        self._memo_at: tuple | None = None  # (now_s, generation) of the memo's timers
+        self._memo: dict[int, tuple[float, float]] = {}  # timers by demand
         if floors:
             self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
                            int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
@@ -193,13 +193,16 @@ class AutoTuner:
         """
         g = int(num_gpus)
         # The policy's decision and the environment's observation ask the same question in a
-        # row: remember the last answer until time moves or an entry is recorded.
-        memo = (g, now_s, self._generation)
-        if memo == self._memo_key:
-            return self._memo_value
-        value = (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
-                 self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
-        self._memo_key, self._memo_value = memo, value
+        # row, and DallyQueue's observation asks it for every demand among the candidates at
+        # each pick: remember the answers until time moves or an entry is recorded.
+        at = (now_s, self._generation)
+        if at != self._memo_at:
+            self._memo_at = at
+            self._memo = {}
+        value = self._memo.get(g)
+        if value is None:
+            value = self._memo[g] = (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
+                                     self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
         return value
 
     def _timer(self, tier: int, g: int, now_s: float, fallback: float) -> float:
