@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import struct
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Generator
@@ -151,6 +152,10 @@ PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
 _TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
 _MACHINE_ONLY = (Tier.MACHINE,)
+#: Engine._run_events's scalars in the compiled loop's int and float state (kernels.LI_* up to
+#: LI_N_LOG included, kernels.LF_*), native int64 and float64.
+_LI_PACK = struct.Struct(f"={kernels.LI_N_LOG + 1}q")
+_LF_PACK = struct.Struct(f"={kernels.LF_SIZE}d")
 _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease, not a waiting job
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
@@ -172,9 +177,13 @@ class JobSet:
     -- a few numpy calls whose cost grows with the set, not with the trace (scanning the whole
     state array at every event made long runs quadratic). An array handed out is never
     changed afterwards (a change makes a new one).
+
+    The compiled event loop keeps the set in a row of its own (:meth:`lend`): the members are
+    then copied out of that row only when asked for, and the loop is given them again only if
+    they changed since (:meth:`lent`).
     """
 
-    __slots__ = ("_added", "_array", "_code", "_compiled", "_left", "_state")
+    __slots__ = ("_added", "_array", "_code", "_compiled", "_left", "_n", "_row", "_state")
 
     def __init__(self, state: np.ndarray, code: int, compiled: bool = False) -> None:
         self._state = state  # the engine's per-job states (read only here)
@@ -183,6 +192,8 @@ class JobSet:
         self._array = np.flatnonzero(state == code)
         self._added: list[int] = []
         self._left = False
+        self._row = None  # the compiled loop's row holding the members (lend), if it still does
+        self._n = 0
 
     def add(self, j: int) -> None:
         """``j`` has just entered the state."""
@@ -197,16 +208,33 @@ class JobSet:
         self._array = members
         self._added = []
         self._left = False
+        self._row = None
+
+    def lend(self, row: np.ndarray, n: int) -> None:
+        """The members are now the first ``n`` of ``row`` (increasing), which the compiled loop
+        keeps and only it writes: copied out when first asked for."""
+        self._array = None
+        self._added = []
+        self._left = False
+        self._row = row
+        self._n = n
+
+    def lent(self) -> bool:
+        """Whether the row of the last :meth:`lend` still holds exactly the members."""
+        return self._row is not None and not self._added and not self._left
 
     def array(self) -> np.ndarray:
         """The members in increasing order."""
         arr = self._array
+        if arr is None:
+            arr = self._array = self._row[:self._n].copy()
         if self._compiled:
             if self._added or self._left:
                 arr = self._array = kernels.job_set(arr, np.array(self._added, dtype=np.int64), self._state,
                                                     self._code, self._left)
                 self._added = []
                 self._left = False
+                self._row = None
             return arr
         if self._added:
             arr = np.concatenate((arr, self._added))
@@ -221,6 +249,7 @@ class JobSet:
             self._array = arr
             self._added = []
             self._left = False
+            self._row = None
         return arr
 
 
@@ -636,16 +665,18 @@ class Engine:
         #: then. Room for an event's changes: 3 per job at most.
         self._turn_log = np.zeros((3 * n + 16, 4), dtype=np.int64)
         self._log_f = np.zeros((3 * n + 16, 2))
+        #: The starts of the same log alone (kernels.run_events): job and tier; starvation and time.
+        self._starts = np.zeros((2, 3 * n + 16), dtype=np.int64)
+        self._starts_f = np.zeros((2, 3 * n + 16))
         #: The compiled loop's state (kernels.run_events): scalars (kernels.LI_*, LF_*), and
-        #: the waiting and running jobs (rows 0 and 1, increasing; the job sets' arrays it
-        #: was last given are ``_sets_given``), and for Nw_sens priority the waiting jobs in
+        #: the waiting and running jobs (rows 0 and 1, increasing; lent to the job sets, see
+        #: JobSet.lend), and for Nw_sens priority the waiting jobs in
         #: priority order (row 2) with their keys (``_wkey``).
         self._li = np.zeros(kernels.LI_SIZE, dtype=np.int64)
         self._li[kernels.LI_ANSWER] = -1  # (no answered offer for the kernel to start)
         self._lf = np.zeros(kernels.LF_SIZE)
         self._sets = np.zeros((3, n), dtype=np.int64)
         self._wkey = np.zeros(n)  # (a waiting job's priority key: kernels.run_events)
-        self._sets_given: tuple = (None, None)
         #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
         self._plan = np.zeros((4, n), dtype=np.int64)
         self._expired_buf = np.zeros(n, dtype=np.int64)
@@ -835,19 +866,22 @@ class Engine:
         stopped (kernels.STOP_*)."""
         c = self.cluster
         li, lf = self._li, self._lf
-        # The scalars in kernels.LI_* and LF_* order (the first LI_N_LOG and LF_SIZE).
-        li[:kernels.LI_N_LOG] = (self._next_arrival, self.finished, self.rounds, self._round_no,
-                                 self._idle_rounds, self.passes, self.n_waiting, self.n_running,
-                                 self.waiting_gpus, c.free_total, c.version, c.marks_active)
-        li[kernels.LI_N_LOG] = 0
-        lf[:kernels.LF_SIZE] = (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
-                                self.comm_area_s)
+        # The scalars in kernels.LI_* and LF_* order (the first LI_N_LOG and LF_SIZE; packed
+        # into the arrays' bytes by struct, several times faster than numpy's assignment).
+        _LI_PACK.pack_into(li, 0, self._next_arrival, self.finished, self.rounds, self._round_no,
+                           self._idle_rounds, self.passes, self.n_waiting, self.n_running, self.waiting_gpus,
+                           c.free_total, c.version, c.marks_active, 0)  # (LI_N_LOG: no log yet)
+        li[kernels.LI_N_STARTS] = 0
+        _LF_PACK.pack_into(lf, 0, self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
+                           self.comm_area_s)
         sets = self._sets
-        waiting, running = self.waiting_jobs(), self.running_jobs()
-        if waiting is not self._sets_given[0]:
+        # The job sets, unless the kernel's rows hold them still (see JobSet.lend).
+        if not self._waiting.lent():
+            waiting = self._waiting.array()
             sets[0, :waiting.size] = waiting
             li[kernels.LI_KEYED] = 0  # the kernel orders the waiting jobs again
-        if running is not self._sets_given[1]:
+        if not self._running.lent():
+            running = self._running.array()
             sets[1, :running.size] = running
         auto = self._auto if self._batch_starts else kernels.AUTO_NONE
         tables = self._tables
@@ -857,19 +891,16 @@ class Engine:
             self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
             self.placements_by_tier, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
             self._gpu_store, c.buffer, *self._dims, sets, self._wkey, li, lf, self._plan,
-            self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._rec_i, self._rec_f,
-            self._partials, self._timeline)
+            self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f,
+            self._rec_i, self._rec_f, self._partials, self._timeline)
         (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
          self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version,
-         marks) = li[:kernels.LI_N_LOG].tolist()
+         marks, n_log) = _LI_PACK.unpack_from(li)
         c.marks_active = bool(marks)
         (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
-         self.comm_area_s) = lf[:kernels.LF_SIZE].tolist()
-        given = (sets[0, :self.n_waiting].copy(), sets[1, :self.n_running].copy())
-        self._waiting.load(given[0])
-        self._running.load(given[1])
-        self._sets_given = given
-        n_log = li.item(kernels.LI_N_LOG)
+         self.comm_area_s) = _LF_PACK.unpack_from(lf)
+        self._waiting.lend(sets[0], self.n_waiting)
+        self._running.lend(sets[1], self.n_running)
         if n_log:
             self._apply_turn_log(n_log, None)
         return stop
@@ -1532,21 +1563,20 @@ class Engine:
         declined = self._declined
         on_start = self.policy.on_start if self._on_start_hook else None
         if t is None:
-            codes = log[:, 0]
             if declined:
+                codes = log[:, 0]
                 ended = log[(codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED), 1]
                 for j in ended.tolist():
                     declined.pop(j, None)
-            if on_start is not None:
-                started = (codes == kernels.LOG_STARTED) | (codes == kernels.LOG_RESTARTED_SAME)
-                if not started.any():
-                    return
-                times = self._log_f[:n_log][started]
+            k = self._li.item(kernels.LI_N_STARTS)  # the starts alone, in a log of their own
+            if on_start is not None and k:
+                jobs, levels = self._starts[:, :k]
+                waited, at = self._starts_f[:, :k]
                 if self._on_start_batch is not None:
-                    self._on_start_batch(self, log[started, 1], log[started, 3], times[:, 1].copy(), times[:, 0].copy())
+                    self._on_start_batch(self, jobs.copy(), levels.copy(), waited.copy(), at.copy())
                     return
-                for (j, level), (at, waited) in zip(log[started][:, [1, 3]].tolist(), times.tolist()):
-                    on_start(self, j, _TIERS[level], waited, at)
+                for j, level, w, a in zip(jobs.tolist(), levels.tolist(), waited.tolist(), at.tolist()):
+                    on_start(self, j, _TIERS[level], w, a)
             return
         heap = self._finish_heap
         expired = self.expired_unvisited

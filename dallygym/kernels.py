@@ -1273,10 +1273,10 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
 #: Slots of the event loop's int state (``Engine._li``): what :func:`run_events` reads and
 #: writes of the engine's counters, the round clock and the cluster's scalars (the slots before
 #: LI_N_LOG, which the engine copies in and out), then its log's length and the pass it
-#: stopped in.
+#: stopped in, and its start log's length.
 (LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
  LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
- LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_ANSWER, LI_SIZE) = range(23)
+ LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_ANSWER, LI_N_STARTS, LI_SIZE) = range(24)
 #: Slots of its float state (``Engine._lf``).
 LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
 #: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
@@ -1388,7 +1388,7 @@ def _order_waiting(waiting, nw, jobf, wkey, ordered):
 def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys,
                overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed, shapes,
                shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm, sets, wkey, li, lf, plan,
-               expired_buf, renewed, log, log_f, rec_i, rec_f, partials, timeline):
+               expired_buf, renewed, log, log_f, starts, starts_f, rec_i, rec_f, partials, timeline):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
 
@@ -1401,7 +1401,9 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     renewal mode (0 upgrade, 1 keep, 2 rebid). ``auto``: which offers the passes accept
     themselves (AUTO_NONE: every offer stops them). The changes Python completes are logged
     in order (``log`` rows as :func:`pass_turns`'s plus LOG_COMPLETED; ``log_f``: the time
-    and, for a start, the job's starvation then), from ``li[LI_N_LOG]`` on.
+    and, for a start, the job's starvation then), from ``li[LI_N_LOG]`` on; the starts again,
+    alone, from ``li[LI_N_STARTS]`` on (``starts``: the job and its tier; ``starts_f``: its
+    starvation and the time), for the policy's start hooks.
     """
     # Every array borrowed for the call (see _borrowed): no counting of references below.
     arrival, jobf, jobi, state, speed_seen, tier_s = (_borrowed(arrival), _borrowed(jobf), _borrowed(jobi),
@@ -1413,6 +1415,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     cl, sets, wkey, li, lf, plan = (_borrowed(cl), _borrowed(sets), _borrowed(wkey), _borrowed(li), _borrowed(lf),
                                     _borrowed(plan))
     expired_buf, renewed, log, log_f = _borrowed(expired_buf), _borrowed(renewed), _borrowed(log), _borrowed(log_f)
+    starts, starts_f = _borrowed(starts), _borrowed(starts_f)
     rec_i, rec_f, partials, timeline = _borrowed(rec_i), _borrowed(rec_f), _borrowed(partials), _borrowed(timeline)
     n = arrival.size
     num_gpus = jobi[I_GPUS]
@@ -1599,6 +1602,12 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                     if log[r, 0] == LOG_STARTED:
                         jobi[I_SHAPE, j] = log[r, 2]
                     log_f[r, 1] = t - jobf[F_ANCHOR, j]
+                    k = li[LI_N_STARTS]
+                    starts[0, k] = j
+                    starts[1, k] = log[r, 3]
+                    starts_f[0, k] = log_f[r, 1]
+                    starts_f[1, k] = t
+                    li[LI_N_STARTS] = k + 1
                     if keyed:
                         _keyed_remove(ordered, li[LI_N_WAITING], wkey, j)
                     li[LI_N_WAITING] = _set_remove(waiting, li[LI_N_WAITING], j)

@@ -599,8 +599,13 @@ def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
     trace = load_trace("batch-500", cluster=spec)
     engine = Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"), EngineConfig())
     arrays = [engine._jobf, engine._jobi, engine.state, engine._sets, engine._li, engine._lf, engine._plan,
-              engine._turn_log, engine._rec_f, engine.cluster.buffer, engine._gpu_store, engine._log_f]
+              engine._turn_log, engine._rec_f, engine.cluster.buffer, engine._gpu_store, engine._log_f,
+              engine._starts, engine._starts_f]
     before = [sys.getrefcount(a) for a in arrays]
     run_policy(engine)
     assert engine.finished == engine.n and engine.passes > 100
+    # The job sets hold a row of _sets each, lent to them (JobSet.lend): taken back, they do not.
+    assert engine._waiting.lent() and engine._running.lent()
+    for job_set in (engine._waiting, engine._running):
+        job_set.load(job_set.array())
     assert [sys.getrefcount(a) for a in arrays] == before

@@ -39,6 +39,41 @@ def test_job_set_lists_the_jobs_in_its_state_in_increasing_order(compiled):
             assert members.array().tolist() == np.flatnonzero(state == RUNNING).tolist()
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_job_set_lent_to_a_row_is_lent_until_a_member_changes(compiled):
+    """JobSet.lend (the compiled loop keeps the members in a row of its own): read from the
+    row, and lent until a job enters or leaves -- then the members are the row's plus the
+    changes."""
+    rng = np.random.default_rng(3)
+    state = np.zeros(40, dtype=np.int8)
+    members = JobSet(state, RUNNING, compiled)
+    row = np.full(40, -1, dtype=np.int64)
+    assert not members.lent()  # made from the states, never lent
+    for _ in range(3000):
+        if rng.random() < 0.1:  # the loop returns: its row holds the members
+            now = np.flatnonzero(state == RUNNING)
+            row[:] = -1
+            row[:now.size] = now
+            members.lend(row, now.size)
+            assert members.lent()
+        j, new = int(rng.integers(40)), int(rng.integers(4))
+        old = state[j]
+        if old != new:
+            lent = members.lent()
+            if old == RUNNING:
+                members.remove(j)
+            if new == RUNNING:
+                members.add(j)
+            state[j] = new
+            assert members.lent() == (lent and RUNNING not in (old, new))
+        if rng.random() < 0.3:
+            lent = members.lent()
+            assert members.array().tolist() == np.flatnonzero(state == RUNNING).tolist()
+            assert members.lent() == lent  # reading changes nothing
+    members.load(members.array())
+    assert not members.lent()
+
+
 @pytest.mark.parametrize("add", [_add_exact, kernels.add_exact], ids=["reference", "compiled"])
 def test_exact_partial_sums_round_like_fsum(add):
     rng = np.random.default_rng(2)
