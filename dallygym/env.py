@@ -518,15 +518,10 @@ class DallyEnv(gym.Env):
 
     def _info(self, invalid: bool) -> dict:
         offer = self.offer
-        info = {
-            "action_mask": self.action_masks(),
-            "invalid_action": invalid,
-            "time_s": float(self.engine.now_s),
-        }
-        if offer is not None:
-            info["job_id"] = offer.job_id
-            info["num_gpus"] = offer.num_gpus
-        return info
+        if offer is None:
+            return {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s)}
+        return {"action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid,
+                "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
 
     def _observe(self, offer: Offer) -> None:
         # Plain Python floats throughout (arithmetic on numpy scalars is several times slower,

@@ -14,6 +14,9 @@ from .env import WAIT, DallyEnv
 from .metrics import summarize
 from .policies import make_policy
 
+#: The actions as the numpy integers predict returns (immutable, so shared).
+_ACTIONS = tuple(np.int64(a) for a in range(4))
+
 
 class HeuristicAgent:
     """A policy's ``decide`` acting through :class:`DallyEnv` offers.
@@ -51,11 +54,13 @@ class HeuristicAgent:
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
         base = self._base
-        if base.offer is None:
-            return np.int64(WAIT), state
-        tier = self._decider(base).decide(base.offer, base.engine)
-        action = WAIT if tier is None else 1 + int(tier)  # actions 1, 2, 3 = tiers 0, 1, 2
-        return np.int64(action), state
+        offer = base.offer
+        if offer is None:
+            return _ACTIONS[WAIT], state
+        engine = base.engine
+        policy = self._policy if self._engine is engine else self._decider(base)
+        tier = policy.decide(offer, engine)
+        return _ACTIONS[WAIT if tier is None else 1 + int(tier)], state  # actions 1, 2, 3 = tiers 0, 1, 2
 
 
 class QueueHeuristicAgent(HeuristicAgent):
