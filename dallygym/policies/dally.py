@@ -126,9 +126,9 @@ class AutoTuner:
         # (tier, g) -> (window start, window end, tuned timer) of the last computation.
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._last_s = -math.inf
-        self._generation = 0  # bumped by every record(): invalidates the timers memo
-        self._memo_at: tuple | None = None  # (now_s, generation) of the memo's timers
-        self._memo: dict[int, tuple[float, float]] = {}  # timers by demand
+        # The timers by demand at time _memo_at (see timers); a record for a demand drops its.
+        self._memo_at = None
+        self._memo: dict[int, tuple[float, float]] = {}
         if floors:
             self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
                            int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
@@ -145,8 +145,8 @@ class AutoTuner:
         if now_s < self._last_s:
             raise ValueError(f"entries must be recorded in time order: {now_s} after {self._last_s}")
         self._last_s = now_s
-        self._generation += 1
         key = (int(tier), int(num_gpus))
+        self._memo.pop(key[1], None)
         times = self._times.get(key)
         if times is None:
             times = self._times[key] = []
@@ -161,7 +161,6 @@ class AutoTuner:
         network = int(Tier.NETWORK)
         tuned, values = self._times, self._values
         last = self._last_s
-        kept = 0
         try:
             for level, g, waited, at in zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
                                              np.asarray(starvation_s, dtype=np.float64).tolist(),
@@ -180,10 +179,9 @@ class AutoTuner:
                     values[key] = []
                 listed.append(at)
                 values[key].append(waited)
-                kept += 1
+                self._memo.pop(g, None)
         finally:
             self._last_s = last
-            self._generation += kept
 
     def timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         """``(T_Mc, T_Rk)`` in seconds for a job of ``num_gpus`` GPUs at ``now_s`` (Algorithm 2).
@@ -194,10 +192,10 @@ class AutoTuner:
         g = int(num_gpus)
         # The policy's decision and the environment's observation ask the same question in a
         # row, and DallyQueue's observation asks it for every demand among the candidates at
-        # each pick: remember the answers until time moves or an entry is recorded.
-        at = (now_s, self._generation)
-        if at != self._memo_at:
-            self._memo_at = at
+        # each pick: remember the answers until time moves or an entry for that demand (the
+        # only one whose timers it changes) is recorded.
+        if now_s != self._memo_at:
+            self._memo_at = now_s
             self._memo = {}
         value = self._memo.get(g)
         if value is None:
