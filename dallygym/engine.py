@@ -156,6 +156,8 @@ _MACHINE_ONLY = (Tier.MACHINE,)
 #: LI_N_LOG included, kernels.LF_*), native int64 and float64.
 _LI_PACK = struct.Struct(f"={kernels.LI_N_LOG + 1}q")
 _LF_PACK = struct.Struct(f"={kernels.LF_SIZE}d")
+#: The pass the compiled loop stopped in: kernels.LI_BOUNDARY up to LI_ANSWER.
+_LI_PASS = struct.Struct(f"={kernels.LI_ANSWER - kernels.LI_BOUNDARY + 1}q")
 _NO_DEMAND = np.iinfo(np.int64).max  # in a pass's demand list: an expired lease, not a waiting job
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
@@ -790,6 +792,17 @@ class Engine:
             return
         # The loop runs compiled (kernels.run_events) until an event or a turn needs Python.
         self._finish_heap = None  # the next finish is found among the running jobs instead
+        # Its arguments, but for the speed tables' arrays: the same objects from here on.
+        c = self.cluster
+        self._loop_args = (
+            (self.arrival_s, self.first_arrival_s, self.config.lease_s, self.config.max_idle_rounds,
+             self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered,
+             self._auto if self._batch_starts else kernels.AUTO_NONE, self._keys, self.config.restart_overhead_s,
+             self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier),
+            (self._gpu_store, c.buffer, *self._dims, self._sets, self._wkey, self._li, self._lf, self._plan,
+             self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f,
+             self._rec_i, self._rec_f, self._partials, self._timeline),
+        )
         resume = -1
         while True:
             stop = self._run_events(resume)
@@ -801,6 +814,7 @@ class Engine:
             elif stop == kernels.STOP_IDLE:
                 raise self._idle_error()
             elif stop == kernels.STOP_DONE:
+                self._loop_args = None  # (the engine's arrays are its own alone again)
                 return
 
     def _compiled_loop(self) -> bool:
@@ -883,16 +897,10 @@ class Engine:
         if not self._running.lent():
             running = self._running.array()
             sets[1, :running.size] = running
-        auto = self._auto if self._batch_starts else kernels.AUTO_NONE
-        tables = self._tables
-        stop = kernels.run_events(
-            resume, self.arrival_s, self.first_arrival_s, self.config.lease_s, self.config.max_idle_rounds,
-            self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered, auto, self._keys,
-            self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
-            self.placements_by_tier, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
-            self._gpu_store, c.buffer, *self._dims, sets, self._wkey, li, lf, self._plan,
-            self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f,
-            self._rec_i, self._rec_f, self._partials, self._timeline)
+        tables = self._tables  # (its arrays grow: read at each call)
+        head, tail = self._loop_args
+        stop = kernels.run_events(resume, *head, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
+                                  *tail)
         (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
          self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version,
          marks, n_log) = _LI_PACK.unpack_from(li)
@@ -912,31 +920,28 @@ class Engine:
         for a policy whose starts are not batched)."""
         li = self._li
         t = self.now_s
-        boundary = bool(li.item(kernels.LI_BOUNDARY))
-        pos = li.item(kernels.LI_POS)
-        n_queue = li.item(kernels.LI_N_QUEUE)
+        boundary, n_queue, n_exp_pos, start, n_ranked, pos, asks, _, answer = _LI_PASS.unpack_from(
+            li, 8 * kernels.LI_BOUNDARY)
         plan = self._plan
         queue, least_ahead = plan[1, :n_queue], plan[2, :n_queue]
-        expired_pos = plan[3, :li.item(kernels.LI_N_EXP_POS)]
+        expired_pos = plan[3, :n_exp_pos]
         cluster = self.cluster
         rest_here = not (self._auto and self._batch_starts)
         resumed = None
         try:
             if boundary:
-                start = li.item(kernels.LI_START)
-                if li.item(kernels.LI_N_RANKED):
-                    self._ranked = plan[0, start:start + li.item(kernels.LI_N_RANKED)]
+                if n_ranked:
+                    self._ranked = plan[0, start:start + n_ranked]
                 # The lease-expired jobs the pass has not visited: those from this turn on.
                 self.expired_unvisited.update(queue[expired_pos[expired_pos >= pos]].tolist())
             free = cluster.free_total
             j = queue.item(pos)
-            answer = li.item(kernels.LI_ANSWER)
             if answer >= 0:
                 # An accepted offer whose start only Python can make (a placement shape or
                 # speed factor it has not seen yet).
                 li[kernels.LI_ANSWER] = -1
                 self._start(j, _TIERS[answer], t)
-            elif not rest_here and li.item(kernels.LI_ASKS) and self.state.item(j) == WAITING:
+            elif not rest_here and asks and self.state.item(j) == WAITING:
                 # An offer to a waiting job: asked here, and an acceptance is started by the
                 # kernel, which goes on with the pass from this very turn.
                 tier = yield from self._ask(j, t)
@@ -945,7 +950,7 @@ class Engine:
                     return resumed
             else:
                 yield from self._visit(j, t)
-            if not rest_here and not (li.item(kernels.LI_ASKS) and cluster.free_total == free):
+            if not rest_here and not (asks and cluster.free_total == free):
                 resumed = self._hand_back(pos + 1)
                 return resumed
             # After a declined question the next turns are taken here (another question is
@@ -1170,7 +1175,8 @@ class Engine:
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
-        expired_pos = expired_pos.tolist()
+        if not hand_over:  # (handing over, at most one search in it: no list of thousands)
+            expired_pos = expired_pos.tolist()
         while pos < n_visit:
             j = queue.item(pos)
             if j in expired_set:
@@ -1197,7 +1203,7 @@ class Engine:
                 # and every waiting job up to the next expired lease if none can fit.
                 if pos < n_visit and cluster.free_total < least_ahead.item(pos):
                     k = bisect_left(expired_pos, pos)
-                    pos = expired_pos[k] if k < len(expired_pos) else n_visit
+                    pos = int(expired_pos[k]) if k < len(expired_pos) else n_visit
                 continue
             if hand_over:  # (an expired lease's turn is taken above: j is a waiting job)
                 tier = yield from self._ask(j, t)
@@ -1570,10 +1576,10 @@ class Engine:
                     declined.pop(j, None)
             k = self._li.item(kernels.LI_N_STARTS)  # the starts alone, in a log of their own
             if on_start is not None and k:
-                jobs, levels = self._starts[:, :k]
-                waited, at = self._starts_f[:, :k]
+                jobs, levels = self._starts[:, :k].copy()  # (rows of fresh copies: the hook's own)
+                waited, at = self._starts_f[:, :k].copy()
                 if self._on_start_batch is not None:
-                    self._on_start_batch(self, jobs.copy(), levels.copy(), waited.copy(), at.copy())
+                    self._on_start_batch(self, jobs, levels, waited, at)
                     return
                 for j, level, w, a in zip(jobs.tolist(), levels.tolist(), waited.tolist(), at.tolist()):
                     on_start(self, j, _TIERS[level], w, a)
