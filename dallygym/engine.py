@@ -932,10 +932,13 @@ class Engine:
             if boundary:
                 if n_ranked:
                     self._ranked = plan[0, start:start + n_ranked]
-                # The lease-expired jobs the pass has not visited: those from this turn on.
+                # The lease-expired jobs the pass has not visited: those from this turn on (but
+                # this turn's job if the kernel preempted it already, to ask it an offer).
                 self.expired_unvisited.update(queue[expired_pos[expired_pos >= pos]].tolist())
             free = cluster.free_total
             j = queue.item(pos)
+            if boundary and self.state.item(j) == WAITING:
+                self.expired_unvisited.discard(j)
             if answer >= 0:
                 # An accepted offer whose start only Python can make (a placement shape or
                 # speed factor it has not seen yet).

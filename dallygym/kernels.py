@@ -914,7 +914,9 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
     that tier: it starts there, as above, unless its start needs Python (then the loop stops
     at ``pos``, not asking).
 
-    Any other turn stops the loop before changing anything for it. Returns (position of that
+    Any other turn stops the loop before changing anything for it, but for an offer to ask a
+    lease-expired job whose GPUs were claimed: it is preempted first, so the question is one
+    to a waiting job. Returns (position of that
     turn, or -1 when the pass is over; whether that turn asks the caller a question -- an
     offer or a renewal offer -- rather than needing a placement only Python makes; log rows
     written; jobs renewed in place; free GPUs; cluster changes). The log holds the preemptions and the starts in order (LOG_*);
@@ -977,9 +979,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                     limits = tier_limits(free_pm, free_pr, racks, mpr)
                     limits_of = ops
                 b = _best_offered(g, free_total, limits)
-                if b >= 0 and not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[jj])):
-                    return run_pos[i], True, n_log, n_renewed, free_total, ops  # an offer to ask about
-                if b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g])):
+                ask = b >= 0 and not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[jj]))
+                if not ask and (b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g]))):
                     return run_pos[i], False, n_log, n_renewed, free_total, ops  # a placement Python makes
                 unmark(owner, mark, idle_pm, held, gpm)
                 _close(jj, t, jobf, tier, tier_s)
@@ -989,6 +990,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                 log[n_log, 0] = LOG_PREEMPTED
                 log[n_log, 1] = jj
                 n_log += 1
+                if ask:  # an offer to ask about, now to a waiting job (the preemption is made here)
+                    return run_pos[i], True, n_log, n_renewed, free_total, ops
                 if b == 0:
                     gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
                     _start(jj, 0, t, False, gpus, machine_speed[model_index[jj], g], overhead_s, jobf, jobi,

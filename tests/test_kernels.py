@@ -251,6 +251,39 @@ def test_compiled_queue_observation_and_reward_are_the_reference_ones(monkeypatc
     assert_same_episode(fast, plain)
 
 
+def test_an_offer_to_a_preempted_lease_is_asked_after_the_kernel_preempted_it(monkeypatch):
+    """A lease-expired job whose GPUs were claimed is preempted by the compiled loop, which then
+    stops to ask it its offer (before, Python preempted it): at every question the same offer,
+    the same unvisited leases (never the asked job) and the same job state as the reference."""
+    spec = ClusterSpec(8)
+    trace = load_trace("batch-500", cluster=spec)
+
+    def questions(compiled):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        engine = Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"), EngineConfig())
+        rng = np.random.default_rng(4)
+        seen = []
+        gen = engine.decisions(auto_accept="best-possible")
+        try:
+            offer = next(gen)
+            while True:
+                j = offer.job
+                seen.append((repr(offer), sorted(engine.expired_unvisited), int(engine.state[j]),
+                             int(engine.preemptions[j])))
+                assert j not in engine.expired_unvisited
+                # mostly waiting (an agent early in training), now and then a random tier
+                offer = gen.send(offer.tiers[rng.integers(len(offer.tiers))] if rng.random() < 0.1 else None)
+        except StopIteration:
+            pass
+        return seen, engine
+
+    (fast, a), (plain, b) = questions(True), questions(False)
+    assert fast == plain
+    assert_same_run(a, b)
+    # Offers to jobs preempted at that very boundary were asked (waiting since now).
+    assert sum(1 for text, _, state, preempted in fast if preempted and "starvation_s=0," in text) > 5
+
+
 def test_queue_job_features_of_a_hand_made_state():
     """kernels.queue_job_features on two jobs whose features are worked out by hand."""
     n = 2
