@@ -602,9 +602,10 @@ class Engine:
         #: job -> the free GPUs per machine (its own included) of the upgrade offer it declined;
         #: the offer is not repeated while they are the same (see EngineConfig.renewal).
         self._declined: dict[int, bytes] = {}
-        #: During a round-boundary pass: running jobs whose lease expired and that the pass has
-        #: not visited yet. Their GPUs count as free (a higher-priority job may claim them).
-        self.expired_unvisited: set[int] = set()
+        # expired_unvisited's set, and, while it is still to be made from a pass the compiled
+        # loop stopped in, (visit plan, positions of the leases): see expired_unvisited.
+        self._expired: set[int] = set()
+        self._expired_from: tuple[np.ndarray, np.ndarray] | None = None
 
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
@@ -700,6 +701,20 @@ class Engine:
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
 
     # --- views for policies and the environment ------------------------------------------
+
+    @property
+    def expired_unvisited(self) -> set[int]:
+        """During a round-boundary pass: running jobs whose lease expired and that the pass has
+        not visited yet. Their GPUs count as free (a higher-priority job may claim them).
+
+        (After the compiled loop stops in a pass to ask a question, the set is made when first
+        read: the engine's own turns up to the next lease-expired job need only its position.)"""
+        lazy = self._expired_from
+        if lazy is not None:
+            self._expired_from = None
+            queue, positions = lazy
+            self._expired.update(queue[positions].tolist())
+        return self._expired
 
     def waiting_jobs(self) -> np.ndarray:
         """Indices of the waiting jobs, increasing (do not modify the array)."""
@@ -929,16 +944,19 @@ class Engine:
         rest_here = not (self._auto and self._batch_starts)
         resumed = None
         try:
+            j = queue.item(pos)
             if boundary:
                 if n_ranked:
                     self._ranked = plan[0, start:start + n_ranked]
                 # The lease-expired jobs the pass has not visited: those from this turn on (but
-                # this turn's job if the kernel preempted it already, to ask it an offer).
-                self.expired_unvisited.update(queue[expired_pos[expired_pos >= pos]].tolist())
+                # this turn's job if the kernel preempted it already, to ask it an offer); made
+                # when first read if the turns here go back to the kernel at the next one.
+                k = bisect_left(expired_pos, pos + (self.state.item(j) == WAITING))
+                if rest_here:
+                    self._expired.update(queue[expired_pos[k:]].tolist())
+                else:
+                    self._expired_from = (queue, expired_pos[k:])
             free = cluster.free_total
-            j = queue.item(pos)
-            if boundary and self.state.item(j) == WAITING:
-                self.expired_unvisited.discard(j)
             if answer >= 0:
                 # An accepted offer whose start only Python can make (a placement shape or
                 # speed factor it has not seen yet).
@@ -960,11 +978,13 @@ class Engine:
             # likely, and a return to the kernel costs more than a declined question), up to
             # an accepted offer to a waiting job or a lease-expired job's turn when the kernel
             # makes the starts: that start or turn, and the rest of the pass, go back to it.
-            accepted = yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t,
-                                                     hand_over=not rest_here)
-            if accepted is not None:
-                resumed = self._hand_back(*accepted)
-                return resumed
+            if rest_here:
+                yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t)
+            else:
+                accepted = yield from self._turns_to_hand_over(queue, least_ahead, expired_pos, pos + 1, t)
+                if accepted is not None:
+                    resumed = self._hand_back(*accepted)
+                    return resumed
         finally:
             if resumed is None:  # the pass ends here (or the generator is closed)
                 self._end_pass(boundary)
@@ -978,14 +998,16 @@ class Engine:
         nothing of it is left here. Returns ``pos``."""
         if tier is not None:
             self._li[kernels.LI_ANSWER] = int(tier)
-        self.expired_unvisited.clear()
+        self._expired_from = None
+        self._expired.clear()
         self._ranked = None
         return pos
 
     def _end_pass(self, boundary: bool) -> None:
         """A boundary pass's end: no lease-expired job left unvisited, no GPU marked, no rank."""
         if boundary:
-            self.expired_unvisited.clear()
+            self._expired_from = None
+            self._expired.clear()
             self.cluster.clear_marks()
             if self._ranked is not None:
                 self._rank[self._ranked] = -1
@@ -1168,23 +1190,17 @@ class Engine:
             self._migrations(cand, t)
 
     def _python_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
-                      t: float, hand_over: bool = False) -> Generator[Offer, Tier | None, tuple[int, Tier] | None]:
+                      t: float) -> Generator[Offer, Tier | None, None]:
         """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
-        Python. With ``hand_over`` they stop at an offer a waiting job accepts, returning (its
-        position, the tier), or at a lease-expired job's turn, returning (its position, None):
-        the compiled loop makes that start or turn and goes on from there (see
-        :meth:`_python_turn`). Otherwise, or at the pass's end, they return None."""
+        Python, to the pass's end."""
         cluster = self.cluster
         n_visit = len(queue)
         expired_set = self.expired_unvisited
         num_gpus = self._num_gpus_list
-        if not hand_over:  # (handing over, at most one search in it: no list of thousands)
-            expired_pos = expired_pos.tolist()
+        expired_pos = expired_pos.tolist()
         while pos < n_visit:
             j = queue.item(pos)
             if j in expired_set:
-                if hand_over:
-                    return pos, None  # (renewals, preemptions and upgrades: the kernel's)
                 # Expired leases up to the next waiting job that may still fit take
                 # their turns together (a waiting job that does not fit now never will).
                 k = bisect_left(expired_pos, pos)
@@ -1206,14 +1222,36 @@ class Engine:
                 # and every waiting job up to the next expired lease if none can fit.
                 if pos < n_visit and cluster.free_total < least_ahead.item(pos):
                     k = bisect_left(expired_pos, pos)
-                    pos = int(expired_pos[k]) if k < len(expired_pos) else n_visit
-                continue
-            if hand_over:  # (an expired lease's turn is taken above: j is a waiting job)
-                tier = yield from self._ask(j, t)
-                if tier is not None:
-                    return pos - 1, tier
+                    pos = expired_pos[k] if k < len(expired_pos) else n_visit
                 continue
             yield from self._visit(j, t)
+
+    def _turns_to_hand_over(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray,
+                            pos: int, t: float) -> Generator[Offer, Tier | None, tuple[int, Tier | None] | None]:
+        """:meth:`_python_turns` up to an offer a waiting job accepts, returning (its position,
+        the tier), or up to a lease-expired job's turn, returning (its position, None): the
+        compiled loop makes that start or turn and goes on from there (see
+        :meth:`_python_turn`); None at the pass's end. The turns before are waiting jobs'
+        only, so the leases are told by their positions (``expired_pos``, increasing)."""
+        cluster = self.cluster
+        n_visit = len(queue)
+        num_gpus = self._num_gpus_list
+        k = bisect_left(expired_pos, pos)
+        lease = expired_pos.item(k) if k < expired_pos.size else n_visit  # the next lease's turn
+        while pos < n_visit:
+            if pos == lease:
+                return pos, None  # (renewals, preemptions and upgrades: the kernel's)
+            j = queue.item(pos)
+            pos += 1
+            if num_gpus[j] > cluster.free_total:
+                # Too big for the free GPUs, which only shrink during the pass: skip it,
+                # and every waiting job up to the next expired lease if none can fit.
+                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
+                    pos = lease
+                continue
+            tier = yield from self._ask(j, t)
+            if tier is not None:
+                return pos - 1, tier
         return None
 
     def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:

@@ -490,7 +490,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
 
     made = {"kernel": 0, "python": 0, "after a decline": 0}
     run_events = kernels.run_events
-    turns = E._python_turns
+    turns = E._turns_to_hand_over
 
     def turns_spy(self, *args, **kwargs):
         accepted = yield from turns(self, *args, **kwargs)
@@ -508,7 +508,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         monkeypatch.setattr(kernels, "run_events", spy)
-        monkeypatch.setattr(E, "_python_turns", turns_spy)
+        monkeypatch.setattr(E, "_turns_to_hand_over", turns_spy)
         env = gym.make("Dally-v0", trace="batch-500")
         rng = np.random.default_rng(11)
         obs, info = env.reset(seed=5)
