@@ -950,12 +950,9 @@ class Engine:
                     self._ranked = plan[0, start:start + n_ranked]
                 # The lease-expired jobs the pass has not visited: those from this turn on (but
                 # this turn's job if the kernel preempted it already, to ask it an offer); made
-                # when first read if the turns here go back to the kernel at the next one.
+                # when first read, which the turns up to a hand-back to the kernel never do.
                 k = bisect_left(expired_pos, pos + (self.state.item(j) == WAITING))
-                if rest_here:
-                    self._expired.update(queue[expired_pos[k:]].tolist())
-                else:
-                    self._expired_from = (queue, expired_pos[k:])
+                self._expired_from = (queue, expired_pos[k:])
             free = cluster.free_total
             if answer >= 0:
                 # An accepted offer whose start only Python can make (a placement shape or

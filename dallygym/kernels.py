@@ -305,25 +305,25 @@ def better_tier_in(per_machine, racks, mpr, gpm, g, current):
 
 
 @njit(cache=True, nogil=True)
+def _count_and_most(free, g):
+    """How many of ``free`` are ``g`` or more, and the largest (0 if none is positive)."""
+    count = 0
+    most = 0
+    for i in range(free.size):
+        f = free[i]
+        if f >= g:
+            count += 1
+        if f > most:
+            most = f
+    return count, most
+
+
+@njit(cache=True, nogil=True)
 def fit_counts(free_pm, free_pr, g):
     """Machines and racks with ``g`` free GPUs or more, and the most free GPUs on one machine
     and on one rack (the environment's cluster features)."""
-    machines = 0
-    most_m = 0
-    for m in range(free_pm.size):
-        f = free_pm[m]
-        if f >= g:
-            machines += 1
-        if f > most_m:
-            most_m = f
-    racks = 0
-    most_r = 0
-    for r in range(free_pr.size):
-        f = free_pr[r]
-        if f >= g:
-            racks += 1
-        if f > most_r:
-            most_r = f
+    machines, most_m = _count_and_most(free_pm, g)
+    racks, most_r = _count_and_most(free_pr, g)
     return machines, racks, most_m, most_r
 
 
@@ -1709,7 +1709,7 @@ def queue_job_features(c, now, lease, cluster_gpus, gpm, never_multi_nw, largest
         done = jobf[F_DONE, j]
         iter_time = jobf[F_ITER_TIME, j]
         total = jobf[F_TOTAL, j]
-        nw = done * iter_time / run if run > 0 else 0.0
+        nw = _nw_sens_of(j, jobf)
         remaining = (total - done) * iter_time
         # ProtectedRemainingPolicy.remaining_estimate_s
         if nw > 0:

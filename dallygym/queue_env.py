@@ -23,6 +23,12 @@ from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
 from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
 
+
+def _leases_shown(leases: np.ndarray) -> np.ndarray:
+    """Times given in leases (>= 0) as log1p(t) / log1p(10,000), clipped to [0, 1]."""
+    return np.minimum(np.log1p(leases) / _LOG_LONG, 1.0)
+
+
 QUEUE_REWARDS = ("jct-makespan", "jct", "makespan")
 #: How the makespan part of a reward is credited over the steps (the return is the same):
 #: as the makespan bound moves, or as time elapses.
@@ -513,7 +519,7 @@ class DallyQueueEnv(DallyEnv):
 
     def _time(self, x: np.ndarray) -> np.ndarray:
         """Times as log1p(t / lease) / log1p(10,000 leases), clipped to [0, 1]."""
-        return np.minimum(np.log1p(np.maximum(x, 0.0) / self._lease_s) / _LOG_LONG, 1.0)
+        return _leases_shown(np.maximum(x, 0.0) / self._lease_s)
 
     def _observe(self, pick: Pick) -> None:
         e = self.engine
@@ -650,7 +656,7 @@ class DallyQueueEnv(DallyEnv):
                                    NEVER_RUN_MULTI_MACHINE_NW_SENS, self.largest_estimate_s(), e._jobf, e._jobi,
                                    e.state, self._size_feature, self._demand_free, self._demand_limits, timed,
                                    jobs, times, self._estimates)
-        times = np.minimum(np.log1p(times) / _LOG_LONG, 1.0)  # (the rest of _time)
+        times = _leases_shown(times)  # (the kernel divided max(t, 0) by the lease: see _time)
         view = jobs[:k]
         view[:, 5] = times[0]
         view[:, 8] = times[1]
