@@ -8,7 +8,8 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
 ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/report.py``:
 
 * ``speed``: the measured lines and the tables of ``results/speed.md`` (simulate, environments,
-  DallyQueue, episode cost per heuristic) and the table of ``results/scaling.md``;
+  DallyQueue), the table of ``results/episode_cost.md`` (episode cost per heuristic) and that
+  of ``results/scaling.md``;
 * ``makespan``: the batch-500 makespan table of ``results/compare.md``;
 * ``claims``: the paper's-claims table of ``results/compare.md``;
 * ``section-vi``: the summary line of the paper's qualitative §VI claims and their table's rows
@@ -76,8 +77,11 @@ def speed_block() -> str:
     simulate, env, *more = code_blocks(text)
     queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order and with "
                    "random masked picks:", "", "```text\n" + more[0] + "```"] if more else []
-    cost_lines = ["", "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps:",
-                  "", "```text\n" + more[1] + "```"] if len(more) > 1 else []
+    cost = RESULTS / "episode_cost.md"
+    cost_lines = ["", "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps "
+                  "(`python benchmarks/speed.py --episode-cost`, the median of three fresh processes, with the least "
+                  "and the most; [benchmarks/results/episode_cost.md](benchmarks/results/episode_cost.md)):",
+                  "", "```text\n" + code_blocks(cost.read_text())[0] + "```"] if cost.exists() else []
     scaling = RESULTS / "scaling.md"
     scaling_lines = ["", "`dallygym simulate` on philly-like traces of 10,000 to 100,000 jobs, one process per run "
                      "(`python benchmarks/speed.py --scaling`, "

@@ -53,6 +53,7 @@ _LOG_1000 = math.log1p(1000)
 #: The observation as its buffer's bytes (native float32 each).
 _OBS_PACK = struct.Struct(f"={OBS_DIM}f")
 _NO_SPEEDS = (0.0, 0.0, 0.0)
+_NO_TIMERS = (0.0, 0.0)
 
 #: Features 10-12 (which tiers are offered) by offered tiers.
 _OFFERED = {
@@ -61,6 +62,8 @@ _OFFERED = {
 }
 #: Action masks by offered tiers (wait is always valid), copied out on each use.
 _MASKS = {tiers: np.array((True, *offered)) for tiers, offered in _OFFERED.items()}
+#: The offered tiers as kernels.offer_observation takes them: bit t for tier t.
+_OFFERED_BITS = {tiers: sum(1 << int(t) for t in tiers) for tiers in _OFFERED}
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
 
@@ -416,11 +419,17 @@ class DallyEnv(gym.Env):
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
         self._num_gpus = float(self.spec_cluster.num_gpus)
         # Features 0-3 of each job (its size and best possible tier) never change.
-        log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
-        self._job_static = [
-            (math.log2(1 + g) / log_cluster, best == 0, best == 1, best == 2)
-            for g, best in zip(self.engine.num_gpus.tolist(), self.engine.best_possible_tier.tolist())
-        ]
+        spec = self.spec_cluster
+        log_cluster = math.log2(1 + spec.num_gpus)
+        gpus = self.engine.num_gpus
+        size = {g: math.log2(1 + g) / log_cluster for g in np.unique(gpus).tolist()}
+        self._job_static = np.empty((n, 4))
+        self._job_static[:, 0] = [size[g] for g in gpus.tolist()]
+        self._job_static[:, 1:] = self.engine.best_possible_tier[:, None] == np.arange(3)
+        # kernels.offer_observation's constants (kernels.OC_*), in its order.
+        self._obs_consts = np.array([
+            self._lease_s, self._long_s, _LOG_LONG, _LOG_1000, spec.num_gpus, n, self.engine.first_arrival_s,
+            spec.num_machines, spec.racks, spec.gpus_per_machine, spec.gpus_per_rack])
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -431,45 +440,57 @@ class DallyEnv(gym.Env):
         return self._obs.copy(), self._info(invalid=False)
 
     def step(self, action):
-        if self.engine is None:
-            raise RuntimeError("call reset() before step()")
-        if self._done:
-            if not self._terminal_pending:
-                raise RuntimeError("the episode has ended; call reset()")
-            # Every offer of this episode was at its best tier: it ended inside reset(). The
-            # first step reports the end (and the episode's reward); the action is moot.
-            self._terminal_pending = False
-            self.steps += 1
-            info = self._info(invalid=False)
+        offer = self.offer
+        if offer is None:  # no offer is open: before reset, or the episode has ended
+            return self._step_without_offer()
+        index = action if type(action) is int else action_index(action)
+        if index == WAIT:
+            answer = None
+            invalid = False
+        else:
+            answer, invalid = self._answer(action, index, offer)
+        self.steps += 1
+        self._answers.append(answer)
+        reward = self._advance(answer)
+        offer = self.offer
+        if offer is None:  # the episode ended with this step
+            info = self._info(invalid)
             info["summary"] = summarize(self.engine)
-            return self._obs.copy(), float(self._reward()), True, False, info
-        index = action_index(action)
-        invalid = False
-        if index is None or not 0 <= index < 4:
+            return self._obs.copy(), float(reward), True, False, info
+        return self._obs.copy(), float(reward), False, False, {
+            "action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid,
+            "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
+
+    def _answer(self, action, index: int | None, offer: Offer) -> tuple[Tier | None, bool]:
+        """The engine's answer to ``offer`` for ``action`` (``index``: :func:`action_index`
+        of it, not WAIT), and whether the action was invalid (then the answer is to wait;
+        with ``strict``, an error instead)."""
+        if index is None or not 0 < index < 4:
             if self.strict:
                 what = "not an integer" if index is None else "outside 0..3"
                 raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: "
                                  f"Discrete(4) takes the integers 0 (wait) to 3")
-            invalid = True
-            answer = None
-        elif index == WAIT:
-            answer = None
-        else:
-            tier = ACTION_TIERS[index - 1]
-            if tier in self.offer.tiers:
-                answer = tier
-            else:
-                if self.strict:
-                    raise ValueError(f"action {index} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
-                invalid = True
-                answer = None
+            return None, True
+        tier = ACTION_TIERS[index - 1]
+        if tier in offer.tiers:
+            return tier, False
+        if self.strict:
+            raise ValueError(f"action {index} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
+        return None, True
+
+    def _step_without_offer(self):
+        """A step with no offer open: an error before reset or after the episode's end, but
+        for the first step of an episode that ended inside reset (every offer of it was at
+        its best tier), which reports the end and the episode's reward; its action is moot."""
+        if self.engine is None:
+            raise RuntimeError("call reset() before step()")
+        if not self._terminal_pending:
+            raise RuntimeError("the episode has ended; call reset()")
+        self._terminal_pending = False
         self.steps += 1
-        self._answers.append(answer)
-        reward = self._advance(answer)
-        info = self._info(invalid=invalid)
-        if self._done:
-            info["summary"] = summarize(self.engine)
-        return self._obs.copy(), float(reward), bool(self._done), False, info
+        info = self._info(invalid=False)
+        info["summary"] = summarize(self.engine)
+        return self._obs.copy(), float(self._reward()), True, False, info
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: wait always; accept at each tier the current offer has."""
@@ -524,6 +545,25 @@ class DallyEnv(gym.Env):
                 "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
 
     def _observe(self, offer: Offer) -> None:
+        """Write the observation of ``offer`` into the environment's buffer: in one compiled
+        call (:func:`dallygym.kernels.offer_observation`), or with the kernels off by
+        :meth:`_observe_reference`, the readable definition it matches bit for bit."""
+        e = self.engine
+        c = e.cluster
+        if not c.compiled:
+            self._observe_reference(offer)
+            return
+        timers = self._timers
+        current = offer.current_tier
+        kernels.offer_observation(
+            self._obs, self._obs_consts, self._job_static, e._jobf, e._jobi, c.free_per_machine, c.free_per_rack,
+            offer.job, offer.now_s, offer.starvation_s,
+            *(timers(offer.num_gpus, offer.now_s) if timers is not None else _NO_TIMERS),
+            _OFFERED_BITS[offer.tiers], -1 if current is None else int(current),
+            *(_NO_SPEEDS if self.sensitivity == "hidden" else self._speeds(offer)),
+            e.n_waiting, e.waiting_gpus, e.n_running, e.finished, c.free_total)
+
+    def _observe_reference(self, offer: Offer) -> None:
         # Plain Python floats throughout (arithmetic on numpy scalars is several times slower,
         # and this runs at every step), packed into the observation's buffer in one call:
         # struct rounds each to float32 as numpy's cast does, in a third of the time of an
@@ -552,7 +592,7 @@ class DallyEnv(gym.Env):
         current = offer.current_tier
         _OBS_PACK.pack_into(
             self._obs_buf, 0,
-            *self._job_static[j],
+            *self._job_static[j].tolist(),
             (1.0 if starv >= long_s else log1p(starv / lease) / _LOG_LONG) if starv > 0 else 0.0,
             nw if nw < 1.0 else 1.0,
             done / total,

@@ -19,6 +19,8 @@ function, so none is (see :func:`pairwise_sum`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
@@ -1665,6 +1667,80 @@ def _any_below_best(running, n_running, jobi):
         if jobi[I_TIER, j] > jobi[I_BEST, j]:
             return True
     return False
+
+
+# --- Dally-v0's observation (DallyEnv._observe) ---------------------------------------------
+
+#: ``offer_observation``'s constants, by position in its ``consts`` array.
+(OC_LEASE, OC_LONG, OC_LOG_LONG, OC_LOG_1000, OC_GPUS, OC_JOBS, OC_FIRST_ARRIVAL, OC_MACHINES, OC_RACKS, OC_GPM,
+ OC_GPR, OC_SIZE) = range(12)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _time_shown(t, lease, long_s, log_long):
+    """A time as DallyEnv shows it: log1p(t / lease) / log1p(LONG_LEASES), 1 from ``long_s``
+    on, 0 for t <= 0 (and NaN)."""
+    if t > 0:
+        return 1.0 if t >= long_s else math.log1p(t / lease) / log_long
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, j, now, starvation, t_mc, t_rk, offered,
+                      current, speed_m, speed_r, speed_n, n_waiting, waiting_gpus, n_running, finished, free_total):
+    """DallyEnv._observe's features of job ``j``'s offer into ``out`` (float32): the same
+    arithmetic in the same order as its Python reference, each value rounded to float32 once
+    as it is stored. ``static``: features 0-3 by job; ``offered``: bit t set for each tier t
+    offered; ``current``: the tier held (renewal offers) or -1."""
+    lease = consts[OC_LEASE]
+    long_s = consts[OC_LONG]
+    log_long = consts[OC_LOG_LONG]
+    log_1000 = consts[OC_LOG_1000]
+    cluster_gpus = consts[OC_GPUS]
+    for k in range(4):
+        out[k] = static[j, k]
+    run = jobf[F_RUN, j]
+    done = jobf[F_DONE, j]
+    total = jobf[F_TOTAL, j]
+    iter_time = jobf[F_ITER_TIME, j]
+    nw = done * iter_time / run if run > 0 else 0.0
+    attained = jobi[I_GPUS, j] * run / cluster_gpus
+    remaining = (total - done) * iter_time
+    out[4] = _time_shown(starvation, lease, long_s, log_long)
+    out[5] = nw if nw < 1.0 else 1.0
+    out[6] = done / total
+    out[7] = _time_shown(attained, lease, long_s, log_long)
+    p = jobi[I_PREEMPTIONS, j]
+    out[8] = (p if p < 20 else 20) / 20.0
+    out[9] = _time_shown(remaining, lease, long_s, log_long)
+    out[10] = offered & 1
+    out[11] = (offered >> 1) & 1
+    out[12] = (offered >> 2) & 1
+    out[13] = speed_m
+    out[14] = speed_r
+    out[15] = speed_n
+    out[16] = _time_shown(t_mc, lease, long_s, log_long)
+    out[17] = _time_shown(t_rk, lease, long_s, log_long)
+    out[18] = starvation >= t_mc
+    out[19] = starvation >= t_rk
+    g = jobi[I_GPUS, j]
+    machines, most_m = _count_and_most(free_pm, g)
+    racks, most_r = _count_and_most(free_pr, g)
+    out[20] = free_total / cluster_gpus
+    out[21] = machines / consts[OC_MACHINES]
+    out[22] = racks / consts[OC_RACKS]
+    out[23] = most_m / consts[OC_GPM]
+    out[24] = most_r / consts[OC_GPR]
+    out[25] = math.log1p(n_waiting) / log_1000
+    queued = waiting_gpus / cluster_gpus
+    out[26] = (queued if queued < 10.0 else 10.0) / 10.0
+    out[27] = math.log1p(n_running) / log_1000
+    jobs = consts[OC_JOBS]
+    out[28] = (jobs - finished) / jobs
+    elapsed = now - consts[OC_FIRST_ARRIVAL]
+    out[29] = _time_shown(elapsed, lease, long_s, log_long)
+    out[30] = (elapsed % lease) / lease
+    out[31] = 0.0 if current < 0 else (current + 1) / 3.0
 
 
 # --- DallyQueue's observation (DallyQueueEnv._observe) ---------------------------------------

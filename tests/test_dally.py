@@ -438,15 +438,28 @@ def test_a_subclass_overriding_on_start_alone_gets_no_batch_hook():
     assert start_batch_hook(Policy()) is None
 
 
-def test_tuner_remembers_timers_per_demand_until_time_moves_or_an_entry_is_recorded():
-    """AutoTuner.timers answers from its memo only while nothing they depend on changed."""
-    tuner = AutoTuner(history_s=100 * H, t_machine_s=12 * H, t_rack_s=24 * H)
+def test_policy_remembers_timers_until_time_moves_or_the_tuner_records_an_entry():
+    """DallyPolicy.timers answers from its memo only while nothing they depend on changed: the
+    same time, and no entry recorded since (also one recorded on the tuner directly). A demand
+    beyond a machine or a rack keeps its size rules when remembered."""
+    policy = started(DallyPolicy(history_s=100 * H, t_machine_s=12 * H, t_rack_s=24 * H))
+    tuner = policy.tuner
     for at, waited in ((0.0, 2 * H), (1.0, 4 * H)):
         tuner.record(Tier.MACHINE, 4, waited, at)
-    assert tuner.timers(4, 2.0) == (3 * H + 2 * math.sqrt(2) * H, 24 * H)
-    assert tuner.timers(8, 2.0) == (12 * H, 24 * H)  # another demand at the same time: untuned
-    assert tuner.timers(4, 2.0) == (3 * H + 2 * math.sqrt(2) * H, 24 * H)
-    tuner.record(Tier.MACHINE, 8, H, 2.0)
-    tuner.record(Tier.MACHINE, 8, 3 * H, 2.0)
-    assert tuner.timers(8, 2.0) == (2 * H + 2 * math.sqrt(2) * H, 24 * H)  # a record invalidates
-    assert tuner.timers(4, 101 * H) == (12 * H, 24 * H)  # time moved: the window left them out
+    tuned = 3 * H + 2 * math.sqrt(2) * H
+    assert policy.timers(4, 2.0) == (tuned, 24 * H)
+    assert policy.timers(2, 2.0) == (12 * H, 24 * H)  # another demand at the same time: untuned
+    assert policy.timers(4, 2.0) == (tuned, 24 * H)
+    assert policy.timers(8, 2.0) == (0.0, 24 * H)  # bigger than a machine (4 GPUs)
+    assert policy.timers(8, 2.0) == (0.0, 24 * H)
+    assert policy.timers(16, 2.0) == (0.0, 0.0)  # bigger than a rack
+    tuner.record(Tier.MACHINE, 2, H, 2.0)
+    tuner.record(Tier.MACHINE, 2, 3 * H, 2.0)
+    assert policy.timers(2, 2.0) == (2 * H + 2 * math.sqrt(2) * H, 24 * H)  # a record invalidates
+    policy.on_start_batch(SimpleNamespace(placement_kind="new", num_gpus=np.array([2, 2])), np.array([0, 1]),
+                          np.array([0, 0]), np.array([2 * H, 2 * H]), np.array([2.0, 2.0]))
+    assert policy.timers(2, 2.0) == tuner.timers(2, 2.0) != (2 * H + 2 * math.sqrt(2) * H, 24 * H)
+    assert policy.timers(4, 101 * H) == (12 * H, 24 * H)  # time moved: the window left them out
+    assert tuner.timers(4, 2.0) == (tuned, 24 * H)  # the tuner itself remembers nothing
+
+

@@ -46,6 +46,24 @@ def test_stable_baselines3_env_checker_passes(env_id):
     sb3_checker.check_env(gym.make(env_id), warn=True)
 
 
+@pytest.mark.parametrize("env_id", ["Dally-v0", "DallySmall-v0", "DallyQueue-v0", "DallyQueueSmall-v0"])
+def test_make_gives_the_environment_itself_which_refuses_steps_and_renders_before_reset(env_id):
+    """The ids are registered without gymnasium's order-enforcing and passive-checker wrappers
+    (pass-through after the first step, about 0.26 µs a step together): the environment refuses a
+    step or a render before reset itself, and gym.make(..., disable_env_checker=False) puts
+    the checker back."""
+    env = gym.make(env_id, render_mode="ansi")
+    assert env is env.unwrapped and env.spec.id == env_id
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
+        env.step(0)
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before render\(\)"):
+        env.render()
+    checked = gym.make(env_id, disable_env_checker=False)
+    assert isinstance(checked, gym.wrappers.PassiveEnvChecker)
+    checked.reset(seed=0)
+    checked.step(0)
+
+
 def test_make_without_importing_registers_by_module_prefix():
     env = gym.make("dallygym:DallySmall-v0")
     assert isinstance(env.unwrapped, DallyEnv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import gymnasium as gym
 import numpy as np
@@ -331,26 +332,80 @@ def test_makespan_bound_of_a_hand_made_state():
     assert kernels.makespan_bound(0.0, none, none, jobf, speed) == 0.0
 
 
-@pytest.mark.parametrize("env_id", ["DallySmall-v0", "Dally-v0"])
-def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id):
-    """A random masked agent's whole episode on the offer environment, both ways."""
+def test_offer_observation_on_a_state_worked_out_by_hand():
+    """kernels.offer_observation on one job: 4 GPUs of 16 (2 racks x 2 machines x 4 GPUs),
+    half its 100 iterations of 36 s done in 3,600 s held (Nw_sens 0.5), 3 preemptions; offered
+    the rack and network tiers while it holds the network one; a 1-hour lease."""
+    lease, long_s = 3600.0, 10_000 * 3600.0
+    log_long, log_1000 = math.log1p(10_000), math.log1p(1000)
+    consts = np.array([lease, long_s, log_long, log_1000, 16, 10, 100.0, 4, 2, 4, 8])
+    static = np.array([[math.log2(5) / math.log2(17), 1.0, 0.0, 0.0]])
+    jobf = np.zeros((len(kernels.JOB_FLOATS), 1))
+    jobi = np.zeros((len(kernels.JOB_INTS), 1), dtype=np.int64)
+    jobf[kernels.F_RUN, 0], jobf[kernels.F_DONE, 0] = 3600.0, 50.0
+    jobf[kernels.F_TOTAL, 0], jobf[kernels.F_ITER_TIME, 0] = 100.0, 36.0
+    jobi[kernels.I_GPUS, 0], jobi[kernels.I_PREEMPTIONS, 0] = 4, 3
+    free_pm, free_pr = np.array([3, 1, 2, 0]), np.array([4, 2])
+    out = np.full(32, -1.0, dtype=np.float32)
+    now = 100.0 + 2.5 * lease
+    kernels.offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, 0, now, lease, 0.0, math.inf,
+                              0b110, 2, 0.0, 0.7, 0.4, 3, 9, 2, 4, 6)
+
+    def shown(t):
+        return np.float32(math.log1p(t / lease) / log_long)
+
+    expected = np.array([
+        static[0, 0], 1, 0, 0,
+        shown(lease), 0.5, 0.5, shown(4 * 3600.0 / 16), 3 / 20, shown(50 * 36.0),
+        0, 1, 1,  # rack and network offered
+        0.0, 0.7, 0.4,
+        0.0, 1.0, 1, 0,  # T_Mc = 0 (shown 0, passed), T_Rk infinite (shown 1, not passed)
+        6 / 16, 0 / 4, 1 / 2, 3 / 4, 4 / 8,  # no machine has 4 free GPUs, rack 0 has (3 + 1)
+        math.log1p(3) / log_1000, 9 / 16 / 10, math.log1p(2) / log_1000, (10 - 4) / 10,
+        shown(2.5 * lease), 0.5, 1.0,  # half a lease into the round; holds the network tier
+    ], dtype=np.float32)
+    assert out.tobytes() == expected.tobytes()
+    out[:] = -1.0  # no time at all shows as 0, and a time of 10,000 leases or more as 1
+    kernels.offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, 0, 100.0, 0.0, long_s, math.nan,
+                              0b001, -1, 0.0, 0.0, 0.0, 0, 0, 0, 10, 0)
+    assert (out[4], out[16], out[17], out[29], out[30], out[31]) == (0.0, 1.0, 0.0, 0.0, 0.0, 0.0)
+    assert (out[10], out[11], out[12], out[28]) == (1.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(("env_id", "agent", "options"), [
+    ("DallySmall-v0", "random", {}),
+    ("Dally-v0", "random", {"sensitivity": "observed"}),
+    ("Dally-v0", "dally", {"sensitivity": "oracle"}),  # the tuned timers of features 16-19
+    ("DallySmall-v0", "tiresias", {"priority": "tiresias", "renewal": "rebid"}),  # renewal offers, no timers
+])
+def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id, agent, options):
+    """A whole episode on the offer environment both ways: with the kernels, the observation
+    comes from kernels.offer_observation; without, from DallyEnv._observe_reference. The same
+    observations, rewards and infos, bit for bit."""
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
-        env = gym.make(env_id)
+        env = gym.make(env_id, **options)
         rng = np.random.default_rng(7)
+        heuristic = None if agent == "random" else dallygym.heuristic_agent(agent, env)
         obs, info = env.reset(seed=3)
-        rewards, observations = [], [obs]
+        rewards, observations, infos = [], [obs], []
         done = False
         while not done:
-            action = rng.choice(np.flatnonzero(env.unwrapped.action_masks()))
+            if heuristic is None:
+                action = rng.choice(np.flatnonzero(env.unwrapped.action_masks()))
+            else:
+                action = int(heuristic.predict(obs)[0])
             obs, reward, terminated, truncated, info = env.step(action)
             rewards.append(reward)
             observations.append(obs)
+            infos.append({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in info.items()})
             done = terminated or truncated
-        return rewards, np.array(observations), info["summary"]
+        return rewards, np.array(observations), infos
 
-    (ra, oa, sa), (rb, ob, sb) = episode(True), episode(False)
-    assert ra == rb and np.array_equal(oa, ob) and sa == sb
+    (ra, oa, ia), (rb, ob, ib) = episode(True), episode(False)
+    assert len(ra) > 3
+    assert ra == rb and np.array_equal(oa, ob) and ia == ib
+    assert oa.dtype == np.float32 and oa.tobytes() == ob.tobytes()
 
 
 @settings(max_examples=200, deadline=None)

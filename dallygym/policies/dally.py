@@ -38,6 +38,7 @@ HOUR_S = 3600.0
 #: 12 h (24 h of starvation in all) for rack-level consolidation.
 MANUAL_T_MACHINE_S = 12 * HOUR_S
 MANUAL_T_RACK_S = 24 * HOUR_S
+_NO_TIMERS = (0.0, 0.0)  # a job bigger than a rack waits for nothing (§IV-B2)
 
 #: Default history window: this many hours on a cluster of :data:`HISTORY_REFERENCE_GPUS`
 #: GPUs, scaled inversely with the cluster's GPU count (see :func:`default_history_s`).
@@ -126,9 +127,9 @@ class AutoTuner:
         # (tier, g) -> (window start, window end, tuned timer) of the last computation.
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._last_s = -math.inf
-        # The timers by demand at time _memo_at (see timers); a record for a demand drops its.
-        self._memo_at = None
-        self._memo: dict[int, tuple[float, float]] = {}
+        #: How many entries were ever recorded: whoever remembers timers (DallyPolicy.timers)
+        #: knows from it whether they may have changed.
+        self.stamp = 0
         if floors:
             self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
                            int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
@@ -145,8 +146,8 @@ class AutoTuner:
         if now_s < self._last_s:
             raise ValueError(f"entries must be recorded in time order: {now_s} after {self._last_s}")
         self._last_s = now_s
+        self.stamp += 1
         key = (int(tier), int(num_gpus))
-        self._memo.pop(key[1], None)
         times = self._times.get(key)
         if times is None:
             times = self._times[key] = []
@@ -179,7 +180,7 @@ class AutoTuner:
                     values[key] = []
                 listed.append(at)
                 values[key].append(waited)
-                self._memo.pop(g, None)
+                self.stamp += 1
         finally:
             self._last_s = last
 
@@ -190,18 +191,8 @@ class AutoTuner:
         than a machine has ``T_Mc = 0``, ...) are the policy's (:meth:`DallyPolicy.timers`).
         """
         g = int(num_gpus)
-        # The policy's decision and the environment's observation ask the same question in a
-        # row, and DallyQueue's observation asks it for every demand among the candidates at
-        # each pick: remember the answers until time moves or an entry for that demand (the
-        # only one whose timers it changes) is recorded.
-        if now_s != self._memo_at:
-            self._memo_at = now_s
-            self._memo = {}
-        value = self._memo.get(g)
-        if value is None:
-            value = self._memo[g] = (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
-                                     self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
-        return value
+        return (self._timer(int(Tier.MACHINE), g, now_s, self.t_machine_s),
+                self._timer(int(Tier.RACK), g, now_s, self.t_rack_s))
 
     def _timer(self, tier: int, g: int, now_s: float, fallback: float) -> float:
         key = (tier, g)
@@ -313,6 +304,7 @@ class DallyPolicy(Policy):
         self.tuner: AutoTuner | None = None
         self._gpus_per_machine: int | None = None
         self._gpus_per_rack = 0
+        self._forget()
 
     def reset(self, view: Engine, rng: np.random.Generator) -> None:
         spec = view.spec
@@ -322,6 +314,14 @@ class DallyPolicy(Policy):
             history = default_history_s(spec) if self.history_s is None else self.history_s
             self.tuner = AutoTuner(history, self.t_machine_s, self.t_rack_s, lease_s=view.config.lease_s,
                                    floors=self.floors, caps=self.caps)
+        self._forget()
+
+    def _forget(self) -> None:
+        # The tuned timers by demand at time _memo_at, while the tuner's stamp is _memo_stamp
+        # (see timers).
+        self._memo: dict[int, tuple[float, float]] = {}
+        self._memo_at = None
+        self._memo_stamp = -1
 
     def priority(self, view: Engine, jobs: np.ndarray) -> np.ndarray:
         # §IV-B1: offers in increasing order of Nw_sens (0 for never-run jobs).
@@ -337,14 +337,29 @@ class DallyPolicy(Policy):
         A job bigger than a machine has ``T_Mc = 0``; bigger than a rack, ``T_Mc = T_Rk = 0``
         (§IV-B2). Available once a run has started (after :meth:`reset`).
         """
-        if self._gpus_per_machine is None:
+        tuner = self.tuner
+        if tuner is not None:
+            # The environment's observation and the agent's decision ask the same question in
+            # a row, and DallyQueue's observation asks it for every demand among the candidates
+            # at each pick: the answers hold until time moves or the tuner records an entry.
+            if now_s == self._memo_at and tuner.stamp == self._memo_stamp:
+                value = self._memo.get(num_gpus)
+                if value is not None:
+                    return value
+            else:
+                self._memo = {}
+                self._memo_at = now_s
+                self._memo_stamp = tuner.stamp
+        elif self._gpus_per_machine is None:
             raise RuntimeError(f"{self.name}: timers() needs the cluster; call reset(view, rng) first")
         if num_gpus > self._gpus_per_rack:
-            return 0.0, 0.0
-        t_machine, t_rack = self.base_timers(num_gpus, now_s)
-        if num_gpus > self._gpus_per_machine:
-            return 0.0, t_rack
-        return t_machine, t_rack
+            value = _NO_TIMERS
+        else:
+            t_machine, t_rack = self.base_timers(num_gpus, now_s)
+            value = (0.0, t_rack) if num_gpus > self._gpus_per_machine else (t_machine, t_rack)
+        if tuner is not None:
+            self._memo[num_gpus] = value
+        return value
 
     def decide(self, offer: Offer, view: Engine) -> Tier | None:
         """Algorithm 1 "On Resource Offer".
