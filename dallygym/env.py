@@ -564,8 +564,9 @@ class DallyEnv(gym.Env):
             e.n_waiting, e.waiting_gpus, e.n_running, e.finished, c.free_total)
 
     def _observe_reference(self, offer: Offer) -> None:
-        # Plain Python floats throughout (arithmetic on numpy scalars is several times slower,
-        # and this runs at every step), packed into the observation's buffer in one call:
+        # The definition kernels.offer_observation follows, run with the kernels off. Plain
+        # Python floats throughout (arithmetic on numpy scalars is several times slower),
+        # packed into the observation's buffer in one call:
         # struct rounds each to float32 as numpy's cast does, in a third of the time of an
         # assignment from a tuple. Each time t is shown written
         # out: log1p(t / lease) / log1p(LONG_LEASES), 1 from LONG_LEASES leases on, 0 for

@@ -328,7 +328,9 @@ class DallyPolicy(Policy):
         return view.nw_sens(jobs)
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
-        """``(T_Mc, T_Rk)`` before the size rules: the auto-tuner's (variants override)."""
+        """``(T_Mc, T_Rk)`` before the size rules: the auto-tuner's (variants override). With a
+        tuner, :meth:`timers` remembers the answer while time and the tuner stand still, so an
+        override must depend on nothing else."""
         return self.tuner.timers(num_gpus, now_s)
 
     def timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
