@@ -517,15 +517,17 @@ def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
 
 
 def write_part(out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str],
-               step_s: float) -> int:
-    """Write one partial measurement (``stem``.csv and .md, the command and CartPole's rate in
-    the same run in the header) and print it."""
+               rates: list[float]) -> int:
+    """Write one partial measurement (``stem``.csv and .md, the command and CartPole's steps/s
+    in the header: ``rates``, one for the same run, or one per process that measured) and
+    print it."""
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / f"{stem}.csv", index=False)
+    where = "in the same run" if len(rates) == 1 else "in the processes"
     lines = [f"# {title}", "",
              f"Produced by `python benchmarks/speed.py {options}` (dallygym {dallygym.__version__}, Python "
-             f"{platform.python_version()}, {platform.machine()}); CartPole-v1 in the same run: "
-             f"{1 / step_s:,.0f} steps/s.", "", *body]
+             f"{platform.python_version()}, {platform.machine()}); CartPole-v1 {where}: "
+             + ", ".join(f"{rate:,.0f}" for rate in rates) + " steps/s.", "", *body]
     (out / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
@@ -571,18 +573,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.episode_cost:
         cost_frame, rates = episode_cost_processes(args.cost_processes, args.episodes, tuple(args.cost_envs))
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        cost_frame.to_csv(out / "episode_cost.csv", index=False)
-        lines = ["# Episode cost per heuristic", "",
-                 f"Produced by `python benchmarks/speed.py --episode-cost --episodes {args.episodes} --cost-processes "
-                 f"{args.cost_processes} --cost-envs {' '.join(args.cost_envs)}` (dallygym {dallygym.__version__}, "
-                 f"Python {platform.python_version()}, {platform.machine()}); CartPole-v1 in the processes: "
-                 + ", ".join(f"{r:,}" for r in rates) + " steps/s.", "",
-                 *cost_lines(cost_frame, args.episodes, args.cost_processes)]
-        (out / "episode_cost.md").write_text("\n".join(lines))
-        print("\n".join(lines))
-        return 0
+        return write_part(Path(args.out), "episode_cost", "Episode cost per heuristic",
+                          f"--episode-cost --episodes {args.episodes} --cost-processes {args.cost_processes} "
+                          f"--cost-envs {' '.join(args.cost_envs)}", cost_frame,
+                          cost_lines(cost_frame, args.episodes, args.cost_processes), rates)
     step_s = cartpole_step_s()
     if args.whole_trace:
         whole = whole_trace_rows(step_s, args.whole_trace, args.whole_racks, args.whole_limit_s)
@@ -594,18 +588,18 @@ def main(argv: list[str] | None = None) -> int:
                 "```\n" + whole.drop(columns=["jobs", "racks"]).to_string(index=False) + "\n```", ""]
         return write_part(Path(args.out), "whole_trace", "The whole public Philly trace under every policy",
                           f"--whole-trace {args.whole_trace} --whole-racks {args.whole_racks} "
-                          f"--whole-limit-s {args.whole_limit_s:g}", whole, body, step_s)
+                          f"--whole-limit-s {args.whole_limit_s:g}", whole, body, [1 / step_s])
     if args.train:
         train_frame = train_rows(step_s, args.train_steps)
         return write_part(Path(args.out), "train_speed", "Training speed", f"--train --train-steps {args.train_steps}",
-                          train_frame, train_lines(train_frame, args.train_steps), step_s)
+                          train_frame, train_lines(train_frame, args.train_steps), [1 / step_s])
     if args.scaling:
         return scaling_main(Path(args.out), step_s, jobs=args.scaling_jobs)
     if args.queue_only:
         queue_frame = queue_env_rows(step_s, args.env_repeats)
         return write_part(Path(args.out), "queue_speed", "DallyQueue speed",
                           f"--queue-only --env-repeats {args.env_repeats}", queue_frame,
-                          queue_lines(queue_frame, args.env_repeats), step_s)
+                          queue_lines(queue_frame, args.env_repeats), [1 / step_s])
     rows = []
     for policy in args.policies:
         for trace in args.traces:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import struct
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -50,8 +49,6 @@ OBS_DIM = len(OBS_FEATURES)
 LONG_LEASES = 10_000.0
 _LOG_LONG = math.log1p(LONG_LEASES)
 _LOG_1000 = math.log1p(1000)
-#: The observation as its buffer's bytes (native float32 each).
-_OBS_PACK = struct.Struct(f"={OBS_DIM}f")
 _NO_SPEEDS = (0.0, 0.0, 0.0)
 _NO_TIMERS = (0.0, 0.0)
 
@@ -315,13 +312,9 @@ class DallyEnv(gym.Env):
         self._gen = None
         self._done = False
         self._terminal_pending = False
-        # The observation lives in a buffer that _observe packs (see there); _obs views it.
-        self._obs_buf = bytearray(_OBS_PACK.size)
-        self._obs = np.frombuffer(self._obs_buf, dtype=np.float32)
+        self._obs = np.zeros(OBS_DIM, dtype=np.float32)
         self._reported = 0.0
         self.steps = 0
-        self._cluster_key = None
-        self._cluster_cache = ()
 
     # --- traces --------------------------------------------------------------------------
 
@@ -443,7 +436,7 @@ class DallyEnv(gym.Env):
         offer = self.offer
         if offer is None:  # no offer is open: before reset, or the episode has ended
             return self._step_without_offer()
-        index = action if type(action) is int else action_index(action)
+        index = action_index(action)
         if index == WAIT:
             answer = None
             invalid = False
@@ -452,14 +445,11 @@ class DallyEnv(gym.Env):
         self.steps += 1
         self._answers.append(answer)
         reward = self._advance(answer)
-        offer = self.offer
-        if offer is None:  # the episode ended with this step
-            info = self._info(invalid)
+        info = self._info(invalid)
+        if self.offer is None:  # the episode ended with this step
             info["summary"] = summarize(self.engine)
             return self._obs.copy(), float(reward), True, False, info
-        return self._obs.copy(), float(reward), False, False, {
-            "action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid,
-            "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
+        return self._obs.copy(), float(reward), False, False, info
 
     def _answer(self, action, index: int | None, offer: Offer) -> tuple[Tier | None, bool]:
         """The engine's answer to ``offer`` for ``action`` (``index``: :func:`action_index`
@@ -564,17 +554,18 @@ class DallyEnv(gym.Env):
             e.n_waiting, e.waiting_gpus, e.n_running, e.finished, c.free_total)
 
     def _observe_reference(self, offer: Offer) -> None:
-        # The definition kernels.offer_observation follows, run with the kernels off. Plain
-        # Python floats throughout (arithmetic on numpy scalars is several times slower),
-        # packed into the observation's buffer in one call:
-        # struct rounds each to float32 as numpy's cast does, in a third of the time of an
-        # assignment from a tuple. Each time t is shown written
-        # out: log1p(t / lease) / log1p(LONG_LEASES), 1 from LONG_LEASES leases on, 0 for
-        # t <= 0 (a function call each would be a good part of their cost).
+        """The observation of ``offer``, feature by feature: the definition that
+        :func:`dallygym.kernels.offer_observation` follows (run with the kernels off)."""
         e = self.engine
+        spec = self.spec_cluster
+        c = e.cluster
         lease = self._lease_s
-        long_s = self._long_s
-        log1p = math.log1p
+
+        def shown(t: float) -> float:  # a time: log1p(t / lease) / log1p(LONG_LEASES), in [0, 1]
+            if t > 0:
+                return 1.0 if t >= self._long_s else math.log1p(t / lease) / _LOG_LONG
+            return 0.0
+
         j = offer.job
         g = offer.num_gpus
         now = offer.now_s
@@ -583,60 +574,35 @@ class DallyEnv(gym.Env):
         total = e._total_iterations_list[j]
         iter_time = e._iter_time_list[j]
         nw = done * iter_time / run_s if run_s > 0 else 0.0
-        timers = self._timers
-        t_mc, t_rk = timers(g, now) if timers is not None else (0.0, 0.0)
+        t_mc, t_rk = self._timers(g, now) if self._timers is not None else _NO_TIMERS
         starv = offer.starvation_s
-        attained = g * run_s / self._num_gpus
-        remaining = (total - done) * iter_time
         elapsed = now - e.first_arrival_s
-        n = e.n
+        free_m, free_r = c.free_per_machine, c.free_per_rack
         current = offer.current_tier
-        _OBS_PACK.pack_into(
-            self._obs_buf, 0,
+        self._obs[:] = (
             *self._job_static[j].tolist(),
-            (1.0 if starv >= long_s else log1p(starv / lease) / _LOG_LONG) if starv > 0 else 0.0,
+            shown(starv),
             nw if nw < 1.0 else 1.0,
             done / total,
-            (1.0 if attained >= long_s else log1p(attained / lease) / _LOG_LONG) if attained > 0 else 0.0,
+            shown(g * run_s / self._num_gpus),
             min(e.preemptions.item(j), 20) / 20.0,
-            (1.0 if remaining >= long_s else log1p(remaining / lease) / _LOG_LONG) if remaining > 0 else 0.0,
+            shown((total - done) * iter_time),
             *_OFFERED[offer.tiers],
             *(_NO_SPEEDS if self.sensitivity == "hidden" else self._speeds(offer)),
-            (1.0 if t_mc >= long_s else log1p(t_mc / lease) / _LOG_LONG) if t_mc > 0 else 0.0,
-            (1.0 if t_rk >= long_s else log1p(t_rk / lease) / _LOG_LONG) if t_rk > 0 else 0.0,
-            starv >= t_mc, starv >= t_rk,
-            *self._cluster_features(g),
-            log1p(e.n_waiting) / _LOG_1000,
+            shown(t_mc), shown(t_rk), starv >= t_mc, starv >= t_rk,
+            c.free_total / spec.num_gpus,
+            np.count_nonzero(free_m >= g) / spec.num_machines,
+            np.count_nonzero(free_r >= g) / spec.racks,
+            free_m.max() / spec.gpus_per_machine,
+            free_r.max() / spec.gpus_per_rack,
+            math.log1p(e.n_waiting) / _LOG_1000,
             min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
-            log1p(e.n_running) / _LOG_1000,
-            (n - e.finished) / n,
-            (1.0 if elapsed >= long_s else log1p(elapsed / lease) / _LOG_LONG) if elapsed > 0 else 0.0,
+            math.log1p(e.n_running) / _LOG_1000,
+            (e.n - e.finished) / e.n,
+            shown(elapsed),
             (elapsed % lease) / lease,
             0.0 if current is None else (int(current) + 1) / 3.0,
         )
-
-    def _cluster_features(self, g: int) -> tuple:
-        """Features 20-24; cached while the free GPUs do not change (a pass offers many jobs)."""
-        c = self.engine.cluster
-        key = (id(c), c.version, g)
-        if key != self._cluster_key:
-            spec = self.spec_cluster
-            free_m = c.free_per_machine
-            free_r = c.free_per_rack
-            if c.compiled:
-                machines, racks, most_m, most_r = kernels.fit_counts(free_m, free_r, g)
-            else:
-                machines, racks = np.count_nonzero(free_m >= g), np.count_nonzero(free_r >= g)
-                most_m, most_r = free_m.max(), free_r.max()
-            self._cluster_key = key
-            self._cluster_cache = (
-                c.free_total / spec.num_gpus,
-                machines / spec.num_machines,
-                racks / spec.racks,
-                most_m / spec.gpus_per_machine,
-                most_r / spec.gpus_per_rack,
-            )
-        return self._cluster_cache
 
     def _speeds(self, offer: Offer) -> tuple[float, float, float]:
         if self.sensitivity == "hidden":

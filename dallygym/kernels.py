@@ -321,15 +321,6 @@ def _count_and_most(free, g):
 
 
 @njit(cache=True, nogil=True)
-def fit_counts(free_pm, free_pr, g):
-    """Machines and racks with ``g`` free GPUs or more, and the most free GPUs on one machine
-    and on one rack (the environment's cluster features)."""
-    machines, most_m = _count_and_most(free_pm, g)
-    racks, most_r = _count_and_most(free_pr, g)
-    return machines, racks, most_m, most_r
-
-
-@njit(cache=True, nogil=True)
 def tier_limits(free_pm, free_pr, racks, mpr):
     """Engine._compute_tier_limits: the most free GPUs on one machine; the most on one rack
     among racks with free GPUs on two machines or more; whether two racks have free GPUs."""
