@@ -268,6 +268,47 @@ def _in_arrival_order(trace: pd.DataFrame) -> bool:
     return not ties.any() or bool((np.diff(trace["job_id"].to_numpy())[ties] >= 0).all())
 
 
+class TraceArrays:
+    """A trace's columns as an :class:`Engine` reads them: in (arrival_s, job_id) order, copied
+    out of the frame once and read-only, with the Python lists its per-offer loop reads.
+
+    An Engine built from a frame makes one; a caller that runs the same trace many times (an
+    environment's fixed trace, reset after reset) makes it once and passes it instead of the
+    frame, and every engine shares it (none writes to it)."""
+
+    __slots__ = ("arrival_s", "ideal_s", "iter_time_list", "iter_time_s", "job_id", "job_id_list", "model",
+                 "model_index", "model_index_list", "model_names", "n", "num_gpus", "num_gpus_list",
+                 "total_iterations", "total_iterations_list")
+
+    def __init__(self, trace: pd.DataFrame) -> None:
+        frame = trace if _in_arrival_order(trace) else trace.sort_values(["arrival_s", "job_id"], kind="stable")
+        n = len(frame)
+        if n == 0:
+            raise ValueError("the trace has no jobs")
+        self.n = n
+        # (Copies: the arrays never share the caller's frame.)
+        self.job_id = frame["job_id"].to_numpy(dtype=np.int64, copy=True)
+        self.arrival_s = frame["arrival_s"].to_numpy(dtype=np.float64, copy=True)
+        self.num_gpus = frame["num_gpus"].to_numpy(dtype=np.int64, copy=True)
+        self.model = frame["model"].to_numpy(dtype=object, copy=True)
+        names, self.model_index = np.unique(self.model.astype(str), return_inverse=True)
+        self.model_names: tuple[str, ...] = tuple(str(m) for m in names)
+        self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64, copy=True)
+        self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64, copy=True)
+        self.ideal_s = self.total_iterations * self.iter_time_s
+        for name in ("job_id", "arrival_s", "num_gpus", "model", "model_index", "total_iterations", "iter_time_s",
+                     "ideal_s"):
+            getattr(self, name).flags.writeable = False
+        self.num_gpus_list: list[int] = self.num_gpus.tolist()
+        self.job_id_list: list[int] = self.job_id.tolist()
+        self.model_index_list: list[int] = self.model_index.tolist()
+        self.iter_time_list: list[float] = self.iter_time_s.tolist()
+        self.total_iterations_list: list[float] = self.total_iterations.tolist()
+
+    def __repr__(self) -> str:
+        return f"TraceArrays(n={self.n}, models={list(self.model_names)})"
+
+
 class JobGpus:
     """Each job's GPUs, read from the engine's GPU store (``num_gpus[j]`` slots from
     ``offsets[j]``: its current GPUs while it holds a placement, its last ones after): item
@@ -456,8 +497,9 @@ class Engine:
     """Discrete-event simulation of one trace on one cluster under one policy.
 
     Args:
-        trace: a canonical trace DataFrame (see :func:`dallygym.trace.load_trace`); it is
-            bound to the cluster here, so a job larger than the cluster is an error.
+        trace: a canonical trace DataFrame (see :func:`dallygym.trace.load_trace`), or its
+            :class:`TraceArrays` (made once for a trace run many times); it is bound to the
+            cluster here, so a job larger than the cluster is an error.
         cluster: the cluster size.
         policy: the scheduling policy (priority order, decisions, hooks).
         latency: the latency model giving each placement's speed factor.
@@ -485,7 +527,7 @@ class Engine:
 
     def __init__(
         self,
-        trace: pd.DataFrame,
+        trace: pd.DataFrame | TraceArrays,
         cluster: ClusterSpec,
         policy: Policy,
         latency: LatencyModel,
@@ -508,21 +550,18 @@ class Engine:
         self.config = config or EngineConfig()
         self.rng = np.random.default_rng(self.config.seed)
 
-        # (The columns are copied: the engine's arrays never share the caller's frame.)
-        frame = trace if _in_arrival_order(trace) else trace.sort_values(["arrival_s", "job_id"], kind="stable")
-        n = len(frame)
-        if n == 0:
-            raise ValueError("the trace has no jobs")
-        self.n = n
-        self.job_id = frame["job_id"].to_numpy(dtype=np.int64, copy=True)
-        self.arrival_s = frame["arrival_s"].to_numpy(dtype=np.float64, copy=True)
-        self.num_gpus = frame["num_gpus"].to_numpy(dtype=np.int64, copy=True)
-        self.model = frame["model"].to_numpy(dtype=object)
-        names, self.model_index = np.unique(self.model.astype(str), return_inverse=True)
-        self.model_names: tuple[str, ...] = tuple(str(m) for m in names)
-        self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64, copy=True)
-        self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64, copy=True)
-        self.ideal_s = self.total_iterations * self.iter_time_s
+        # The trace's columns, shared read-only with every engine given the same TraceArrays.
+        arrays = trace if isinstance(trace, TraceArrays) else TraceArrays(trace)
+        n = self.n = arrays.n
+        self.job_id = arrays.job_id
+        self.arrival_s = arrays.arrival_s
+        self.num_gpus = arrays.num_gpus
+        self.model = arrays.model
+        self.model_index = arrays.model_index
+        self.model_names = arrays.model_names
+        self.total_iterations = arrays.total_iterations
+        self.iter_time_s = arrays.iter_time_s
+        self.ideal_s = arrays.ideal_s
         too_big = np.flatnonzero(self.num_gpus > cluster.num_gpus)
         if too_big.size:
             j = int(too_big[0])
@@ -539,13 +578,13 @@ class Engine:
 
         # Python copies of static per-job data for the per-offer loop (numpy scalar access and
         # enum construction would dominate it).
-        self._num_gpus_list: list[int] = self.num_gpus.tolist()
-        self._job_id_list: list[int] = self.job_id.tolist()
+        self._num_gpus_list = arrays.num_gpus_list
+        self._job_id_list = arrays.job_id_list
         self._best_level_list: list[int] = self.best_possible_tier.tolist()
-        self._best_tier_list: list[Tier] = [_TIERS[t] for t in self._best_level_list]
-        self._model_index_list: list[int] = self.model_index.tolist()
-        self._iter_time_list: list[float] = self.iter_time_s.tolist()
-        self._total_iterations_list: list[float] = self.total_iterations.tolist()
+        self._best_tier_list: list[Tier] = list(map(_TIERS.__getitem__, self._best_level_list))
+        self._model_index_list = arrays.model_index_list
+        self._iter_time_list = arrays.iter_time_list
+        self._total_iterations_list = arrays.total_iterations_list
 
         self.cluster = ClusterState(cluster)
         self._dims = (cluster.racks, cluster.machines_per_rack, cluster.gpus_per_machine)
@@ -1246,9 +1285,16 @@ class Engine:
                 if pos < n_visit and cluster.free_total < least_ahead.item(pos):
                     pos = lease
                 continue
-            tier = yield from self._ask(j, t)
-            if tier is not None:
-                return pos - 1, tier
+            # (_ask written out: the one question of most turns here, without a generator)
+            offer = self._offer_to(j, t)
+            if offer is None:
+                continue
+            if offer.__class__ is Offer:
+                answer = yield offer
+                if answer is None:  # declined: the next turn
+                    continue
+                offer = self._checked(answer, offer)
+            return pos - 1, offer
         return None
 
     def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:
@@ -1271,21 +1317,32 @@ class Engine:
         """Waiting job ``j``'s offer if it fits (:meth:`_visit` without the start): returns the
         tier accepted (checked against the offer; the best one, unasked, for an offer the
         caller would accept at its best tier anyway), or None."""
-        cluster = self.cluster
+        offer = self._offer_to(j, t)
+        if offer is None or offer.__class__ is not Offer:
+            return offer
+        return self._checked((yield offer), offer)
+
+    def _offer_to(self, j: int, t: float) -> Offer | Tier | None:
+        """The question :meth:`_ask` puts to waiting job ``j``: its :class:`Offer`; or, without
+        asking, the tier it takes (an offer the caller would accept at its best tier anyway),
+        or None (it does not fit)."""
         g = self._num_gpus_list[j]
-        if g > cluster.free_total:
+        if g > self.cluster.free_total:
             return None
         tiers = self._offer_tiers(g)
         if not tiers:
             return None
         auto = self._auto
         if auto and (auto == kernels.AUTO_BEST or tiers[0] is self._best_tier_list[j]):
-            return tiers[0]  # an offer the caller would accept at its best tier
-        offer = Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
-        answer = yield offer
+            return tiers[0]
+        return Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
+
+    def _checked(self, answer: Tier | None, offer: Offer) -> Tier | None:
+        """The tier of an answer to ``offer`` (None: it waits); an answer it does not offer is
+        an error."""
         if answer is None:
             return None
-        if answer not in tiers:
+        if answer not in offer.tiers:
             raise EngineError(
                 f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
                 f"tiers or None"

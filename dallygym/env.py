@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from . import kernels
 from .cluster import ClusterSpec, Tier
-from .engine import Engine, EngineConfig, Offer
+from .engine import Engine, EngineConfig, Offer, TraceArrays
 from .latency import LatencyModel, get_latency_model
 from .metrics import summarize
 from .policies import Policy, make_policy
@@ -302,6 +302,7 @@ class DallyEnv(gym.Env):
         self.render_mode = render_mode
         self._traces = self._trace_source(trace)
         self._cycle = 0
+        self._static_of: TraceArrays | None = None  # the fixed trace whose _job_static is built
 
         self.action_space = spaces.Discrete(4)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32)
@@ -331,9 +332,10 @@ class DallyEnv(gym.Env):
             return GeneratedTraces(trace[4:])
         if callable(trace):
             return trace
-        return load_trace(trace, cluster=self.spec_cluster)
+        # A fixed trace: validated, and its columns read out for the engine, once for all resets.
+        return TraceArrays(load_trace(trace, cluster=self.spec_cluster))
 
-    def _next_trace(self) -> pd.DataFrame:
+    def _next_trace(self) -> pd.DataFrame | TraceArrays:
         source = self._traces[self._cycle % len(self._traces)]
         self._cycle += 1
         if isinstance(source, GeneratedTraces):
@@ -411,14 +413,12 @@ class DallyEnv(gym.Env):
         self._lease_s = float(self.config.lease_s)
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
         self._num_gpus = float(self.spec_cluster.num_gpus)
-        # Features 0-3 of each job (its size and best possible tier) never change.
+        # Features 0-3 of each job (its size and best possible tier) never change (nor, for a
+        # fixed trace, from one episode to the next).
+        if self._static_of is not trace:
+            self._job_static = self._static_features()
+            self._static_of = trace if isinstance(trace, TraceArrays) else None
         spec = self.spec_cluster
-        log_cluster = math.log2(1 + spec.num_gpus)
-        gpus = self.engine.num_gpus
-        size = {g: math.log2(1 + g) / log_cluster for g in np.unique(gpus).tolist()}
-        self._job_static = np.empty((n, 4))
-        self._job_static[:, 0] = [size[g] for g in gpus.tolist()]
-        self._job_static[:, 1:] = self.engine.best_possible_tier[:, None] == np.arange(3)
         # kernels.offer_observation's constants (kernels.OC_*), in its order.
         self._obs_consts = np.array([
             self._lease_s, self._long_s, _LOG_LONG, _LOG_1000, spec.num_gpus, n, self.engine.first_arrival_s,
@@ -436,7 +436,7 @@ class DallyEnv(gym.Env):
         offer = self.offer
         if offer is None:  # no offer is open: before reset, or the episode has ended
             return self._step_without_offer()
-        index = action_index(action)
+        index = action if action.__class__ is int else action_index(action)
         if index == WAIT:
             answer = None
             invalid = False
@@ -533,6 +533,17 @@ class DallyEnv(gym.Env):
             return {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s)}
         return {"action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid,
                 "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
+
+    def _static_features(self) -> np.ndarray:
+        """Features 0-3 of every job of the engine's trace (n x 4): log2(1 + GPUs) / log2(1 +
+        cluster GPUs), and its best possible tier one-hot."""
+        engine = self.engine
+        log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
+        demands, index = np.unique(engine.num_gpus, return_inverse=True)
+        static = np.empty((engine.n, 4))
+        static[:, 0] = np.array([math.log2(1 + g) / log_cluster for g in demands.tolist()])[index]
+        static[:, 1:] = engine.best_possible_tier[:, None] == np.arange(3)
+        return static
 
     def _observe(self, offer: Offer) -> None:
         """Write the observation of ``offer`` into the environment's buffer: in one compiled

@@ -1148,15 +1148,17 @@ def _merge_keyed(a, akey, b, bkey, b_order, out):
 @njit(cache=True, nogil=True)
 def _shift_right(a, pos, size):
     """``a[pos + 1:size + 1] = a[pos:size]`` in place (last first: the ranges overlap)."""
-    for i in range(size, pos, -1):
-        a[i] = a[i - 1]
+    b = a[pos:size + 1]  # (on a view from 0, as _shift_left)
+    for i in range(b.size - 1, 0, -1):
+        b[i] = b[i - 1]
 
 
 @njit(cache=True, nogil=True)
 def _shift_left(a, pos, size):
     """``a[pos:size - 1] = a[pos + 1:size]`` in place (first first: the ranges overlap)."""
-    for i in range(pos, size - 1):
-        a[i] = a[i + 1]
+    b = a[pos:size]  # (on a view from 0, the loop compiles to a block move: 2-3x faster)
+    for i in range(b.size - 1):
+        b[i] = b[i + 1]
 
 
 @njit(cache=True, nogil=True)

@@ -295,3 +295,34 @@ def test_trace_rows_in_any_order_make_the_same_run_and_the_frame_is_not_shared()
     assert collect(a).summary == collect(b).summary and collect(a).jobs.equals(collect(b).jobs)
     for name in ("job_id", "arrival_s", "num_gpus", "total_iterations", "iter_time_s"):
         assert not np.shares_memory(getattr(b, name), ordered[name].to_numpy()), name
+
+
+def test_trace_arrays_are_read_only_shared_by_engines_and_make_the_same_run():
+    """An Engine given a TraceArrays (made once for a trace run many times) makes the run it
+    makes from the frame; engines built on the same TraceArrays share its columns, which are
+    read-only, and one run leaves nothing in them for the next."""
+    from dallygym.engine import TraceArrays
+
+    rows = [(3, 0.0, 2, 100, 1.0), (1, 0.0, 4, 50, 1.5), (2, 5.0, 1, 80, 1.0), (0, 5.0, 8, 10, 2.0),
+            (4, 9.0, 4, 30, 1.0), (5, 9.0, 2, 300, 0.5)]
+    frame = make_trace(rows)
+    spec = ClusterSpec(1, 2, 4)
+    arrays = TraceArrays(frame)
+    assert arrays.job_id.tolist() == [1, 3, 0, 2, 4, 5] and arrays.n == 6  # (arrival, id) order
+    for name in ("job_id", "arrival_s", "num_gpus", "model", "model_index", "total_iterations", "iter_time_s",
+                 "ideal_s"):
+        assert not getattr(arrays, name).flags.writeable, name
+    for name in ("job_id", "arrival_s", "num_gpus", "total_iterations", "iter_time_s"):
+        assert not np.shares_memory(getattr(arrays, name), frame[name].to_numpy()), name
+    from_frame = run_engine(frame, spec)
+    first, second = run_engine(arrays, spec), run_engine(arrays, spec)
+    assert first.job_id is arrays.job_id and second.arrival_s is arrays.arrival_s
+    for run in (first, second):
+        assert collect(run).summary == collect(from_frame).summary
+        assert collect(run).jobs.equals(collect(from_frame).jobs)
+    with pytest.raises(ValueError, match="read-only"):
+        first.arrival_s[0] = 1.0
+    with pytest.raises(ValueError, match="no jobs"):
+        TraceArrays(frame.iloc[:0])
+    with pytest.raises(ClusterError, match="needs 8 GPUs"):
+        Engine(arrays, ClusterSpec(1, 1, 4), FifoPolicy(), TierLatency(), EngineConfig())

@@ -151,6 +151,23 @@ def test_same_seed_same_actions_identical_episode():
                 assert ia[key] == ib[key], key
 
 
+def test_a_fixed_trace_is_read_once_and_every_episode_is_as_from_a_fresh_env():
+    """A fixed trace's columns (and the observation's static job features) are made once for
+    every reset; the third episode of one environment is the first of a fresh one with the
+    same seed, step for step."""
+    env = gym.make("DallySmall-v0", trace="small")
+    play(env, 3, random_masked)
+    arrival = env.unwrapped.engine.arrival_s
+    static = env.unwrapped._job_static
+    play(env, 4, random_masked)
+    assert env.unwrapped.engine.arrival_s is arrival and env.unwrapped._job_static is static
+    again = play(env, 5, random_masked)
+    fresh = play(gym.make("DallySmall-v0", trace="small"), 5, random_masked)
+    assert len(again) == len(fresh)
+    for (oa, ra, ta, ia), (ob, rb, tb, ib) in zip(again, fresh):
+        assert np.array_equal(oa, ob) and ra == rb and ta == tb and ia.keys() == ib.keys()
+
+
 @pytest.mark.parametrize("reward, key", [("jct", "jct_mean_s"), ("makespan", "makespan_s"), ("comm", "comm_mean_s")])
 def test_episode_return_is_the_documented_metric(reward, key):
     env = gym.make("DallySmall-v0", reward=reward)
