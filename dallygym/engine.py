@@ -1327,9 +1327,13 @@ class Engine:
         asking, the tier it takes (an offer the caller would accept at its best tier anyway),
         or None (it does not fit)."""
         g = self._num_gpus_list[j]
-        if g > self.cluster.free_total:
+        c = self.cluster
+        if g > c.free_total:
             return None
-        tiers = self._offer_tiers(g)
+        if g == 1:  # (_offer_tiers' answers to the common questions, without the call)
+            tiers = _MACHINE_ONLY
+        elif self._tiers_version != c.version or (tiers := self._tiers_cache.get(g)) is None:
+            tiers = self._offer_tiers(g)
         if not tiers:
             return None
         auto = self._auto
@@ -1671,8 +1675,9 @@ class Engine:
                     declined.pop(j, None)
             k = self._li.item(kernels.LI_N_STARTS)  # the starts alone, in a log of their own
             if on_start is not None and k:
-                jobs, levels = self._starts[:, :k].copy()  # (rows of fresh copies: the hook's own)
-                waited, at = self._starts_f[:, :k].copy()
+                starts, starts_f = self._starts, self._starts_f  # (fresh copies of the rows: the hook's own)
+                jobs, levels = starts[0, :k].copy(), starts[1, :k].copy()
+                waited, at = starts_f[0, :k].copy(), starts_f[1, :k].copy()
                 if self._on_start_batch is not None:
                     self._on_start_batch(self, jobs, levels, waited, at)
                     return

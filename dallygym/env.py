@@ -423,6 +423,10 @@ class DallyEnv(gym.Env):
         self._obs_consts = np.array([
             self._lease_s, self._long_s, _LOG_LONG, _LOG_1000, spec.num_gpus, n, self.engine.first_arrival_s,
             spec.num_machines, spec.racks, spec.gpus_per_machine, spec.gpus_per_rack])
+        # kernels.offer_observation's arrays, the same objects all episode long.
+        c = self.engine.cluster
+        self._obs_head = (self._obs, self._obs_consts, self._job_static, self.engine._jobf, self.engine._jobi,
+                          c.free_per_machine, c.free_per_rack) if c.compiled else None
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -549,20 +553,19 @@ class DallyEnv(gym.Env):
         """Write the observation of ``offer`` into the environment's buffer: in one compiled
         call (:func:`dallygym.kernels.offer_observation`), or with the kernels off by
         :meth:`_observe_reference`, the readable definition it matches bit for bit."""
-        e = self.engine
-        c = e.cluster
-        if not c.compiled:
+        head = self._obs_head  # (None with the kernels off)
+        if head is None:
             self._observe_reference(offer)
             return
+        e = self.engine
         timers = self._timers
         current = offer.current_tier
         kernels.offer_observation(
-            self._obs, self._obs_consts, self._job_static, e._jobf, e._jobi, c.free_per_machine, c.free_per_rack,
-            offer.job, offer.now_s, offer.starvation_s,
+            *head, offer.job, offer.now_s, offer.starvation_s,
             *(timers(offer.num_gpus, offer.now_s) if timers is not None else _NO_TIMERS),
             _OFFERED_BITS[offer.tiers], -1 if current is None else int(current),
             *(_NO_SPEEDS if self.sensitivity == "hidden" else self._speeds(offer)),
-            e.n_waiting, e.waiting_gpus, e.n_running, e.finished, c.free_total)
+            e.n_waiting, e.waiting_gpus, e.n_running, e.finished, e.cluster.free_total)
 
     def _observe_reference(self, offer: Offer) -> None:
         """The observation of ``offer``, feature by feature: the definition that

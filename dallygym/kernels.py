@@ -592,6 +592,21 @@ def pairwise_sum(a, lo, n):
 
 
 @njit(cache=True, nogil=True)
+def mean_plus_two_sd(values):
+    """AutoTuner's tuned timer (Algorithm 2, lines 13-14) of ``values`` (two or more): their
+    mean plus two sample standard deviations, with numpy's arithmetic (pairwise sums, the
+    same operations in the same order) so that it equals ``policies.dally._tuned_reference`` bit
+    for bit."""
+    n = values.size
+    mean = pairwise_sum(values, 0, n) / n
+    squares = np.empty(n)
+    for i in range(n):
+        deviation = values[i] - mean
+        squares[i] = deviation * deviation
+    return mean + 2.0 * math.sqrt(pairwise_sum(squares, 0, n) / (n - 1))
+
+
+@njit(cache=True, nogil=True)
 def advance(run, run_s, done_iters, seg_done0, rate, seg_start_s, speed, dt, t):
     """Engine._advance for the running jobs ``run``: time held grows by ``dt``, iterations
     done are brought to time ``t`` (none before the restart overhead is over). Returns the sum

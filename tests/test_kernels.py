@@ -449,6 +449,20 @@ def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
     assert kernels.pairwise_sum(values, 0, n) == np.add.reduce(values)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 400), st.integers(0, 2**32 - 1), st.integers(-3, 6), st.booleans())
+def test_compiled_tuned_timer_is_the_numpy_formula_bit_for_bit(n, seed, scale, repeats):
+    """kernels.mean_plus_two_sd (the auto-tuner's timer) against its numpy definition, on
+    starvation times of any spread, with ties (repeats) or without, in blocks past 128."""
+    from dallygym.policies.dally import _tuned_reference
+
+    rng = np.random.default_rng(seed)
+    values = rng.exponential(10.0 ** scale, n)
+    if repeats:
+        values = rng.choice(values[: max(2, n // 8)], n)
+    assert kernels.mean_plus_two_sd(values) == _tuned_reference(values)
+
+
 def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_start(monkeypatch):
     """The compiled event loop calls Dally's on_start (batched) when it returns to Python, maybe
     several events after the start: with that start's tier, starvation and time -- a job that

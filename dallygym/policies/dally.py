@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..cluster import ClusterSpec, Tier
+from .. import kernels
+from ..cluster import ClusterSpec, ClusterState, Tier
 from .base import Policy
 
 if TYPE_CHECKING:
@@ -68,6 +69,17 @@ def default_history_s(spec: ClusterSpec) -> float:
     period there.
     """
     return HISTORY_REFERENCE_HOURS * HOUR_S * HISTORY_REFERENCE_GPUS / spec.num_gpus
+
+
+def _tuned_reference(values: np.ndarray) -> float:
+    """Algorithm 2, lines 13-14: the mean of ``values`` plus two sample standard deviations
+    (numpy's own reductions written out: the same arithmetic, bit for bit, as mean() and
+    std(ddof=1) without their overhead on short arrays). The definition that
+    :func:`dallygym.kernels.mean_plus_two_sd` follows (run with the kernels off)."""
+    n = values.size
+    mean = np.add.reduce(values) / n
+    deviation = values - mean
+    return float(mean + 2.0 * math.sqrt(np.add.reduce(deviation * deviation) / (n - 1)))
 
 
 class AutoTuner:
@@ -212,13 +224,8 @@ class AutoTuner:
         if cached is not None and cached[0] == lo and cached[1] == hi:
             return cached[2]
         # Algorithm 2, lines 13-14: mean + 2 sample standard deviations.
-        # (numpy's own reductions written out -- the same arithmetic, bit for bit, without
-        # the overhead of mean() and std() on these short lists)
-        values = np.asarray(self._values[key][lo:hi])
-        n = hi - lo
-        mean = np.add.reduce(values) / n
-        deviation = values - mean
-        timer = float(mean + 2.0 * math.sqrt(np.add.reduce(deviation * deviation) / (n - 1)))
+        values = np.array(self._values[key][lo:hi])
+        timer = kernels.mean_plus_two_sd(values) if ClusterState.compiled else _tuned_reference(values)
         if self.floors:
             timer = max(timer, self._floor[tier])
         if self.caps:
