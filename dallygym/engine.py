@@ -603,6 +603,7 @@ class Engine:
         self.starve_anchor_s = self.arrival_s.copy()
         self.first_start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
+        self._scratch_f = np.zeros(n)  # (kernels.advance gathers the running jobs' speeds here)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
         self.upgrades = np.zeros(n, dtype=np.int64)
@@ -1877,8 +1878,7 @@ class Engine:
             self.in_system_area_s += dt * (self._next_arrival - self.finished)
             run = self.running_jobs()
             if run.size and self.cluster.compiled:
-                speeds = kernels.advance(run, self.run_s, self.done_iters, self.seg_done0, self.rate,
-                                         self.seg_start_s, self.speed, dt, t)
+                speeds = kernels.advance(run, run.size, self._jobf, dt, t)
                 self.comm_area_s += dt * float(run.size - speeds)
             elif run.size:
                 self.run_s[run] += dt

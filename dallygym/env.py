@@ -449,11 +449,15 @@ class DallyEnv(gym.Env):
         self.steps += 1
         self._answers.append(answer)
         reward = self._advance(answer)
-        info = self._info(invalid)
-        if self.offer is None:  # the episode ended with this step
+        offer = self.offer
+        if offer is None:  # the episode ended with this step
+            info = self._info(invalid)
             info["summary"] = summarize(self.engine)
             return self._obs.copy(), float(reward), True, False, info
-        return self._obs.copy(), float(reward), False, False, info
+        # (_info's dict for an open offer, built here: this is the return of nearly every step)
+        return self._obs.copy(), float(reward), False, False, {
+            "action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid, "time_s": float(self.engine.now_s),
+            "job_id": offer.job_id, "num_gpus": offer.num_gpus}
 
     def _answer(self, action, index: int | None, offer: Offer) -> tuple[Tier | None, bool]:
         """The engine's answer to ``offer`` for ``action`` (``index``: :func:`action_index`

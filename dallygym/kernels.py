@@ -607,17 +607,19 @@ def mean_plus_two_sd(values):
 
 
 @njit(cache=True, nogil=True)
-def advance(run, run_s, done_iters, seg_done0, rate, seg_start_s, speed, dt, t):
-    """Engine._advance for the running jobs ``run``: time held grows by ``dt``, iterations
-    done are brought to time ``t`` (none before the restart overhead is over). Returns the sum
-    of their speed factors (for the exposed-communication integral)."""
-    speeds = np.empty(run.size)
-    for i in range(run.size):
+def advance(run, n_run, jobf, dt, t):
+    """Engine._advance for the running jobs ``run[:n_run]`` (rows of the job table ``jobf``):
+    time held grows by ``dt``, iterations done are brought to time ``t`` (none before the
+    restart overhead is over). Returns the sum of their speed factors (for the
+    exposed-communication integral), added as numpy adds them. (The table is passed whole
+    and the speeds gathered in its scratch row: no view or array is made per event.)"""
+    speeds = jobf[F_SCRATCH]
+    for i in range(n_run):
         j = run[i]
-        run_s[j] += dt
-        done_iters[j] = seg_done0[j] + rate[j] * max(0.0, t - seg_start_s[j])
-        speeds[i] = speed[j]
-    return pairwise_sum(speeds, 0, run.size)
+        jobf[F_RUN, j] += dt
+        jobf[F_DONE, j] = jobf[F_SEG_DONE0, j] + jobf[F_RATE, j] * max(0.0, t - jobf[F_SEG_START, j])
+        speeds[i] = jobf[F_SPEED, j]
+    return pairwise_sum(speeds, 0, n_run)
 
 
 @njit(cache=True, nogil=True)
@@ -724,12 +726,13 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 
 #: Rows of the engine's per-job float table (``Engine._jobf``; the named arrays are its rows).
 JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
-              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s")
+              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s",
+              "_scratch_f")
 #: Rows of the engine's per-job int table (``Engine._jobi``).
 JOB_INTS = ("num_gpus", "best_possible_tier", "_model_id", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
             "_declined_key", "_shape_entry")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
- F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END) = range(len(JOB_FLOATS))
+ F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END, F_SCRATCH) = range(len(JOB_FLOATS))
 I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED, I_SHAPE = range(len(JOB_INTS))
 #: ``Engine._shape_entry`` of a job whose last placement's shape is in ``Engine.last_shape``
 #: (a start made in Python); otherwise its shape table entry, or -1 for one machine.
@@ -1506,8 +1509,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                 lf[LF_IN_SYSTEM] += dt * (na - li[LI_FINISHED])
                 n_run = li[LI_N_RUNNING]
                 if n_run:
-                    speeds = advance(running[:n_run], jobf[F_RUN], jobf[F_DONE], jobf[F_SEG_DONE0], jobf[F_RATE],
-                                     jobf[F_SEG_START], jobf[F_SPEED], dt, t)
+                    speeds = advance(running, n_run, jobf, dt, t)
                     lf[LF_COMM] += dt * float(n_run - speeds)
             lf[LF_LAST_SYNC] = t
             lf[LF_NOW] = t
