@@ -1328,13 +1328,9 @@ class Engine:
         asking, the tier it takes (an offer the caller would accept at its best tier anyway),
         or None (it does not fit)."""
         g = self._num_gpus_list[j]
-        c = self.cluster
-        if g > c.free_total:
+        if g > self.cluster.free_total:
             return None
-        if g == 1:  # (_offer_tiers' answers to the common questions, without the call)
-            tiers = _MACHINE_ONLY
-        elif self._tiers_version != c.version or (tiers := self._tiers_cache.get(g)) is None:
-            tiers = self._offer_tiers(g)
+        tiers = self._offer_tiers(g)
         if not tiers:
             return None
         auto = self._auto

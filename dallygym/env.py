@@ -440,7 +440,7 @@ class DallyEnv(gym.Env):
         offer = self.offer
         if offer is None:  # no offer is open: before reset, or the episode has ended
             return self._step_without_offer()
-        index = action if action.__class__ is int else action_index(action)
+        index = action if action.__class__ is int else action_index(action)  # (a call less, most steps)
         if index == WAIT:
             answer = None
             invalid = False
