@@ -6,7 +6,7 @@ Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -
 
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
 from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
-from .env import DallyEnv
+from .env import DallyEnv, InvalidActionWarning, ResetNeeded
 from .queue_env import DallyQueueEnv
 from .heuristics import evaluate, heuristic_agent
 from .latency import LatencyModel, get_latency_model
@@ -58,10 +58,12 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "InvalidActionWarning",
     "LatencyModel",
     "ModelProfile",
     "Offer",
     "Policy",
+    "ResetNeeded",
     "RunResult",
     "Tier",
     "TraceError",

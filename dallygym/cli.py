@@ -6,7 +6,7 @@
     dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
     dallygym train-sweep --seeds 0 1 2 [--sensitivity ...] --backend local|ray --out DIR
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
-    dallygym agent convert MODEL_ZIP [--out DIR]
+    dallygym agent convert MODEL_ZIP [--out DIR] [--env-id ID] [--racks R ...]
     dallygym latency [--format table|csv]
     dallygym trace list | generate NAME --seed S [--jobs N] --out PATH | import FORMAT PATH --out PATH [filters]
 
@@ -252,9 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="evaluate heuristic and learned agents on traces, one row per agent",
         description="Evaluate heuristic and learned agents on traces, one row per agent. What it trusts: a "
                     "learned agent is read from policy.pth (tensors only, through torch.load(weights_only=True)) "
-                    "and config.json (JSON); nothing in them is executed. A stable-baselines3 model.zip is "
-                    "refused, since unpickling it can run any code: extract its parameters with "
-                    "'dallygym agent convert', which reads only its tensors.")
+                    "and config.json (strict JSON checked against the training settings; its env_id must be "
+                    "one of dallygym's ids); nothing in them is executed, no link is followed and sizes are "
+                    "bounded before anything is allocated. A stable-baselines3 model.zip is refused, since "
+                    "unpickling it can run any code: write an agent from it with 'dallygym agent convert', "
+                    "which reads only its tensors.")
     ev.add_argument("--agent", action="append", required=True, metavar="NAME_OR_PATH",
                     help="a policy name, or a learned agent: a run directory or its policy.pth "
                          "(with config.json beside it); repeat for several")
@@ -268,12 +270,22 @@ def build_parser() -> argparse.ArgumentParser:
     ag = sub.add_parser("agent", help="manage saved learned agents")
     ags = ag.add_subparsers(dest="agent_command", required=True, parser_class=_Parser)
     conv = ags.add_parser(
-        "convert", help="extract policy.pth from a stable-baselines3 model.zip, without unpickling it",
-        description="Write policy.pth (the policy's parameters) from a stable-baselines3 model.zip. Only the "
-                    "archive's policy.pth entry is read, through the tensors-only loader; its pickled 'data' "
-                    "entry is never read.")
+        "convert", help="write an agent (policy.pth + config.json) from a stable-baselines3 model.zip, "
+                        "without unpickling it",
+        description="Write a learned agent that 'dallygym evaluate' loads -- policy.pth (the policy's parameters) "
+                    "and config.json (its settings) -- from a stable-baselines3 model.zip, e.g. one saved by "
+                    "MaskablePPO(JobPointerPolicy, ...).save(). Only the archive's policy.pth entry is read, "
+                    "through the tensors-only loader; its pickled 'data' entry is never read. The settings come "
+                    "from a config.json beside the zip ('dallygym train' writes one); without it, give --env-id "
+                    "(and the cluster the agent was trained on).")
     conv.add_argument("path", help="model.zip, or a run directory holding one")
-    conv.add_argument("--out", metavar="DIR", help="directory to write policy.pth to (default: beside the zip)")
+    conv.add_argument("--out", metavar="DIR", help="directory to write the agent to (default: beside the zip)")
+    conv.add_argument("--env-id", default=None,
+                      help="the environment the agent was trained on (Dally-v0, DallySmall-v0, DallyQueue-v0, "
+                           "DallyQueueSmall-v0); required when no config.json lies beside the zip")
+    conv.add_argument("--racks", type=int, default=None, help="racks of the training cluster (default 8)")
+    conv.add_argument("--machines-per-rack", type=int, default=None, help="machines per rack (default 8)")
+    conv.add_argument("--gpus-per-machine", type=int, default=None, help="GPUs per machine (default 8)")
 
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -379,7 +391,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, stderr_progress
+    from .compare import compare, contention_note, hours_table, stderr_progress
     from .policies import POLICIES
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
@@ -388,16 +400,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     frame = compare(args.trace, spec, policies, latency=args.latency, config=config,
                     progress=None if args.quiet else stderr_progress)
     frame = frame.drop(columns="wall_s")  # wall time varies run to run; benchmarks keep it
-    if args.format == "table":
-        shown = frame.copy()
-        for col in shown.columns:
-            if col.endswith("_s"):
-                shown[col] = (shown[col] / 3600).map(lambda h: f"{h:,.1f}")
-        shown = shown.rename(columns={c: c[:-2] + "_h" for c in shown.columns if c.endswith("_s")})
-        shown["utilization"] = shown["utilization"].map(lambda u: f"{u:.3f}")
-        _print_frame(shown, "table")
-    else:
-        _print_frame(frame, args.format)
+    _print_frame(hours_table(frame) if args.format == "table" else frame, args.format)
+    note = contention_note(frame, spec)
+    if note:  # on stderr even with --quiet: it is not progress, and stdout stays the table
+        print(note, file=sys.stderr, flush=True)
     return 0
 
 
@@ -445,6 +451,7 @@ def _cmd_train_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .compare import hours_table
     from .learn import evaluate_agents
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
@@ -453,14 +460,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         frame = frame.drop(columns="trace")
     if args.out:
         frame.to_csv(args.out, index=False)
-    _print_frame(frame, args.format)
+    # The table in hours like simulate's and compare's; csv and json keep exact seconds (*_s).
+    _print_frame(hours_table(frame) if args.format == "table" else frame, args.format)
     return 0
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     from .learn import convert_agent
 
-    print(f"wrote {convert_agent(args.path, args.out)}")
+    sizes = (args.racks, args.machines_per_rack, args.gpus_per_machine)
+    cluster = None if all(v is None for v in sizes) else ClusterSpec(*(8 if v is None else v for v in sizes))
+    path = convert_agent(args.path, args.out, env_id=args.env_id, cluster=cluster)
+    print(f"wrote {path} and {path.parent / 'config.json'}; evaluate it with: dallygym evaluate --agent {path.parent}")
     return 0
 
 

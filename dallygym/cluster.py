@@ -45,11 +45,28 @@ class ClusterError(ValueError):
     """An impossible cluster specification, or a placement request it cannot serve."""
 
 
-def _check_count(name: str, value: object) -> int:
+#: Most GPUs on one machine. Real servers hold 8 or 16 accelerators; 1,024 leaves room for
+#: made-up shapes (one machine standing for a whole pod) while keeping the per-machine work of
+#: a placement search (a sort over a machine's slots) small.
+MAX_GPUS_PER_MACHINE = 1024
+#: Most machines in a cluster. The largest cluster the project benchmarks is 64 racks x 8
+#: machines (512 machines); 4,096 is eight times that. The engine keeps several arrays per
+#: machine and scans them on every scheduling pass, so this bounds the cost of a pass.
+MAX_MACHINES = 4096
+#: Most GPUs in a cluster. The largest benchmarked cluster has 4,096 GPUs; a cluster state
+#: keeps two int64 arrays per GPU (owner and mark), so 2**20 GPUs cost 16 MiB, and a pass that
+#: scans every GPU stays well under a second. Beyond this a typo (say, ``gpus_per_machine=10**9``)
+#: would spend minutes allocating before failing with MemoryError.
+MAX_GPUS = 1_048_576
+
+
+def _check_count(name: str, value: object, limit: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ClusterError(f"{name} must be a whole number, got {value!r}")
     if value < 1:
         raise ClusterError(f"{name} must be at least 1, got {value}")
+    if value > limit:
+        raise ClusterError(f"{name} must be at most {limit:,}, got {value:,}")
     return int(value)
 
 
@@ -59,6 +76,13 @@ class ClusterSpec:
 
     The paper's clusters have ``racks`` in {2, 4, 8, 16}, 8 machines per rack and 8 GPUs per
     machine (SPEC §1).
+
+    Sizes are whole numbers of at least 1, and bounded so that a mistyped size fails at once
+    with :class:`ClusterError` rather than after minutes of allocation: at most
+    :data:`MAX_GPUS_PER_MACHINE` (1,024) GPUs per machine, :data:`MAX_MACHINES` (4,096)
+    machines in all (``racks x machines_per_rack``) and :data:`MAX_GPUS` (1,048,576) GPUs in
+    all. The largest cluster the project benchmarks (64 racks x 8 machines x 8 GPUs: 512
+    machines, 4,096 GPUs) is far inside these bounds.
     """
 
     racks: int
@@ -66,8 +90,18 @@ class ClusterSpec:
     gpus_per_machine: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("racks", "machines_per_rack", "gpus_per_machine"):
-            object.__setattr__(self, name, _check_count(name, getattr(self, name)))
+        limits = {"racks": MAX_MACHINES, "machines_per_rack": MAX_MACHINES, "gpus_per_machine": MAX_GPUS_PER_MACHINE}
+        for name, limit in limits.items():
+            object.__setattr__(self, name, _check_count(name, getattr(self, name), limit))
+        # Each count alone is in range; their products may still be too large.
+        machines = self.racks * self.machines_per_rack
+        if machines > MAX_MACHINES:
+            raise ClusterError(f"racks x machines_per_rack must be at most {MAX_MACHINES:,} machines, got "
+                               f"{self.racks:,} x {self.machines_per_rack:,} = {machines:,}")
+        gpus = machines * self.gpus_per_machine
+        if gpus > MAX_GPUS:
+            raise ClusterError(f"the cluster must have at most {MAX_GPUS:,} GPUs, got {self.racks:,} racks x "
+                               f"{self.machines_per_rack:,} machines x {self.gpus_per_machine:,} GPUs = {gpus:,}")
 
     @property
     def num_machines(self) -> int:

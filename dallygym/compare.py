@@ -51,6 +51,47 @@ def compare(
     return pd.DataFrame(rows)
 
 
+def hours_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A result frame as the commands print it in ``--format table``: every ``*_s`` column in
+    hours with one decimal and renamed ``*_h``, ``utilization`` with three decimals. The csv and
+    json formats keep the frame as it is (seconds, ``*_s``), so that scripts read exact values."""
+    shown = frame.copy()
+    seconds = [c for c in shown.columns if c.endswith("_s")]
+    for col in seconds:
+        shown[col] = (shown[col] / 3600).map(lambda h: f"{h:,.1f}")
+    shown = shown.rename(columns={c: c[:-2] + "_h" for c in seconds})
+    if "utilization" in shown.columns:
+        shown["utilization"] = shown["utilization"].map(lambda u: f"{u:.3f}")
+    return shown
+
+
+#: Mean queueing below this (a millisecond) counts as none in :func:`contention_note`.
+QUEUE_TOLERANCE_S = 1e-3
+
+
+def contention_note(frame: pd.DataFrame, cluster: ClusterSpec) -> str | None:
+    """A one-line hint when a comparison cannot tell the policies apart, else None.
+
+    A policy only matters when jobs compete for GPUs. If no job waited under any policy, or
+    every policy produced the same summary, the trace fits this cluster with room to spare and
+    the table says little about the policies: a smaller cluster makes the jobs contend.
+    """
+    if frame.empty:
+        return None
+    summary = frame[list(COMPARE_COLUMNS)]
+    # The mean wait is a difference of float times: a cluster that never queues shows ~1e-12 s.
+    never_queued = bool((summary["queue_mean_s"].abs() < QUEUE_TOLERANCE_S).all())
+    identical = len(summary) > 1 and bool((summary.nunique(dropna=False) <= 1).all())
+    if not (never_queued or identical):
+        return None
+    size = f"{cluster.racks} racks, {cluster.num_gpus} GPUs"
+    if never_queued:
+        return (f"note: no job waited under any policy: the cluster ({size}) never contends for this trace, "
+                f"so the comparison says little about the policies; try fewer racks (--racks)")
+    return (f"note: every policy gave the same results: the cluster ({size}) barely contends for this "
+            f"trace; try fewer racks (--racks)")
+
+
 def stderr_progress(message: str) -> None:
     """Progress lines on stderr (stdout stays a clean table / CSV / JSON)."""
     print(message, file=sys.stderr, flush=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -63,6 +65,43 @@ _MASKS = {tiers: np.array((True, *offered)) for tiers, offered in _OFFERED.items
 _OFFERED_BITS = {tiers: sum(1 << int(t) for t in tiers) for tiers in _OFFERED}
 
 TraceSource = str | Path | pd.DataFrame | Callable[[np.random.Generator], pd.DataFrame] | Sequence
+
+
+class ResetNeeded(gym.error.ResetNeeded, RuntimeError):
+    """``step`` or ``render`` with no episode under way (before ``reset``, or after the episode
+    ended): both Gymnasium's error for it and a ``RuntimeError``."""
+
+
+class InvalidActionWarning(UserWarning):
+    """An action the action mask ruled out was taken as the environment's fallback (``Dally-v0``:
+    wait; ``DallyQueue-v0``: action 0), as documented. Issued once per environment instance;
+    filter it with ``warnings.filterwarnings("ignore", category=InvalidActionWarning)``."""
+
+
+def warn_invalid_action(env: gym.Env, action, fallback: str, stacklevel: int) -> None:
+    """Warn, once for ``env``, that ``action`` was invalid and became ``fallback``.
+
+    Agents that ignore the mask (plain PPO, a random policy) send many invalid actions; the
+    step goes on as documented, but silently it looks like learning that does nothing."""
+    env._warned_invalid = True
+    name = env.spec.id if env.spec is not None else type(env).__name__
+    valid = np.flatnonzero(env.action_masks()).tolist()
+    warnings.warn(
+        f"{name}: action {action!r} is invalid under the action mask (valid now: {valid}) and was taken as "
+        f"{fallback}; info['invalid_action'] flags each such step. Masked agents avoid them: sb3-contrib's "
+        f"MaskablePPO, or sampling from env.action_masks(); strict=True raises instead. "
+        f"(Warned once per environment.)",
+        InvalidActionWarning, stacklevel=stacklevel + 1)
+
+
+def _check_number(name: str, value, *, allow_none: bool = False) -> None:
+    """Raise a TypeError unless ``value`` is a real number (not a bool), or None if allowed."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number{' or None' if allow_none else ''}, "
+                        f"got {type(value).__name__} {value!r}")
+
 
 #: Keys ``reset(options=...)`` understands (none yet: an empty dict or None).
 RESET_OPTIONS: tuple[str, ...] = ()
@@ -166,8 +205,10 @@ class DallyEnv(gym.Env):
     ``gymnasium.vector`` environments give all masks with ``envs.call("action_masks")``.
 
     An invalid action -- not an integer, outside 0..3, or a tier not offered -- is treated
-    as wait and flagged in ``info["invalid_action"]``; with ``strict=True`` it raises a
-    ``ValueError`` naming the action instead.
+    as wait and flagged in ``info["invalid_action"]``, and the first one of each environment
+    instance issues an :class:`InvalidActionWarning` (a ``UserWarning``; filter it by that
+    category); with ``strict=True`` it raises a ``ValueError`` naming the action instead.
+    Observations, rewards and infos are the same as for wait.
 
     ## Observation Space
 
@@ -287,8 +328,16 @@ class DallyEnv(gym.Env):
             raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}; choose one of {self.metadata['render_modes']}")
+        _check_number("reward_scale_s", reward_scale_s, allow_none=True)
         if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
             raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
+        if not isinstance(strict, (bool, np.bool_)):
+            raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
+        if not isinstance(priority, (str, Policy)):
+            raise TypeError(f"priority must be a policy name or a Policy, got {type(priority).__name__} {priority!r}")
+        if not isinstance(latency, (str, LatencyModel)):
+            raise TypeError(f"latency must be a latency model name or a LatencyModel, "
+                            f"got {type(latency).__name__} {latency!r}")
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s, renewal=renewal)
         self.latency = get_latency_model(latency) if isinstance(latency, str) else latency
@@ -298,8 +347,9 @@ class DallyEnv(gym.Env):
         self.reward_kind = reward
         self.reward_scale_s = reward_scale_s
         self.sensitivity = sensitivity
-        self.strict = strict
+        self.strict = bool(strict)
         self.render_mode = render_mode
+        self._warned_invalid = False  # see warn_invalid_action
         self._traces = self._trace_source(trace)
         self._cycle = 0
         self._static_of: TraceArrays | None = None  # the fixed trace whose _job_static is built
@@ -375,6 +425,9 @@ class DallyEnv(gym.Env):
         return {"init_kwargs": self._init_kwargs, "episode": episode}
 
     def __setstate__(self, state: dict) -> None:
+        if not (isinstance(state, Mapping) and isinstance(state.get("init_kwargs"), Mapping) and "episode" in state):
+            raise ValueError(f"not a snapshot of {type(self).__name__} (a dict with 'init_kwargs' and 'episode', "
+                             f"as __getstate__ makes), got {type(state).__name__}")
         type(self).__init__(self, **state["init_kwargs"])
         episode = state["episode"]
         if episode is None:
@@ -468,12 +521,16 @@ class DallyEnv(gym.Env):
                 what = "not an integer" if index is None else "outside 0..3"
                 raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: "
                                  f"Discrete(4) takes the integers 0 (wait) to 3")
+            if not self._warned_invalid:
+                warn_invalid_action(self, action, "0 (wait)", stacklevel=3)  # (the caller of step)
             return None, True
         tier = ACTION_TIERS[index - 1]
         if tier in offer.tiers:
             return tier, False
         if self.strict:
             raise ValueError(f"action {index} ({tier.label}) is not offered: valid {self.action_masks().tolist()}")
+        if not self._warned_invalid:
+            warn_invalid_action(self, action, "0 (wait)", stacklevel=3)  # (the caller of step)
         return None, True
 
     def _step_without_offer(self):
@@ -481,9 +538,9 @@ class DallyEnv(gym.Env):
         for the first step of an episode that ended inside reset (every offer of it was at
         its best tier), which reports the end and the episode's reward; its action is moot."""
         if self.engine is None:
-            raise RuntimeError("call reset() before step()")
+            raise ResetNeeded("call reset() before step()")
         if not self._terminal_pending:
-            raise RuntimeError("the episode has ended; call reset()")
+            raise ResetNeeded("the episode has ended; call reset()")
         self._terminal_pending = False
         self.steps += 1
         info = self._info(invalid=False)
@@ -502,7 +559,7 @@ class DallyEnv(gym.Env):
         from .render import render_ansi, render_rgb
 
         if self.engine is None:
-            raise RuntimeError("call reset() before render()")
+            raise ResetNeeded("call reset() before render()")
         return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine, self.offer)
 
     # --- the adapter -----------------------------------------------------------------------

@@ -12,22 +12,122 @@ per machine and per rack) and the cluster's shape as three ints, so a call costs
 microsecond of dispatch; state they change is changed in place, and the Python side keeps its
 scalar counters (``free_total``, ``version``) in step.
 
-Compiled code is cached on disk beside this file (``cache=True``): the first run on a
-machine compiles it (about 30 s), later processes load it. numba cannot cache a recursive
+Compiled code is cached on disk (``cache=True``): the first run on a machine compiles the
+kernels it uses (20-40 CPU-seconds for a whole episode), later processes load them in well
+under a second. numba compiles a kernel at its first call, never at import, so a run compiles
+only what it uses. The cache goes beside this file (``__pycache__``) when that is writable;
+in a read-only install, unless ``NUMBA_CACHE_DIR`` says otherwise, it goes to a user cache
+directory (:func:`user_cache_dir`), set before any kernel is defined (numba picks a function's
+cache directory as it is decorated). A compile that the cache cannot spare is announced once
+per process on stderr (``DALLYGYM_QUIET=1`` silences it). numba cannot cache a recursive
 function, so none is (see :func:`pairwise_sum`).
 """
 
 from __future__ import annotations
 
+import glob
 import math
+import os
+import sys
+import tempfile
 
+import numba
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
+from numba.core import event as _numba_event
 from numba.extending import intrinsic
+
+# --- where the compiled code is cached, and saying so when it must be compiled ---------------
+
+
+def user_cache_dir(environ=os.environ) -> str:
+    """The per-user directory for the compiled kernels when the package's own is read-only:
+    ``$XDG_CACHE_HOME/dallygym/numba``, by default ``~/.cache/dallygym/numba`` (on Windows
+    under ``%LOCALAPPDATA%``)."""
+    base = environ.get("XDG_CACHE_HOME")
+    if not base and sys.platform == "win32":
+        base = environ.get("LOCALAPPDATA")
+    if not base:
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dallygym", "numba")
+
+
+def _writable_dir(path: str) -> bool:
+    """Whether files can be made in ``path`` (created if missing): numba's own test of a cache
+    directory, made here first so that a read-only install is found before numba silently
+    gives up on caching beside the module."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def choose_cache_dir(module_dir: str, environ=os.environ) -> str | None:
+    """The directory numba should cache the kernels in, or None to leave numba's choice:
+    the user's ``NUMBA_CACHE_DIR`` if set, else ``module_dir/__pycache__`` if writable, else
+    :func:`user_cache_dir`, else (no writable home either) a directory in the temporary one --
+    with none at all numba would refuse to define the kernels, failing the import."""
+    if environ.get("NUMBA_CACHE_DIR") or numba.config.CACHE_DIR:
+        return None
+    if _writable_dir(os.path.join(module_dir, "__pycache__")):
+        return None
+    user = user_cache_dir(environ)
+    if _writable_dir(user):
+        return user
+    return os.path.join(tempfile.gettempdir(), f"dallygym-numba-{getattr(os, 'getuid', lambda: 'user')()}")
+
+
+_fallback = choose_cache_dir(os.path.dirname(os.path.abspath(__file__)))
+if _fallback is not None:
+    # numba reads NUMBA_CACHE_DIR once, when it is imported (already done by now); its
+    # config attribute is what the cache locators read as each function below is decorated.
+    numba.config.CACHE_DIR = _fallback
+del _fallback
+
+
+class _CompileNotice(_numba_event.Listener):
+    """Prints one line on stderr before the first compile of a kernel of this module in this
+    process. numba reports a compile only when the cache could not supply the code, so a
+    process whose kernels are all cached never prints. With no kernel of this module cached
+    at all (a first run, an upgrade, a new cache directory) the line says the full cost."""
+
+    printed = False
+
+    def on_start(self, event) -> None:
+        if self.printed:
+            return
+        dispatcher = event.data.get("dispatcher") if isinstance(event.data, dict) else None
+        if getattr(getattr(dispatcher, "py_func", None), "__module__", None) != __name__:
+            return
+        type(self).printed = True
+        if os.environ.get("DALLYGYM_QUIET", "").strip() not in ("", "0"):
+            return
+        where = getattr(getattr(dispatcher, "_cache", None), "_cache_path", None) or "numba's cache"
+        cold = not glob.glob(os.path.join(glob.escape(where), f"{__name__.rsplit('.', 1)[-1]}.*.nbi"))
+        if cold:
+            what = "compiling the simulator's kernels once (about 20-40 CPU-seconds)"
+        else:
+            what = "compiling simulator kernels not yet in the cache (a few seconds)"
+        print(f"dallygym: {what}; cached in {where} ...", file=sys.stderr, flush=True)
+
+    def on_end(self, event) -> None:
+        pass
+
+
+_numba_event.register("numba:compile", _CompileNotice())
 
 IDLE = -1  # the mark of a free GPU nobody held at the last round boundary (cluster._IDLE is this)
 BIG = np.iinfo(np.int64).max
+# Constant arguments of one kernel to another, as numpy scalars: numba compiles a separate
+# specialization of the callee for each literal Python constant it is passed (``0``, ``2``,
+# ``False``), and for the one a Python caller's plain ints and bools need. Typed as int64 and
+# bool, every call shares one compiled version -- the same values, a few seconds less of
+# compiling when the cache is cold.
+_I0, _I1, _I2, _I_1 = np.int64(0), np.int64(1), np.int64(2), np.int64(-1)
+_FALSE = np.bool_(False)
 
 
 @intrinsic
@@ -232,7 +332,7 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
         m = _pick_machine(mark, free_pm, idle_pm, gpm, need, marks_active)
         if m < 0:
             return fail
-        _on_machine(owner, mark, gpm, m, need, marks_active, out, 0)
+        _on_machine(owner, mark, gpm, m, need, marks_active, out, _I0)
         return out
     idle_pr = np.zeros(racks, dtype=np.int64)
     for m in range(racks * mpr):
@@ -259,7 +359,8 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
                 best_reclaim = reclaim
         if best < 0:
             return fail
-        if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, best, need, 2, marks_active, out, 0):
+        if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, np.int64(best), need, _I2, marks_active, out,
+                               _I0):
             return fail
         return out
     if tier == 2:
@@ -270,12 +371,13 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
             return fail
         units = np.empty(racks, dtype=np.int64)
         counts = np.empty(racks, dtype=np.int64)
-        k = _fewest_units(free_pr, idle_pr, need, 2, units, counts)
+        k = _fewest_units(free_pr, idle_pr, need, _I2, units, counts)
         if k < 0:
             return fail
-        at = 0
+        at = _I0  # (a literal 0 here would compile the callee twice: see _I0)
         for i in range(k):
-            if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, units[i], counts[i], 1, marks_active, out, at):
+            if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, units[i], counts[i], _I1, marks_active, out,
+                                   at):
                 return fail
             at += counts[i]
         return out
@@ -455,9 +557,9 @@ def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
             # The idle GPUs with its own (all marked with its rank, checked above), counted in
             # idle_pm itself for the test and taken out again.
             lo = gpu_off[j]
-            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, 1)
+            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, _I1)
             better = better_tier_in(idle_pm, racks, mpr, gpm, num_gpus[j], tier[j])
-            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, -1)
+            _count_own(idle_pm, gpu_store, lo, num_gpus[j], gpm, _I_1)
             if better:
                 n = i
                 break
@@ -553,7 +655,7 @@ def pairwise_sum(a, lo, n):
     compiled total is the reference's bit for bit. Iterative (numba cannot cache recursion):
     a stack of pending halves, and a stack of partial sums combined in the same tree."""
     if n <= 128:
-        return _block_sum(a, lo, n)
+        return _block_sum(a, np.int64(lo), n)
     # Post-order walk of the split tree: a node is (lo, n, visited).
     node_lo = np.empty(128, dtype=np.int64)
     node_n = np.empty(128, dtype=np.int64)
@@ -1004,8 +1106,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                 if ask:  # an offer to ask about, now to a waiting job (the preemption is made here)
                     return run_pos[i], True, n_log, n_renewed, free_total, ops
                 if b == 0:
-                    gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
-                    _start(jj, 0, t, False, gpus, machine_speed[model_index[jj], g], overhead_s, jobf, jobi,
+                    gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, _I0, marks_active)
+                    _start(jj, _I0, t, _FALSE, gpus, machine_speed[model_index[jj], g], overhead_s, jobf, jobi,
                            state, speed_seen, placements_by_tier, gpu_store, owner, mark, free_pm, idle_pm,
                            free_pr, mpr, gpm)
                     free_total -= g
@@ -1047,7 +1149,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             s = machine_speed[model_index[j], g]
             if np.isnan(s):
                 return pos - 1, False, n_log, n_renewed, free_total, ops
-            gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, 0, marks_active)
+            gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, _I0, marks_active)
         else:  # placing changes nothing: the turn can still be left to Python
             gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, b, marks_active)
             entry = _find_shape(shapes, shape_seq, slots, model_index[j], shape_code(gpus, gpm, mpr))
@@ -1338,7 +1440,7 @@ def coupled_gpu_seconds(r, demand_score, noise, sorted_durations, gpus, partials
     for i in range(n):
         scores[i] = r * demand_score[i] + c * noise[i]
     order = np.argsort(scores, kind="mergesort")
-    k = 0
+    k = _I0  # (a literal 0 here would compile add_exact twice: see _I0)
     for rank in range(n):
         k = add_exact(partials, k, gpus[order[rank]] * sorted_durations[rank])
     return k
@@ -1573,7 +1675,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             if boundary or li[LI_N_WAITING] > 0:
                 status, n_cand, start, n_ranked, n_queue, n_exp_pos, n_expired, count = open_pass(
                     (ordered if keyed else waiting)[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys,
-                    mode != 2, upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), False, jobf,
+                    mode != 2, upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), _FALSE, jobf,
                     jobi, state, gpu_store, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf, keyed, wkey)
                 if status == 2:
                     li[LI_N_QUEUE] = n_queue
@@ -1664,9 +1766,9 @@ def _upgrade_key(j, free_pm, gpu_store, jobi, racks, mpr, gpm):
     :func:`vector_key` of those free GPUs per machine, with which its offer would be made."""
     lo = jobi[I_GPU_OFF, j]
     g = jobi[I_GPUS, j]
-    _count_own(free_pm, gpu_store, lo, g, gpm, 1)  # counted in free_pm itself, and taken out again
+    _count_own(free_pm, gpu_store, lo, g, gpm, _I1)  # counted in free_pm itself, and taken out again
     key = vector_key(free_pm) if better_tier_in(free_pm, racks, mpr, gpm, g, jobi[I_TIER, j]) else 0
-    _count_own(free_pm, gpu_store, lo, g, gpm, -1)
+    _count_own(free_pm, gpu_store, lo, g, gpm, _I_1)
     return key
 
 

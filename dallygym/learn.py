@@ -29,6 +29,14 @@ from .metrics import SUMMARY_KEYS
 from .policies import POLICIES
 from .simulate import simulate
 from .trace import generate_trace, load_trace
+from .agent_files import (  # noqa: F401 - re-exported: dallygym.learn is where users found them
+    CONFIG_FILE, POLICY_FILE, AgentLoadError, commit_agent, convert_agent, policy_limit, read_config, read_policy,
+    write_atomic,
+)
+
+#: The settings of a training in progress (``config.json`` is written beside the parameters
+#: when it ends).
+TRAINING_FILE = "training.json"
 
 #: Seeds of the validation traces used during training (never the held-out test seeds).
 VALIDATION_SEEDS = (100, 101)
@@ -329,7 +337,10 @@ def train(config: TrainConfig) -> Path:
     config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    # The settings go to config.json only with the parameters, at the end (commit_agent): a
+    # training killed on the way leaves an agent already in ``out`` whole, never its parameters
+    # beside the new settings. Until then they are in training.json.
+    (out / TRAINING_FILE).write_text(json.dumps(asdict(config), indent=2) + "\n")
 
     # 1. Training environments: each draws a fresh seeded trace at every reset; environment i
     #    has config.rank_racks(i) racks. Built as SB3's make_vec_env builds them (action space
@@ -419,7 +430,8 @@ def train(config: TrainConfig) -> Path:
         model.save(out / "checkpoints" / "ppo_last.zip")
         model = MaskablePPO.load(best_zip, device="cpu")
     model.save(path)
-    torch.save(model.policy.state_dict(), out / POLICY_FILE)  # what `dallygym evaluate` loads
+    commit_agent(out, model.policy.state_dict(), asdict(config))  # what `dallygym evaluate` loads
+    (out / TRAINING_FILE).unlink(missing_ok=True)
     venv.close()
     meta = {"command": _command_line(), "timesteps": trained, "wall_s": round(wall_s, 1),
             "stopped_by_time_limit": trained < config.total_timesteps,
@@ -509,140 +521,97 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
 
 #: The saved form of a learned agent that ``dallygym evaluate`` loads: the policy network's
 #: parameters (a state dict of tensors) and, next to it, ``config.json`` (the settings it was
-#: trained with).
-POLICY_FILE = "policy.pth"
-CONFIG_FILE = "config.json"
+#: trained with and the parameters' hash). Read and written by :mod:`dallygym.agent_files`.
 
 
-class AgentLoadError(ValueError):
-    """A saved agent that cannot be loaded safely or does not match the environment."""
-
-
-def _read_state_dict(data: bytes, where: str) -> dict:
-    """Parameters from ``torch.save`` bytes, through torch's tensors-only unpickler.
-
-    ``weights_only=True`` admits tensors, plain containers and numbers and refuses every other
-    object before building it, so a crafted file cannot run code here.
-    """
-    import io
-    import pickle
-
-    import torch
-
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AgentLoadError(f"{where}: not a file of plain tensors, refused ({first})") from None
-    if not isinstance(state, dict) or not state or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
-    ):
-        raise AgentLoadError(f"{where}: expected a state dict (parameter name -> tensor)")
-    return state
-
-
-def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Write ``policy.pth`` from a stable-baselines3 ``model.zip``, without unpickling it.
-
-    Only the archive's ``policy.pth`` entry is read, with the tensors-only loader; its other
-    entries (``data`` holds cloudpickle blobs that would run code if loaded) are never read.
-    The result goes next to the zip unless ``out_dir`` is given; the zip's ``config.json``
-    must be there too (``dallygym train`` writes it). Returns the path written.
-    """
-    import zipfile
-
-    import torch
-
-    zip_path = Path(zip_path)
-    if zip_path.is_dir():
-        zip_path = zip_path / "model.zip"
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            if POLICY_FILE not in archive.namelist():
-                raise AgentLoadError(f"{zip_path}: no {POLICY_FILE} entry: not a stable-baselines3 model archive")
-            data = archive.read(POLICY_FILE)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise AgentLoadError(f"{zip_path}: cannot read the archive ({exc})") from None
-    state = _read_state_dict(data, f"{zip_path} entry {POLICY_FILE}")
-    out = Path(out_dir) if out_dir is not None else zip_path.parent
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / POLICY_FILE
-    torch.save(state, path)
-    return path
-
-
-def _queue_policy_network(state: dict, config: dict, where: str):
-    """The :class:`~dallygym.nets.JobPointerPolicy` of a ``DallyQueue`` agent, ``state`` loaded;
-    its spaces are those of the environment its config names."""
+def _queue_policy_network(config: dict, where: str):
+    """The :class:`~dallygym.nets.JobPointerPolicy` of a ``DallyQueue`` agent (not loaded); its
+    spaces are those of the environment its config names."""
     import gymnasium as gym
 
+    from .agent_files import MAX_CANDIDATES
     from .nets import JobPointerPolicy
+    from .queue_env import CLUSTER_DIM, JOB_DIM
 
     env_id = config.get("env_id", "DallyQueue-v0")
     slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-        raise AgentLoadError(f"{where}: max_candidates must be a positive integer, got {slots!r}")
-    from .queue_env import CLUSTER_DIM, JOB_DIM
-
-    trained = state.get("features_extractor.phi.0.weight")
-    if trained is not None and trained.ndim == 2 and trained.shape[1] != JOB_DIM:
-        raise AgentLoadError(f"{where}: the agent was trained on {trained.shape[1]} job features; this "
-                             f"version of {env_id} has {JOB_DIM}")
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_CANDIDATES:
+        raise AgentLoadError(f"{where}: max_candidates must be an integer from 1 to {MAX_CANDIDATES:,}, "
+                             f"got {str(slots)[:60]}")
     obs_space = gym.spaces.Dict({
         "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
         "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
         "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
     })
-    policy = JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0)
-    return _loaded(policy, state, f"{where}: parameters do not fit the {env_id} network")
+    # No orthogonal initialisation: every parameter is overwritten by the load, and the QR
+    # decompositions it takes grow with the slots (minutes at a few thousand).
+    return JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0, ortho_init=False)
 
 
-def _loaded(policy, state: dict, problem: str):
-    """``policy`` with ``state`` loaded strictly (every name and shape), in evaluation mode."""
+def _empty_policy_network(config: dict, where: str):
+    """The MaskablePPO policy network of ``config``'s architecture, its parameters not loaded.
+    Its size is bounded before it is built: the architecture is the file's author's to choose."""
+    from gymnasium import spaces
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    from .agent_files import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, mlp_parameters
+    from .env import OBS_DIM
+
+    if is_queue_env(str(config.get("env_id", "Dally-v0"))):
+        return _queue_policy_network(config, where)
+    net_arch = config.get("net_arch", TrainConfig().net_arch)
+    if not (isinstance(net_arch, list) and 1 <= len(net_arch) <= MAX_LAYERS
+            and all(not isinstance(n, bool) and isinstance(n, int) and 1 <= n <= MAX_WIDTH for n in net_arch)
+            and mlp_parameters(net_arch, OBS_DIM, 4) <= MAX_PARAMETERS):
+        raise AgentLoadError(f"{where}: net_arch must be 1 to {MAX_LAYERS} layers of 1 to {MAX_WIDTH} units and at "
+                             f"most {MAX_PARAMETERS:,} parameters, got {str(net_arch)[:60]}")
+    return MaskableActorCriticPolicy(
+        spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
+        lr_schedule=lambda _: 0.0, net_arch=list(net_arch), ortho_init=False,
+    )
+
+
+def _load_into(policy, state: dict, config: dict, where: str):
+    """``policy`` with ``state`` loaded strictly (every name and shape), in evaluation mode; a
+    network trained on another number of features is named as such."""
+    from .env import OBS_DIM
+    from .queue_env import JOB_DIM
+
+    env_id = config.get("env_id", "Dally-v0")
+    first, features = (("features_extractor.phi.0.weight", "job features") if is_queue_env(str(env_id))
+                       else ("mlp_extractor.policy_net.0.weight", "observation features"))
+    expected = JOB_DIM if is_queue_env(str(env_id)) else OBS_DIM
+    trained = state.get(first)
+    if trained is not None and trained.ndim == 2 and trained.shape[1] != expected:
+        raise AgentLoadError(f"{where}: the agent was trained on {trained.shape[1]} {features}; this "
+                             f"version of {env_id} has {expected}")
     try:
         policy.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         detail = " ".join(str(exc).split())
-        raise AgentLoadError(f"{problem} ({detail[:200]})") from None
+        arch = "" if is_queue_env(str(env_id)) else f" net_arch {config.get('net_arch', TrainConfig().net_arch)}"
+        raise AgentLoadError(f"{where}: parameters do not fit the {env_id} network{arch} ({detail[:200]})") from None
     policy.set_training_mode(False)
     return policy
 
 
 def _policy_network(state: dict, config: dict, where: str):
     """The MaskablePPO policy network of ``config``'s architecture, with ``state`` loaded."""
-    from gymnasium import spaces
-    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-
-    from .env import OBS_DIM
-
-    if is_queue_env(str(config.get("env_id", "Dally-v0"))):
-        return _queue_policy_network(state, config, where)
-
-    net_arch = config.get("net_arch", TrainConfig().net_arch)
-    if not (isinstance(net_arch, list) and net_arch and all(isinstance(n, int) and n > 0 for n in net_arch)):
-        raise AgentLoadError(f"{where}: net_arch must be a list of positive integers, got {net_arch!r}")
-    trained_dim = state.get("mlp_extractor.policy_net.0.weight")
-    if trained_dim is not None and trained_dim.ndim == 2 and trained_dim.shape[1] != OBS_DIM:
-        raise AgentLoadError(f"{where}: the agent was trained on {trained_dim.shape[1]} observation "
-                             f"features; this version of Dally-v0 has {OBS_DIM}")
-    policy = MaskableActorCriticPolicy(
-        spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
-        lr_schedule=lambda _: 0.0, net_arch=list(net_arch),
-    )
-    return _loaded(policy, state, f"{where}: parameters do not fit net_arch {net_arch}")
+    return _load_into(_empty_policy_network(config, where), state, config, where)
 
 
 class LearnedAgent:
     """A learned agent loaded from parameters and JSON only: nothing in its files is executed.
 
-    ``path`` is a run directory, or a ``policy.pth`` inside one. What is read: ``policy.pth``
-    through torch's tensors-only loader (``weights_only=True``), and ``config.json`` with the
-    ``json`` module (the network's ``net_arch`` and the environment settings the agent was
-    trained with: ``sensitivity``, ``reward``, ``priority``). The network is rebuilt from those
-    and the parameters loaded into it, strictly (every name and shape must match). A
+    ``path`` is a run directory, or a ``policy.pth`` inside one. What is read, and how, is
+    :mod:`dallygym.agent_files`'s to say: ``config.json`` parsed by ``json`` and checked against
+    :class:`TrainConfig`'s fields (its ``env_id`` one of dallygym's ids, never a module path;
+    sizes bounded), then the network rebuilt from it, then ``policy.pth`` (a regular file, never
+    a link, no larger than that network, with the hash the config records) through torch's
+    tensors-only loader, loaded into the network strictly (every name and shape must match). A
     stable-baselines3 ``model.zip`` is never loaded: its ``data`` entry is a set of cloudpickle
     blobs that can run any code when unpickled. :func:`convert_agent` (``dallygym agent
-    convert``) extracts ``policy.pth`` from a zip without unpickling it.
+    convert``) writes an agent from a zip without unpickling it.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -651,24 +620,18 @@ class LearnedAgent:
         if self.path.suffix == ".zip":
             raise AgentLoadError(
                 f"{self.path}: a stable-baselines3 archive is not loaded (unpickling its 'data' entry can run "
-                f"any code); extract its parameters with: dallygym agent convert {self.path}")
-        if not self.path.is_file():
+                f"any code); write an agent from it with: dallygym agent convert {self.path}")
+        if not (self.path.exists() or self.path.is_symlink()):
             hint = f"; if it holds a model.zip you trust, run: dallygym agent convert {path}" if path.is_dir() else ""
             raise AgentLoadError(f"{self.path}: no such file (a learned agent is {POLICY_FILE} + {CONFIG_FILE}){hint}")
-        config_path = self.path.parent / CONFIG_FILE
-        if not config_path.is_file():
-            raise AgentLoadError(f"{config_path}: no such file (the settings the agent was trained with)")
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise AgentLoadError(f"{config_path}: not valid JSON ({exc})") from None
-        if not isinstance(config, dict):
-            raise AgentLoadError(f"{config_path}: expected a JSON object")
-        state = _read_state_dict(self.path.read_bytes(), str(self.path))
-        known = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
+        config = read_config(self.path.parent)
+        # The network first (its size bounded by the checked config), then only as many bytes
+        # of parameters as it can hold.
+        network = _empty_policy_network(config, str(self.path))
+        state = read_policy(self.path, config, policy_limit(network))
         #: The settings it was trained with (TrainConfig defaults for keys it lacks).
-        self.config = TrainConfig(**known)
-        self.policy = _policy_network(state, config, str(self.path))
+        self.config = TrainConfig(**{k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__})
+        self.policy = _load_into(network, state, config, str(self.path))
         self.env_id = self.config.env_id
         self.sensitivity = self.config.sensitivity
         self.reward = self.config.reward
@@ -816,9 +779,9 @@ def train_sweep(configs: list[TrainConfig], eval_traces: list[str], backend=None
             continue
         here = Path(config.out_dir)
         here.mkdir(parents=True, exist_ok=True)
-        for file_name, data in value["files"].items():
+        for file_name, data in value["files"].items():  # parameters first, the config that binds them last
             if not (here / file_name).is_file() or (here / file_name).read_bytes() != data:
-                (here / file_name).write_bytes(data)
+                write_atomic(here / file_name, data)
         meta, validation = value["meta"], value["validation"]
         returns = [v["mean_return"] for v in validation]
         facts = {"run": name, "seed": config.seed, "sensitivity": config.sensitivity, "priority": config.priority,

@@ -5,7 +5,8 @@ Definitions (seconds throughout):
 * JCT = end − arrival, where end is the completion time moved forward by at most a few float64
   steps where rounding left it short of arrival + ideal compute time
   (:func:`completion_times`), so that JCT >= ideal compute time holds exactly.
-* queueing delay = JCT − run time: all time spent waiting, including after preemptions.
+* queueing delay = JCT − run time: all time spent waiting, including after preemptions; never
+  negative (float rounding just below zero is 0, see :func:`queue_times`).
 * run time = time holding GPUs (including any restart overhead).
 * communication latency = run time − restart overhead − ideal compute time, where ideal compute
   time = total_iterations × iter_time_s: the time lost to exposed communication.
@@ -17,9 +18,16 @@ Definitions (seconds throughout):
 from __future__ import annotations
 
 
+import ctypes
+import errno
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,12 +84,15 @@ class RunResult:
     def _write(self, directory: str | Path, fmt: str) -> None:
         """Write the three tables into ``directory`` all at once or not at all.
 
-        They are written into a fresh temporary directory beside it, which then takes its
-        place (the previous one is renamed aside first and removed last). A failure at any point
-        leaves the previous output as it was: never a mix of two runs' files. ``directory`` may
-        be new or hold only this kind of output (files named ``jobs``, ``timeline``,
-        ``summary``); any other file in it is reason to refuse, since replacing the directory
-        would delete it.
+        They are written into a fresh staging directory beside it, which then takes its place
+        in one step (:func:`_replace_directory`). A failure or a kill at any point leaves the
+        previous output or the new one, whole: never a mix of two runs' files, and (where the
+        system can exchange two directories, as Linux can) never no output where there was
+        one. A staging directory left by a killed run is removed by the next run writing
+        beside it (:func:`remove_stale_staging`). ``directory`` may be new or hold only this
+        kind of output (files named ``jobs``, ``timeline``, ``summary``); any
+        other file in it is reason to refuse, since replacing the directory would delete it.
+        A failed write raises :class:`OutputError` naming the file.
         """
         out = Path(directory)
         names = {f"{name}.{ext}" for name in ("jobs", "timeline", "summary") for ext in ("csv", "parquet")}
@@ -93,28 +104,139 @@ class RunResult:
                 shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
                 raise ValueError(f"--out {out}: holds other files ({shown}); the output replaces the whole "
                                  f"directory, so give a new one or one holding only a previous run's output")
-        parent = out.resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=parent))
+        target = out.resolve()
+        parent = target.parent
+        with naming(parent):
+            parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_staging(parent)
+            staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(target.name), dir=parent))
         try:
             summary = pd.DataFrame([self.summary])
             for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("summary", summary)):
                 path = staging / f"{name}.{fmt}"
-                if fmt == "csv":
-                    frame.to_csv(path, index=False)
-                else:
-                    frame.to_parquet(path, index=False)
-            _replace_directory(staging, out.resolve())
+                with naming(out / path.name):
+                    if fmt == "csv":
+                        frame.to_csv(path, index=False)
+                    else:
+                        frame.to_parquet(path, index=False)
+            with naming(out):
+                _replace_directory(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
 
 
+class OutputError(OSError):
+    """Writing a result file failed (a full disk, a read-only directory): the message names
+    the file, which the system's own message ("No space left on device") does not."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Re-raise an ``OSError`` inside the block as :class:`OutputError` naming ``path``."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OutputError(exc.errno, reason, str(path)) from exc
+
+
+# Staging directories are named ``.<name>.new-<host>-<pid>-<random>``: the pid of the run that
+# made it, so a later run can tell a live run's staging from a killed one's, and the host,
+# since a pid means nothing on another machine sharing the file system.
+_STAGING = re.compile(r"^\..*\.new-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>[0-9]+)-[a-z0-9_]+$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def _staging_prefix(name: str) -> str:
+    return f".{name}.new-{_host()}-{os.getpid()}-"
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # alive under another user (or not a pid this system can have: keep it)
+    return True
+
+
+def remove_stale_staging(parent: str | Path) -> list[Path]:
+    """Remove the staging directories in ``parent`` left by runs killed on this machine
+    (their pid no longer exists); return them. Those of live runs, and of other machines,
+    are left alone."""
+    removed = []
+    host = _host()
+    try:
+        entries = list(Path(parent).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _STAGING.match(entry.name)
+        if match is None or match["host"] != host or not entry.is_dir() or entry.is_symlink():
+            continue
+        pid = int(match["pid"])
+        if pid != os.getpid() and not _pid_exists(pid):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+#: renameat2 flag: swap the two names in one step (linux/fs.h).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+#: errno values by which renameat2 says it cannot exchange here (an old kernel or C library,
+#: a file system without the flag): fall back to two renames.
+_NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap directories ``a`` and ``b`` atomically (Linux renameat2 with RENAME_EXCHANGE).
+    False where that is unavailable; an ``OSError`` for any other failure."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2  # glibc 2.28 and later
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
 def _replace_directory(new: Path, target: Path) -> None:
-    """Put directory ``new`` at ``target`` (same file system), replacing any directory there."""
+    """Put directory ``new`` at ``target`` (same file system), replacing any directory there.
+
+    With no ``target`` yet, one rename does it atomically. Otherwise the two are exchanged in
+    one step (Linux ``renameat2(RENAME_EXCHANGE)``), so ``target`` holds the old output or the
+    new one at every instant, and the old one, now at ``new``'s name, is deleted (if this
+    process is killed first, the next run removes it as a stale staging directory). Where the
+    exchange is unavailable (other systems, old kernels, some file systems) it falls back to
+    two renames -- the old output aside, the new one in -- which a kill between them would
+    leave with no ``target`` (the old output stays beside it, in ``.<name>.old-*``).
+    """
     if not target.exists():
         os.replace(new, target)
         return
+    if _exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # the previous output, now under the staging name
+        return
+    # Not a staging name: after a kill between the renames this holds the only copy of the
+    # previous output, which no later run should delete unasked.
     aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
     os.replace(target, aside / target.name)
     try:
@@ -141,7 +263,7 @@ def _job_columns(engine: Engine) -> dict[str, np.ndarray]:
         "first_start_s": engine.first_start_s,
         "end_s": end,
         "jct_s": jct,
-        "queue_s": jct - engine.run_s,
+        "queue_s": queue_times(engine, end),
         "run_s": engine.run_s,
         "ideal_s": engine.ideal_s,
         # Float round-off of (run − ideal) can leave a job at speed 1 with −1e-9 s.
@@ -180,6 +302,36 @@ def completion_times(engine: Engine) -> np.ndarray:
             break
         end[short] = np.nextafter(end[short], np.inf)
     return end
+
+
+#: Largest shortfall of ``JCT − run time`` below zero taken for rounding, relative to the
+#: clock (seconds per second of the end time). The run time is a sum over the events a job
+#: ran through, each term rounded; even a million such terms stay far below this.
+_QUEUE_ROUNDING = 1e-9
+
+
+def queue_times(engine: Engine, end: np.ndarray | None = None) -> np.ndarray:
+    """Each job's queueing delay, seconds: ``JCT − run time``, never negative.
+
+    The run time is accumulated event by event and the JCT is a difference of clock times, so
+    a job that never waited can come out a few float64 steps below zero (−1e-13 s). Such
+    rounding is set to exactly 0. A shortfall beyond rounding (more than a nanosecond per
+    second of clock) would mean a job ran longer than it was in the system: that is a bug,
+    raised as ``ValueError`` naming the job, never hidden. ``end``: the completion times
+    (:func:`completion_times`), if the caller has them already.
+    """
+    end = completion_times(engine) if end is None else end
+    queue = (end - engine.arrival_s) - engine.run_s
+    negative = queue < 0
+    if negative.any():
+        tolerance = _QUEUE_ROUNDING * np.maximum(1.0, np.abs(end))
+        real = negative & (queue < -tolerance)
+        if real.any():
+            j = int(np.flatnonzero(real)[0])
+            raise ValueError(f"job {engine.job_id[j]} ran {engine.run_s[j]!r} s but was in the system only "
+                             f"{end[j] - engine.arrival_s[j]!r} s (queueing delay {queue[j]!r} s)")
+        queue[negative] = 0.0
+    return queue
 
 
 def job_frame(engine: Engine) -> pd.DataFrame:

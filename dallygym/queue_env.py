@@ -16,7 +16,7 @@ from gymnasium import spaces
 from . import kernels
 from .cluster import Tier
 from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Offer, Pick
-from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index
+from .env import _LOG_1000, _LOG_LONG, DallyEnv, TraceSource, action_index, warn_invalid_action
 from .latency import LatencyModel
 from .metrics import summarize
 from .policies import Policy, make_policy
@@ -63,6 +63,8 @@ def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
     or any shipped policy name."""
     if isinstance(offer_rule, Policy):
         return offer_rule
+    if not isinstance(offer_rule, str):
+        raise TypeError(f"offer_rule must be a policy name or a Policy, got {type(offer_rule).__name__} {offer_rule!r}")
     name = OFFER_RULES.get(offer_rule, offer_rule)
     make_policy(name)  # unknown names fail here, naming the known ones
     return name
@@ -159,7 +161,8 @@ class DallyQueueEnv(DallyEnv):
     ``Discrete(max_candidates + 1)``: action ``k < max_candidates`` serves the candidate in slot
     ``k``; action ``max_candidates`` stops the pass. :meth:`action_masks` (and
     ``info["action_mask"]``) gives the valid ones. An invalid action is replaced by action 0
-    and flagged in ``info["invalid_action"]`` (``strict=True`` raises instead).
+    and flagged in ``info["invalid_action"]``, the first one of each instance with an
+    :class:`~dallygym.env.InvalidActionWarning` (``strict=True`` raises instead).
 
     Candidates fill the slots in the offer rule's priority order (slot 0 is the native choice).
     With more candidates than slots, the ones beyond the window are not shown until enough
@@ -318,8 +321,10 @@ class DallyQueueEnv(DallyEnv):
         if isinstance(makespan_weight, bool) or not (isinstance(makespan_weight, (int, float))
                                                       and math.isfinite(makespan_weight) and makespan_weight >= 0):
             raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
-        if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
+        if isinstance(max_candidates, (bool, np.bool_)) or not isinstance(max_candidates, (int, np.integer)) \
+                or max_candidates < 1:
             raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+        max_candidates = int(max_candidates)  # (a numpy integer too: the spaces and slots want an int)
         if makespan_credit not in MAKESPAN_CREDITS:
             raise ValueError(f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}")
         if lease_picks not in LEASE_PICKS:
@@ -418,6 +423,8 @@ class DallyQueueEnv(DallyEnv):
                 what = "not an integer" if index is None else "not valid here"
                 raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: valid actions "
                                  f"{np.flatnonzero(self._mask).tolist()} of Discrete({self.max_candidates + 1})")
+            if not self._warned_invalid:
+                warn_invalid_action(self, action, "action 0 (the offer rule's first candidate)", stacklevel=2)
             index = 0
         action = index
         answer = None if action == self.stop_action else self.pick.candidates[action]

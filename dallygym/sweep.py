@@ -20,10 +20,13 @@ Two layers:
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -33,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from .metrics import SUMMARY_KEYS
+from .metrics import SUMMARY_KEYS, naming
 
 #: Backends by name, as ``--backend`` takes them.
 BACKENDS = ("local", "ray")
@@ -56,8 +59,14 @@ def _failure(exc: BaseException, detail: str = "") -> Failure:
     return Failure(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, detail)
 
 
-def _worker_init() -> None:
-    """Set up a forked worker process: one torch thread, if the parent had imported torch.
+def _worker_init(sweep_pid: int | None = None) -> None:
+    """Set up a worker process: it dies with the sweep, and runs one torch thread if the
+    parent had imported torch.
+
+    A worker outlives a parent killed with SIGKILL (which runs no clean-up), holding its memory
+    for as long as its task runs, or for good if it waits on a pipe nobody writes to any more.
+    So a worker asks the kernel to kill it when its parent dies (:func:`_die_with_parent`), and
+    also watches for it itself.
 
     A parent that has run torch operations (loading a learned agent does) leaves its OpenMP
     thread pool in a state that a forked child cannot use: the child's first multi-threaded
@@ -65,9 +74,60 @@ def _worker_init() -> None:
     the pool, and with one worker per core one thread each is the right share anyway. Torch is
     not imported here when the parent had not imported it.
     """
+    _die_with_parent(sweep_pid)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+#: How often a worker checks that the sweep is still alive, seconds (a daemon thread that
+#: sleeps in between: no measurable cost).
+_PARENT_POLL_S = 1.0
+
+
+def _die_with_parent(sweep_pid: int | None) -> None:
+    """End this process as soon as its parent, or the sweep process ``sweep_pid``, is gone.
+
+    On Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` has the kernel kill it when its parent
+    ends, however that ends. The signal comes when the parent *thread* that started the worker
+    ends; a pool starts its workers from the thread that runs the sweep, which outlives them.
+    Where prctl is missing, and to cover a parent that died before the call, a daemon thread
+    checks every :data:`_PARENT_POLL_S` seconds that the parent is still the one it started
+    with (a process whose parent dies is handed to another) and that the sweep process
+    exists (with a fork server, the parent is the server, not the sweep).
+    """
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl here: the watching thread still ends the worker
+
+    def orphaned() -> bool:
+        if os.getppid() != parent:
+            return True
+        if sweep_pid is not None and sweep_pid != parent:
+            try:
+                os.kill(sweep_pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                pass  # exists, under another user
+        return False
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)  # no clean-up: what the worker held is of no use to anyone now
+
+    if orphaned():
+        os._exit(1)
+    threading.Thread(target=watch, name="dallygym-parent-watch", daemon=True).start()
+
+
+#: prctl option: the signal this process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 def _guarded(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
@@ -109,7 +169,8 @@ class Backend:
 class LocalBackend(Backend):
     """``workers`` processes on this machine; with one worker, the calling process itself.
 
-    ``workers=None`` uses every core (``os.cpu_count()``).
+    ``workers=None`` uses every core (``os.cpu_count()``). The worker processes end with the
+    process that started them, even one killed with SIGKILL (see :func:`_worker_init`).
     """
 
     name = "local"
@@ -131,7 +192,8 @@ class LocalBackend(Backend):
             return
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)), initializer=_worker_init)
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)), initializer=_worker_init,
+                                   initargs=(os.getpid(),))
         try:
             futures, unsent, broken = {}, [], None
             for i, item in enumerate(items):
@@ -441,7 +503,8 @@ def read_results(path: str | Path) -> pd.DataFrame:
     text = path.read_bytes()
     if text and not text.endswith(b"\n"):
         text = text[: text.rfind(b"\n") + 1]
-        path.write_bytes(text)
+        with naming(path):
+            path.write_bytes(text)
     if not text.strip():
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -465,18 +528,33 @@ def _csv_rows(rows: list[dict], header: bool) -> str:
 
 
 def _append(path: Path, text: str) -> None:
-    """Append in one write: a row is in the file whole or not at all."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
+    """Append in one write: a row is in the file whole or not at all (but for a disk that
+    fills up in the middle of it: :func:`read_results` drops a torn last line)."""
+    data = text.encode("utf-8")
+    with naming(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while data:
+                # A short write happens only as the disk fills; the next call then fails.
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
 
 
 def _replace(path: Path, write: Callable[[Path], None]) -> None:
+    """Write ``path`` through a temporary file beside it, then rename it into place; an
+    ``OSError`` names ``path`` (:class:`~dallygym.metrics.OutputError`)."""
     tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    with naming(path):
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise
 
 
 def sweep(
@@ -499,7 +577,8 @@ def sweep(
     cells = list(dict.fromkeys(cells))
     backend = backend or LocalBackend(1)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with naming(out):
+        out.mkdir(parents=True, exist_ok=True)
     results_path, errors_path = out / "results.csv", out / "errors.csv"
 
     previous = read_results(results_path) if results_path.exists() else pd.DataFrame(columns=list(RESULT_COLUMNS))
@@ -545,6 +624,7 @@ def sweep(
         error_frame = error_frame.iloc[sorted(range(len(errors)), key=lambda i: position[_key_tuple(errors[i])])]
         _replace(errors_path, lambda p: error_frame.to_csv(p, index=False, lineterminator="\n"))
     elif errors_path.exists():
-        errors_path.unlink()  # it described an earlier run's failures
+        with naming(errors_path):
+            errors_path.unlink()  # it described an earlier run's failures
     return SweepResult(final, error_frame.reset_index(drop=True), ran=len(todo), skipped=skipped)
 

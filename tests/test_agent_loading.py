@@ -69,7 +69,10 @@ def poisoned_policy(directory: Path, marker: Path) -> Path:
     buffer = io.BytesIO()
     torch.save({**state, "extra": CreatesFile(marker)}, buffer)
     (directory / "policy.pth").write_bytes(buffer.getvalue())
-    shutil.copy(COMMITTED / "config.json", directory / "config.json")
+    # Without the committed hash, which would refuse these bytes before the unpickler sees them.
+    config = json.loads((COMMITTED / "config.json").read_text())
+    config.pop("policy_sha256")
+    (directory / "config.json").write_text(json.dumps(config))
     return directory / "policy.pth"
 
 

@@ -144,3 +144,24 @@ def test_out_refuses_a_directory_holding_other_files(capsys, tmp_path):
     code, _, err = run_cli(capsys, "simulate", *SMALL, "--out", str(tmp_path))
     assert code == 2 and "notes.txt" in err and err.count("\n") == 1
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_evaluate_table_is_in_hours_like_compare_and_csv_keeps_seconds(capsys):
+    args = ["evaluate", "--agent", "dally", "--agent", "fifo", "--trace", "small", "--racks", "2",
+            "--machines-per-rack", "2"]
+    assert main([*args, "--format", "csv"]) == 0
+    seconds = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert "jct_mean_s" in seconds.columns
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split()
+    assert "jct_mean_h" in header and "makespan_h" in header
+    assert not [c for c in header if c.endswith("_s")]
+    jct = lines[1].split()[header.index("jct_mean_h")]
+    assert jct == f"{seconds.loc[0, 'jct_mean_s'] / 3600:,.1f}"
+    # The same convention as compare's table.
+    assert main(["compare", "--trace", "small", "--racks", "2", "--machines-per-rack", "2",
+                 "--policies", "dally", "fifo", "--quiet"]) == 0
+    compared = capsys.readouterr().out.splitlines()
+    assert compared[0].split()[1:] == header[1:]
+    assert compared[1].split()[1:] == lines[1].split()[1:]

@@ -41,6 +41,44 @@ def test_impossible_cluster_names_the_parameter(kwargs, name):
         ClusterSpec(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [({"racks": 1, "gpus_per_machine": 10**9}, "gpus_per_machine must be at most 1,024"),
+     ({"racks": 10**7}, "racks must be at most 4,096"),
+     ({"racks": 1, "machines_per_rack": 10**7}, "machines_per_rack must be at most 4,096"),
+     ({"racks": 64, "machines_per_rack": 65}, "at most 4,096 machines"),
+     ({"racks": 4096, "machines_per_rack": 1, "gpus_per_machine": 257}, "at most 1,048,576 GPUs"),
+     ({"racks": -2}, "racks must be at least 1"),
+     ({"racks": 2.0}, "racks must be a whole number"),
+     ({"racks": False}, "racks must be a whole number"),
+     ({"racks": "8"}, "racks must be a whole number")],
+)
+def test_cluster_sizes_are_bounded_before_anything_is_allocated(kwargs, words):
+    with pytest.raises(ClusterError, match=words):
+        ClusterSpec(**kwargs)
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--gpus-per-machine", "1000000000", "gpus_per_machine must be at most 1,024"),
+    ("--racks", "10000000", "racks must be at most 4,096"),
+    ("--machines-per-rack", "0", "machines_per_rack must be at least 1"),
+])
+def test_the_command_line_refuses_an_oversized_cluster_in_one_line(capsys, option, value, words):
+    from dallygym.cli import main
+
+    assert main(["simulate", "--trace", "small", option, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dallygym: error: ") and words in err and err.count("\n") == 1
+
+
+def test_the_largest_clusters_allowed_are_usable():
+    # The benchmarked shape, and the bounds themselves: accepted, with numpy integers too.
+    assert ClusterSpec(64, 8, 8).num_gpus == 4096
+    assert ClusterSpec(np.int64(4096), 1, 256).num_gpus == 1_048_576
+    assert ClusterSpec(1, 1, 1024).num_gpus == 1024
+    assert ClusterState(ClusterSpec(512, 8, 256)).free_total == 1_048_576
+
+
 def test_shape_is_canonical_and_gives_the_tier():
     spec = ClusterSpec(2, 2, 4)
     assert spec.shape_of(np.array([0, 1, 2, 3, 4, 5, 6, 7])) == ((4, 4),)

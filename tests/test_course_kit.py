@@ -94,3 +94,22 @@ def test_committed_ranking_is_what_its_command_prints(capsys):
     rank.main(argv + ["--format", "markdown"])
     table = capsys.readouterr().out
     assert table in committed
+
+
+def test_course_readme_commands_and_facts_match_the_committed_run():
+    """The page's training commands use the committed run's length and learning rate, and its
+    episode count is that run's (read from its log), so a student reproduces what is measured."""
+    import json
+
+    text = (COURSE / "README.md").read_text()
+    log = json.loads((COURSE / "runs" / "ppo-s0" / "log.json").read_text())
+    committed, last = log["args"], log["log"][-1]
+    commands = re.findall(r"python -m examples\.course\.ppo_masked[^\n]*", text.replace("\\\n", " "))
+    assert len(commands) >= 2
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[argv.index("--total-timesteps") + 1] == str(committed["total_timesteps"])
+        assert float(argv[argv.index("--learning-rate") + 1]) == committed["learning_rate"]
+    steps, episodes = last["steps"], last["episodes"]
+    assert f"{episodes:,} episodes in the {steps:,} steps of the run below" in text
+    assert f"about {round(steps / episodes)} steps each" in text

@@ -202,6 +202,52 @@ def test_bad_engine_config_names_the_parameter(kwargs, word):
         EngineConfig(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [({"lease_s": 1e-9}, "lease_s must be a number of seconds from 1 to 1e\\+09"),
+     ({"lease_s": 0.999}, "lease_s"), ({"lease_s": 1.1e9}, "lease_s"), ({"lease_s": float("inf")}, "lease_s"),
+     ({"lease_s": True}, "lease_s"), ({"lease_s": "3600"}, "lease_s"), ({"lease_s": -3600.0}, "lease_s"),
+     ({"restart_overhead_s": float("nan")}, "restart_overhead_s"),
+     ({"restart_overhead_s": float("inf")}, "restart_overhead_s"),
+     ({"restart_overhead_s": 86_401.0}, "restart_overhead_s must be a number of seconds from 0 to 86400"),
+     ({"restart_overhead_s": False}, "restart_overhead_s"),
+     ({"seed": 2**63}, "seed must be an integer from 0 to 2\\*\\*63 - 1"), ({"seed": 1.0}, "seed"),
+     ({"seed": True}, "seed"),
+     ({"max_idle_rounds": 10**6 + 1}, "max_idle_rounds"), ({"max_idle_rounds": 0}, "max_idle_rounds"),
+     ({"max_idle_rounds": 5.0}, "max_idle_rounds")],
+)
+def test_engine_options_that_would_hang_or_mean_nothing_are_refused(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        EngineConfig(**kwargs)
+
+
+def test_engine_option_bounds_are_inclusive():
+    EngineConfig(lease_s=1, restart_overhead_s=86_400, seed=2**63 - 1, max_idle_rounds=10**6)
+    EngineConfig(lease_s=1e9, seed=np.int64(7))
+
+
+@pytest.mark.parametrize("option, value", [("--lease-s", "1e-9"), ("--lease-s", "nan"), ("--lease-s", "inf"),
+                                           ("--restart-overhead-s", "1e12"), ("--seed", "-1")])
+def test_the_command_line_refuses_such_options_in_one_line(capsys, option, value):
+    from dallygym.cli import main
+
+    assert main(["simulate", "--trace", "small", "--racks", "2", "--machines-per-rack", "2", option, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dallygym: error: ") and option[2:].replace("-", "_") in err and err.count("\n") == 1
+
+
+def test_environment_keywords_reach_the_same_checks():
+    import gymnasium as gym
+
+    for env_id in ("dallygym:Dally-v0", "dallygym:DallyQueue-v0"):
+        with pytest.raises(ValueError, match="lease_s"):
+            gym.make(env_id, lease_s=1e-9)
+        with pytest.raises(ValueError, match="restart_overhead_s"):
+            gym.make(env_id, restart_overhead_s=float("nan"))
+        with pytest.raises(ClusterError, match="gpus_per_machine must be at most"):
+            gym.make(env_id, gpus_per_machine=10**9)
+
+
 def test_engine_runs_once():
     engine = run_engine(make_trace([(0, 0, 1, 10, 1.0)]), ClusterSpec(1, 1, 1))
     with pytest.raises(EngineError, match="runs once"):

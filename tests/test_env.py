@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from test_invariants import check_holdings
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
-from dallygym.env import OBS_DIM, OBS_FEATURES, DallyEnv
+from dallygym.env import OBS_DIM, OBS_FEATURES, DallyEnv, InvalidActionWarning
 
 ENV_IDS = ["Dally-v0", "DallySmall-v0"]
 DALLY_VARIANTS = ["dally", "dally-manual", "dally-nowait", "dally-consolidated"]
@@ -36,11 +38,13 @@ def random_masked(rng, mask):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=True)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
 def test_stable_baselines3_env_checker_passes(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)
@@ -105,7 +109,8 @@ def test_invalid_action_is_treated_as_wait_and_flagged():
     mask = info["action_mask"]
     invalid = int(np.flatnonzero(~mask)[0])
     job = info["job_id"]
-    _, _, _, _, info2 = env.step(invalid)
+    with pytest.warns(InvalidActionWarning):
+        _, _, _, _, info2 = env.step(invalid)
     assert info2["invalid_action"] is True
     assert env.unwrapped.engine.state[env.unwrapped.engine.job_id.tolist().index(job)] != 2  # not started
     strict = gym.make("DallySmall-v0", strict=True)
@@ -114,6 +119,65 @@ def test_invalid_action_is_treated_as_wait_and_flagged():
         strict.step(int(np.flatnonzero(~info["action_mask"])[0]))
 
 
+def step_warnings(env, action) -> tuple[list, tuple]:
+    """The InvalidActionWarnings of one step (every warning shown, none deduplicated), and the
+    step's result."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = env.step(action)
+    return [w for w in caught if issubclass(w.category, InvalidActionWarning)], result
+
+
+def test_the_first_invalid_action_of_an_environment_warns_and_later_ones_do_not():
+    env = gym.make("DallySmall-v0")
+    _, info = env.reset(seed=0)
+    not_offered = int(np.flatnonzero(~info["action_mask"])[0])
+    caught, _ = step_warnings(env, not_offered)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    for words in ("DallySmall-v0", f"action {not_offered}", "invalid under the action mask", "0 (wait)",
+                  "MaskablePPO", "action_masks()"):
+        assert words in message
+    assert caught[0].filename == __file__  # it points at the call of step
+    assert issubclass(InvalidActionWarning, UserWarning) and dallygym.InvalidActionWarning is InvalidActionWarning
+    for action in (7, -1, 1.0, None):  # later invalid actions of the instance are silent, after a reset too
+        if env.unwrapped.offer is None:  # (waiting may end the episode)
+            break
+        caught, (_, _, _, _, info) = step_warnings(env, action)
+        assert not caught and info["invalid_action"] is True
+    env.reset(seed=1)
+    assert not step_warnings(env, 7)[0]
+    fresh = gym.make("DallySmall-v0")  # a new instance warns again
+    fresh.reset(seed=0)
+    assert len(step_warnings(fresh, 7)[0]) == 1
+
+
+def test_an_invalid_action_warns_but_steps_exactly_as_wait():
+    warned, waited = gym.make("DallySmall-v0"), gym.make("DallySmall-v0")
+    _, info = warned.reset(seed=3)
+    waited.reset(seed=3)
+    not_offered = int(np.flatnonzero(~info["action_mask"])[0])
+    with pytest.warns(InvalidActionWarning):
+        obs, reward, terminated, truncated, info = warned.step(not_offered)
+    obs0, reward0, terminated0, truncated0, info0 = waited.step(0)
+    assert np.array_equal(obs, obs0) and reward == reward0 and (terminated, truncated) == (terminated0, truncated0)
+    assert info.pop("invalid_action") is True and info0.pop("invalid_action") is False
+    assert info.keys() == info0.keys() and all(np.array_equal(info[k], info0[k]) for k in info)
+
+
+@pytest.mark.parametrize("env_id", ["DallySmall-v0", "DallyQueueSmall-v0"])
+def test_valid_actions_never_warn_and_strict_raises_without_warning(env_id):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InvalidActionWarning)
+        steps = play(gym.make(env_id), 5, random_masked)
+        assert not any(info["invalid_action"] for _, _, _, info in steps)
+        strict = gym.make(env_id, strict=True)
+        strict.reset(seed=0)
+        with pytest.raises(ValueError):
+            strict.step(strict.action_space.n + 1)
+
+
+@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")
 def test_unmasked_random_actions_never_raise():
     env = gym.make("DallySmall-v0")
     steps = play(env, 3, lambda rng, mask: int(rng.integers(-2, 6)))
@@ -347,7 +411,8 @@ def _first_choice(**kwargs):
 def test_anything_but_an_integer_in_range_is_flagged_invalid_and_waits(action):
     env, info = _first_choice()
     job = info["job_id"]
-    _, _, _, _, after = env.step(action)
+    with pytest.warns(InvalidActionWarning):
+        _, _, _, _, after = env.step(action)
     assert after["invalid_action"] is True
     engine = env.unwrapped.engine
     assert engine.state[engine.job_id.tolist().index(job)] != 2  # not started

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import gymnasium as gym
+import numba
 import numpy as np
 import pytest
 from conftest import TierLatency, make_trace
@@ -711,3 +718,72 @@ def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
     for job_set in (engine._waiting, engine._running):
         job_set.load(job_set.array())
     assert [sys.getrefcount(a) for a in arrays] == before
+
+
+# --- the compile cache and its notice ---------------------------------------------------------
+
+#: Compiles two small kernels (a second or two), in a fresh process.
+COMPILE_TWO = ("import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3)); "
+               "kernels._any_below_best(np.zeros(1, dtype=np.int64), 0, np.zeros((10, 1), dtype=np.int64))")
+
+
+def run_python(code: str, cwd, **env) -> subprocess.CompletedProcess:
+    """``python -c code`` with the environment's DALLYGYM_*, NUMBA_CACHE_DIR and XDG_CACHE_HOME
+    replaced by ``env``."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("DALLYGYM_") and k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env={**base, **env}, capture_output=True,
+                          text=True, timeout=600, check=True)
+
+
+def notices(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("dallygym: compiling")]
+
+
+@pytest.mark.slow  # (fresh processes)
+def test_a_compile_from_an_empty_cache_is_announced_once_and_a_cached_run_is_quiet(tmp_path):
+    cache = tmp_path / "cache"
+    first = notices(run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)
+    assert len(first) == 1  # two kernels compiled, one line
+    assert "compiling the simulator's kernels once" in first[0] and str(cache) in first[0]
+    assert not notices(run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)  # all cached
+    # A kernel the cache has not seen yet: a shorter notice, or none when asked for quiet.
+    other = "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3.0))"
+    assert not notices(run_python(other, tmp_path, NUMBA_CACHE_DIR=str(cache), DALLYGYM_QUIET="1").stderr)
+    other = "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3, dtype=np.int32))"
+    partial = notices(run_python(other, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)
+    assert len(partial) == 1 and "not yet in the cache" in partial[0]
+    assert not notices(run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "fresh"),
+                                  DALLYGYM_QUIET="1").stderr)
+
+
+def test_the_cache_goes_to_the_user_directory_when_the_package_is_read_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    (tmp_path / "blocker").write_text("")
+    read_only = str(tmp_path / "blocker" / "pkg")  # nothing can be made under a file, whoever runs this
+    xdg = tmp_path / "xdg"
+    assert kernels.choose_cache_dir(read_only, {"XDG_CACHE_HOME": str(xdg)}) == str(xdg / "dallygym" / "numba")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert kernels.choose_cache_dir(read_only, {}) == str(tmp_path / "home" / ".cache" / "dallygym" / "numba")
+    # With no writable home either, a directory in the temporary one (else the import would fail).
+    unwritable_home = {"XDG_CACHE_HOME": str(tmp_path / "blocker" / "xdg")}
+    assert kernels.choose_cache_dir(read_only, unwritable_home).startswith(tempfile.gettempdir())
+    # The user's NUMBA_CACHE_DIR, and a writable package directory, are left to numba.
+    assert kernels.choose_cache_dir(read_only, {"NUMBA_CACHE_DIR": str(tmp_path / "mine")}) is None
+    assert kernels.choose_cache_dir(str(tmp_path / "pkg"), {"XDG_CACHE_HOME": str(xdg)}) is None
+
+
+@pytest.mark.slow  # (fresh processes)
+def test_an_installed_copy_that_cannot_cache_beside_itself_caches_in_the_user_directory(tmp_path):
+    """A copy of the package whose ``__pycache__`` cannot be a directory (a file is in the
+    way, which stops root as well): the kernels' cache is set to the user directory before any
+    of them is defined."""
+    site = tmp_path / "site"
+    shutil.copytree(Path(dallygym.__file__).parent, site / "dallygym", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "dallygym" / "__pycache__").write_text("")
+    xdg = tmp_path / "xdg"
+    code = ("import numba; from dallygym import kernels; "
+            "print(numba.config.CACHE_DIR); print(kernels.run_events._cache._cache_path)")
+    out = run_python(code, tmp_path, PYTHONPATH=str(site), XDG_CACHE_HOME=str(xdg)).stdout.splitlines()
+    assert out[0] == str(xdg / "dallygym" / "numba")
+    assert Path(out[1]).parent == xdg / "dallygym" / "numba"

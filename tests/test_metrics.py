@@ -5,11 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TierLatency, make_trace, run_engine
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dallygym import ClusterSpec
+from dallygym.cluster import ClusterState
 from dallygym.engine import Engine, EngineConfig, run_policy
-from dallygym.metrics import SUMMARY_KEYS, collect, summarize
-from dallygym.policies import FifoPolicy
+from dallygym.latency import get_latency_model
+from dallygym.metrics import SUMMARY_KEYS, collect, queue_times, summarize
+from dallygym.policies import POLICIES, FifoPolicy, make_policy
 
 
 def test_summary_of_a_hand_worked_run():
@@ -66,3 +70,89 @@ def test_utilization_does_not_depend_on_the_number_of_blas_threads():
         values.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                   check=True, timeout=300).stdout.strip())
     assert len(values) == 1, values
+
+
+# --- random episodes: queueing delays and the timeline's last row -----------------------------
+
+@st.composite
+def episodes(draw):
+    """A small random run: trace, cluster, policy, engine options, compiled or not, and how
+    many timeline rows it keeps (few rows force thinning)."""
+    n = draw(st.integers(1, 40))
+    gpus = draw(st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=n, max_size=n))
+    rows = [(i, draw(st.floats(0, 20_000, allow_nan=False)), g, draw(st.integers(1, 2_000)),
+             draw(st.floats(0.001, 7.0, allow_nan=False))) for i, g in enumerate(gpus)]
+    config = EngineConfig(lease_s=draw(st.floats(1.0, 5_000.0)),
+                          restart_overhead_s=draw(st.sampled_from([0.0, 0.1, 33.3])),
+                          seed=draw(st.integers(0, 2**32)),
+                          renewal=draw(st.sampled_from(["upgrade", "keep", "rebid"])))
+    return (rows, draw(st.sampled_from(list(POLICIES))), config, draw(st.booleans()),
+            draw(st.sampled_from([None, 2, 3, 7, 30])))
+
+
+def _run(episode):
+    rows, policy, config, compiled, timeline_rows = episode
+    latency = get_latency_model("dally-paper")
+    saved = ClusterState.compiled  # (set by hand: hypothesis runs many examples per fixture)
+    ClusterState.compiled = compiled
+    try:
+        engine = Engine(make_trace(rows), ClusterSpec(2, 2, 4), make_policy(policy), latency, config)
+        if timeline_rows is not None:
+            engine.timeline_rows = timeline_rows
+        return engine, collect(run_policy(engine))
+    finally:
+        ClusterState.compiled = saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(episode=episodes())
+def test_queueing_delays_are_never_negative(episode):
+    engine, result = _run(episode)
+    queue = result.jobs["queue_s"].to_numpy()
+    assert (queue >= 0).all(), queue[queue < 0]
+    assert result.summary["queue_mean_s"] >= 0 and result.summary["queue_p95_s"] >= 0
+    # Only rounding was set to zero: JCT - run time is the same up to a nanosecond per clock second.
+    raw = result.jobs["jct_s"].to_numpy() - result.jobs["run_s"].to_numpy()
+    assert np.all(np.abs(queue - raw) <= 1e-9 * np.maximum(1.0, result.jobs["end_s"].to_numpy()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(episode=episodes())
+def test_the_timeline_ends_with_the_last_completion_on_an_idle_cluster(episode):
+    engine, result = _run(episode)
+    timeline = result.timeline
+    last = timeline.iloc[-1]
+    assert last["time_s"] == engine.end_s.max()
+    assert last["time_s"] - result.jobs["arrival_s"].min() == pytest.approx(result.summary["makespan_s"], abs=1e-6)
+    idle = (last["gpus_used"], last["utilization"], last["running"], last["waiting"], last["remaining"])
+    assert idle == (0, 0, 0, 0, 0)
+    assert timeline["time_s"].is_monotonic_increasing and timeline["time_s"].is_unique
+    assert len(timeline) < engine.timeline_rows
+
+
+def test_a_thinned_timeline_still_ends_at_the_makespan():
+    # Many events, few rows: thinning keeps rows a spacing apart, and the last event is kept too.
+    rows = [(i, 10.0 * i, 1, 5 + i % 7, 1.0) for i in range(300)]
+    engine = Engine(make_trace(rows), ClusterSpec(1, 1, 2), FifoPolicy(), TierLatency(), EngineConfig(lease_s=1e9))
+    engine.timeline_rows = 20
+    result = collect(run_policy(engine))
+    timeline = result.timeline
+    assert len(timeline) < 20
+    assert timeline["time_s"].iloc[-1] == engine.end_s.max() == result.jobs["end_s"].max()
+    assert timeline["gpus_used"].iloc[-1] == 0
+    # The summary does not depend on the timeline: the same as without thinning.
+    full = collect(run_policy(Engine(make_trace(rows), ClusterSpec(1, 1, 2), FifoPolicy(), TierLatency(),
+                                     EngineConfig(lease_s=1e9))))
+    assert full.summary == result.summary
+    assert full.timeline.iloc[-1].equals(timeline.iloc[-1])
+
+
+def test_a_negative_queueing_delay_beyond_rounding_is_an_error():
+    engine = run_policy(Engine(make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 100, 1.0)]), ClusterSpec(1, 1, 1),
+                               FifoPolicy(), TierLatency()))
+    assert queue_times(engine).tolist() == [0.0, 100.0]
+    engine.run_s[0] = np.nextafter(engine.run_s[0], np.inf)  # a float step over: rounding, so 0
+    assert queue_times(engine)[0] == 0.0
+    engine.run_s[0] += 1.0  # ran a second longer than it was in the system: not rounding
+    with pytest.raises(ValueError, match="job 0 ran"):
+        collect(engine)

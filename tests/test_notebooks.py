@@ -39,3 +39,21 @@ def test_notebook_runs_end_to_end(path):
     client.execute()  # raises CellExecutionError naming the cell on any failure
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_copied_out_of_the_repository_refuses_at_its_first_cell(path, tmp_path):
+    # A student who downloads one notebook gets told, before anything runs, what it needs.
+    copy = tmp_path / path.name
+    copy.write_bytes(path.read_bytes())
+    nb = nbformat.read(copy, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells = nb.cells[: first + 1]
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as raised:
+        client.execute()
+    message = str(raised.value)
+    assert "RuntimeError" in message and "dallygym repository" in message
+    assert "pip install -e" in message and "jupyter lab docs/notebooks/" in message
+    assert "FileNotFoundError" not in message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from test_invariants import check_holdings
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
 from dallygym.engine import Engine, EngineConfig, EngineError, Pick
+from dallygym.env import InvalidActionWarning
 from dallygym.policies import POLICIES, make_policy
 from dallygym.policies.protected import ProtectedRemainingPolicy
 from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
@@ -438,11 +441,13 @@ def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
 # --- the Gymnasium contract -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
+@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=True)
 
 
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
+@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
 def test_stable_baselines3_env_checker_passes(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)
@@ -486,13 +491,50 @@ def test_invalid_action_is_replaced_by_slot_zero_and_flagged_or_raises_when_stri
     _, info = env.reset(seed=0)
     invalid = int(np.flatnonzero(~info["action_mask"])[0])
     first = env.unwrapped.pick.candidates[0]
-    _, _, _, _, info = env.step(invalid)
+    with pytest.warns(InvalidActionWarning):
+        _, _, _, _, info = env.step(invalid)
     assert info["invalid_action"] is True
     assert env.unwrapped.engine.state[first] != 1  # slot 0 was served (not left waiting), or declined
     strict = gym.make("DallyQueueSmall-v0", trace="small", strict=True)
     _, info = strict.reset(seed=0)
     with pytest.raises(ValueError, match="not valid"):
         strict.step(invalid)
+
+
+def test_the_first_invalid_pick_of_an_environment_warns_and_later_ones_do_not():
+    env = gym.make("DallyQueueSmall-v0")
+    _, info = env.reset(seed=0)
+    empty_slot = int(np.flatnonzero(~info["action_mask"])[0])
+    with pytest.warns(InvalidActionWarning) as caught:
+        _, _, _, _, info = env.step(empty_slot)
+    assert info["invalid_action"] is True and len(caught) == 1
+    message = str(caught[0].message)
+    for words in ("DallyQueueSmall-v0", f"action {empty_slot}", "invalid under the action mask", "action 0",
+                  "MaskablePPO", "action_masks()"):
+        assert words in message
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InvalidActionWarning)  # the instance has warned: silent now
+        for action in (env.action_space.n, -1, 0.5, "0"):
+            if env.unwrapped._done:
+                break
+            assert env.step(action)[4]["invalid_action"] is True
+    fresh = gym.make("DallyQueueSmall-v0")
+    fresh.reset(seed=0)
+    with pytest.warns(InvalidActionWarning):
+        fresh.step(fresh.action_space.n + 3)
+
+
+def test_an_invalid_pick_warns_but_steps_exactly_as_action_zero():
+    warned, native = gym.make("DallyQueueSmall-v0"), gym.make("DallyQueueSmall-v0")
+    _, info = warned.reset(seed=2)
+    native.reset(seed=2)
+    with pytest.warns(InvalidActionWarning):
+        obs, reward, terminated, _, info = warned.step(-1)
+    obs0, reward0, terminated0, _, info0 = native.step(0)
+    assert all(np.array_equal(obs[k], obs0[k]) for k in obs0) and reward == reward0 and terminated == terminated0
+    assert info.pop("invalid_action") is True and info0.pop("invalid_action") is False
+    assert info.keys() == info0.keys() and all(np.array_equal(info[k], info0[k]) for k in info)
 
 
 def test_same_seed_same_actions_identical_episode_and_seeds_differ():

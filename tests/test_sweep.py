@@ -56,6 +56,11 @@ def test_grid_is_every_combination_in_a_fixed_order_with_every_engine_option_in_
     (dict(lease_s=[-1.0]), "lease_s"),
     (dict(traces=["no/such.csv"]), "no/such.csv"),
     (dict(seeds=[]), "no seeds"),
+    (dict(lease_s=[3600.0, 1e-9]), "lease_s must be a number of seconds from 1"),
+    (dict(restart_overhead_s=[float("nan")]), "restart_overhead_s"),
+    (dict(racks=[2, 10**7]), "racks must be at most 4,096"),
+    (dict(gpus_per_machine=10**9), "gpus_per_machine must be at most 1,024"),
+    (dict(seeds=[2**63]), "seed"),
 ])
 def test_bad_grid_values_are_refused_before_anything_runs(bad, message):
     args = dict(policies=["dally"], traces=["small"], racks=[2], seeds=[0])

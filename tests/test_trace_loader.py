@@ -145,7 +145,7 @@ def test_trace_without_jobs_is_rejected(tmp_path):
 def test_empty_file_is_rejected(tmp_path):
     path = tmp_path / "empty.csv"
     path.write_text("")
-    assert "empty.csv: the file is empty" in error_of(path)
+    assert "empty.csv, line 1: the file is empty" in error_of(path)
 
 
 def test_missing_file_is_named(tmp_path):

@@ -56,12 +56,20 @@ from dallygym.trace.filters import (
 )
 from dallygym.trace.generators import ITER_TIME_S, paper_model_mix
 from dallygym.trace.schema import (
+    MAX_TIME_S,
+    MIN_ITER_TIME_S,
     RowLocator,
     TraceError,
+    _decode,
+    _exists,
+    _read_bytes,
+    clip,
     parse_labels,
     parse_numbers,
     read_csv_raw,
     require_columns,
+    show_name,
+    show_names,
     show_value,
     validate_trace,
 )
@@ -257,6 +265,8 @@ class _Read:
     names (None: the format names none); ``iterations`` the file's iteration counts (None: the
     format has none); ``ids`` ids kept as they are (None: numbered in arrival order);
     ``labels`` how the file identifies each job in reports; ``vc`` each job's virtual cluster.
+    ``arrival_column`` and ``duration_column`` are the file's columns that times out of range
+    are reported against.
     """
 
     where: RowLocator
@@ -265,6 +275,8 @@ class _Read:
     duration_s: np.ndarray
     gpu_column: str
     report: dict
+    arrival_column: str = "submit_time"
+    duration_column: str = "duration"
     names: np.ndarray | None = None
     name_column: str = "model_name"
     iterations: np.ndarray | None = None
@@ -370,7 +382,8 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
     if len(unknown) and opt.unknown_models == "error":
         i = int(unknown[0])
         raise TraceError(
-            f"{read.where.subset(rows).at(i, read.name_column)}: unknown model {names[i]!r} "
+            f"{read.where.subset(rows).at(i, read.name_column)}: unknown model "
+            f"{show_value(names[i])} "
             f"(not in model_map, not a known model, spelling or family alias); "
             f"known models: {', '.join(opt.models)}"
         )
@@ -400,14 +413,15 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
 def _stamp(text: str, name: str, stamps: pd.Series) -> pd.Timestamp:
     try:
         value = pd.Timestamp(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         raise TraceError(f"{name} must be a date-time like 2017-10-09 or 2017-10-09 12:00, "
-                         f"got {text!r}") from None
+                         f"got {clip(str(text))}") from None
     tz = stamps.dt.tz
     if tz is not None and value.tzinfo is None:
         value = value.tz_localize(tz)
     elif tz is None and value.tzinfo is not None:
-        raise TraceError(f"{name} {text!r} has a time zone, the file's timestamps have none")
+        raise TraceError(f"{name} {clip(str(text))} has a time zone, the file's timestamps "
+                         f"have none")
     return value
 
 
@@ -426,7 +440,7 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         missing = [v for v in opt.vc if v not in present]
         if missing:
             raise TraceError(f"{source}, column {read.vc_column}: no job of virtual cluster(s) "
-                             f"{', '.join(missing)}; the file has {', '.join(present)}")
+                             f"{show_names(missing)}; the file has {show_names(present)}")
         in_vc = np.isin(read.vc.astype(str), np.array(opt.vc, dtype=str))
         dropped["other_virtual_cluster"] = int((keep & ~in_vc).sum())
         keep &= in_vc
@@ -488,6 +502,8 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
     report.update(model_report)
 
     duration = read.duration_s[rows]
+    where = read.where.subset(rows)
+    _check_arrivals(read, rows, where)
     report["durations"] = opt.durations
     if opt.durations == "wall":
         latency = get_latency_model(opt.latency) if isinstance(opt.latency, str) else opt.latency
@@ -501,6 +517,7 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
     else:
         compute_s = duration
         report["duration_reading"] = "recorded duration = compute-only time (s = 1)"
+    _check_run_times(compute_s, read, where)
     if opt.cluster is not None:
         report["cluster"] = {"racks": opt.cluster.racks,
                              "machines_per_rack": opt.cluster.machines_per_rack,
@@ -519,6 +536,7 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         report["iteration_time"] = ("round(compute-only time / ITER_TIME_S[model]) iterations "
                                     "of compute-only time / iterations")
 
+    _check_iteration_times(compute_s, iterations, read, where)
     arrival = read.arrival_s[rows]
     shift = float(arrival.min())
     report["arrival_shift_s"] = shift
@@ -532,7 +550,6 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         "iter_time_s": compute_s / iterations,
     })
     report["rows_kept"] = len(rows)
-    where = read.where.subset(rows)
     out = validate_trace(frame, source, opt.cluster, opt.models, locator=where)
     out.attrs["import_report"] = report
     # validate_trace sorts by (arrival, id): map its rows back to the source's lines.
@@ -542,6 +559,52 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
     if read.labels is not None and read.ids is None:
         out.attrs["job_id_map"] = SharedTuple(str(read.labels[rows][i]) for i in by_id.tolist())
     return out
+
+
+# The canonical trace bounds arrivals, run times and iteration times (MAX_TIME_S,
+# MIN_ITER_TIME_S). An imported job outside them is reported here, against the file's own
+# column and line, before numbers derived from it (iterations, iteration times) can overflow
+# or wrap, and before validate_trace would name a canonical column the file does not have.
+
+_YEARS = "about 31.7 years"
+
+
+def _check_arrivals(read: _Read, rows: np.ndarray, where: RowLocator) -> None:
+    arrival = read.arrival_s[rows]
+    with np.errstate(invalid="ignore", over="ignore"):
+        late = ~(arrival - arrival.min() <= MAX_TIME_S)
+    if late.any():
+        i = int(np.flatnonzero(late)[0])
+        raise TraceError(
+            f"{where.at(i, read.arrival_column)}: out of range: arrives "
+            f"{arrival[i] - arrival.min():g} s after the earliest job, more than "
+            f"{MAX_TIME_S:g} s ({_YEARS})")
+
+
+def _check_run_times(compute_s: np.ndarray, read: _Read, where: RowLocator) -> None:
+    long = ~(compute_s <= MAX_TIME_S)
+    if long.any():
+        i = int(np.flatnonzero(long)[0])
+        raise TraceError(
+            f"{where.at(i, read.duration_column)}: out of range: a compute-only run time of "
+            f"{compute_s[i]:g} s, more than {MAX_TIME_S:g} s ({_YEARS}){_count(long)}")
+
+
+def _check_iteration_times(compute_s: np.ndarray, iterations: np.ndarray, read: _Read,
+                           where: RowLocator) -> None:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        short = ~(compute_s / iterations >= MIN_ITER_TIME_S)
+    if short.any():
+        i = int(np.flatnonzero(short)[0])
+        raise TraceError(
+            f"{where.at(i, read.duration_column)}: out of range: {compute_s[i]:g} s of compute "
+            f"over {int(iterations[i])} iteration(s) is less than {MIN_ITER_TIME_S:g} s an "
+            f"iteration{_count(short)}")
+
+
+def _count(bad: np.ndarray) -> str:
+    more = int(bad.sum()) - 1
+    return f" (and {more} more such row{'s' if more != 1 else ''})" if more else ""
 
 
 def _dropped_words(dropped: dict) -> str:
@@ -562,10 +625,11 @@ def _parse_times(values: pd.Series, column: str, where: RowLocator
     missing = values.isna().to_numpy() | (values.astype(str).str.strip() == "").to_numpy()
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
-        raise TraceError(f"{where.at(i, column)}: missing value (empty), got ''")
-    if pd.to_numeric(values, errors="coerce").notna().all():
+        raise TraceError(f"{where.at(i, column)}: missing value (empty)")
+    if _all_numbers(values):
         seconds = parse_numbers(values, column, where, integer=False, minimum=-np.inf)
-        return seconds - seconds.min(), None
+        with np.errstate(over="ignore"):  # out of range spans are reported by _build
+            return seconds - seconds.min(), None
     text = values.astype(str).str.strip()
     try:
         stamps = pd.to_datetime(text, errors="coerce", format="ISO8601")
@@ -573,9 +637,10 @@ def _parse_times(values: pd.Series, column: str, where: RowLocator
             stamps = pd.to_datetime(text, errors="coerce", format="mixed")
     except (ValueError, TypeError) as exc:
         # Mixed time zones (or naive mixed with aware) cannot be put on one axis.
-        raise TraceError(
-            f"{where.source}, column {column}: inconsistent timestamps ({exc})"
-        ) from None
+        i = _first_other_zone(text.tolist())
+        at = where.at(i, column) if i is not None else f"{where.source}, column {column}"
+        raise TraceError(f"{at}: inconsistent timestamps: a time zone unlike the first "
+                         f"row's ({str(exc).split('.')[0]})") from None
     bad = stamps.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -583,8 +648,37 @@ def _parse_times(values: pd.Series, column: str, where: RowLocator
             f"{where.at(i, column)}: expected seconds or a date-time, got "
             f"{show_value(values.iloc[i])}"
         )
-    offsets = (stamps - stamps.min()) / pd.Timedelta(seconds=1)
+    try:
+        offsets = (stamps - stamps.min()) / pd.Timedelta(seconds=1)
+    except (OverflowError, pd.errors.OutOfBoundsTimedelta):
+        latest = int(np.argmax(stamps.to_numpy()))
+        raise TraceError(f"{where.at(latest, column)}: out of range: the date-times span more "
+                         f"than pandas can represent (about 292 years)") from None
     return offsets.to_numpy(dtype=np.float64), stamps
+
+
+def _first_other_zone(texts: list[str]) -> int | None:
+    """Position of the first date-time whose UTC offset (or lack of one) differs from the
+    first parseable one's; None if there is none."""
+    first = None
+    for i, text in enumerate(texts):
+        try:
+            offset = pd.Timestamp(text).utcoffset()
+        except (ValueError, TypeError, OverflowError):
+            continue
+        if first is None:
+            first = (offset,)
+        elif offset != first[0]:
+            return i
+    return None
+
+
+def _all_numbers(values: pd.Series) -> bool:
+    try:
+        return bool(pd.to_numeric(values, errors="coerce").notna().all())
+    except (ValueError, TypeError, OverflowError):
+        # Integers too large for a float64: numbers still, reported as out of range later.
+        return bool(values.astype(str).str.strip().str.fullmatch(r"[+-]?\d+").all())
 
 
 def _base_report(fmt: str, source: str, seed: int, rows_read: int) -> dict:
@@ -596,7 +690,8 @@ def _read_tiresias(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("model_name",))
     require_columns(raw, _TIRESIAS_USED, where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}: the file has no jobs")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
+                         f"header line)")
     ids = parse_numbers(raw["job_id"], "job_id", where, integer=True, minimum=0)
     gpus = parse_numbers(raw["num_gpu"], "num_gpu", where, integer=True, minimum=1)
     submit = parse_numbers(raw["submit_time"], "submit_time", where, integer=False, minimum=0.0)
@@ -615,7 +710,8 @@ def _read_philly(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("timestamp", "cluster"))
     require_columns(raw, _PHILLY_USED + (("cluster",) if opt.vc is not None else ()), where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}: the file has no jobs")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
+                         f"header line)")
     arrival, stamps = _parse_times(raw["timestamp"], "timestamp", where)
     duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0,
                              strict=True)
@@ -623,7 +719,7 @@ def _read_philly(path: str | Path, opt: ImportOptions) -> _Read:
     vc = parse_labels(raw["cluster"], "cluster", where) if "cluster" in raw.columns else None
     origin = None if stamps is None else str(stamps.min())
     return _Read(where=where, arrival_s=arrival, gpus=gpus, duration_s=duration,
-                 gpu_column="num_gpus",
+                 gpu_column="num_gpus", arrival_column="timestamp",
                  report=_base_report("philly", where.source, opt.seed, len(raw)),
                  vc=vc, vc_column="cluster", stamps=stamps, origin=origin)
 
@@ -632,7 +728,8 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("job_id", "state", "submit_time", "vc"))
     require_columns(raw, _HELIOS_USED + (("vc",) if opt.vc is not None else ()), where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}: the file has no jobs")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
+                         f"header line)")
     gpus_all = parse_numbers(raw["gpu_num"], "gpu_num", where, integer=True, minimum=0)
     state = raw["state"].astype(str).str.strip().to_numpy()
     completed = state == "COMPLETED"
@@ -655,8 +752,9 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
     if dup.any():
         j = int(np.flatnonzero(dup)[0])
         i = int(np.flatnonzero(original_ids == original_ids[j])[0])
-        raise TraceError(f"{where.source}: duplicate job_id {original_ids[j]!r} on "
-                         f"{kept_where.row(i)} and {kept_where.row(j)} (column job_id)")
+        raise TraceError(f"{kept_where.at(j, 'job_id')}: duplicate job_id "
+                         f"{show_value(original_ids[j])} on {kept_where.row(i)} and "
+                         f"{kept_where.row(j)}")
     arrival, stamps = _parse_times(kept_raw["submit_time"], "submit_time", kept_where)
     vc = parse_labels(kept_raw["vc"], "vc", kept_where) if "vc" in raw.columns else None
     report = _base_report("helios", where.source, opt.seed, len(raw))
@@ -688,44 +786,92 @@ def load_gavel_throughputs(
             key that is not ``"('job type', scale factor)"``, or a rate that is not > 0.
     """
     path = Path(path)
-    if not path.is_file():
+    if not _exists(path):
         raise TraceError(f"{path}: no such file (the Gavel throughput table)")
+    data = _read_bytes(path, kind="JSON")
+    text = _decode(path, data, kind="JSON", sep=None, header=False)
     try:
-        table = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        table = json.loads(text.removeprefix("\ufeff"))
+    except RecursionError:
+        raise TraceError(f"{path}: not a JSON throughput table (nested too deeply)") from None
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}, line {exc.lineno}, column {exc.colno}: not a JSON "
+                         f"throughput table ({exc.msg})") from None
+    except ValueError as exc:
+        # Not a syntax error: a number json refuses to convert (more than 4,300 digits).
         raise TraceError(f"{path}: not a JSON throughput table ({exc})") from None
-    if not isinstance(table, dict) or worker_type not in table:
-        known = ", ".join(sorted(table)) if isinstance(table, dict) else "none"
-        raise TraceError(f"{path}: no worker type {worker_type!r}; the table has {known}")
+    if not isinstance(table, dict):
+        raise TraceError(f"{path}: expected a JSON object of worker types, got "
+                         f"{_json_kind(table)}")
+    if worker_type not in table:
+        raise TraceError(f"{path}: no worker type {clip(str(worker_type))}; the table has "
+                         f"{show_names(sorted(table)) or 'none'}")
+    entries = table[worker_type]
+    at = f"{path}, worker type {show_name(worker_type)}"
+    if not isinstance(entries, dict):
+        raise TraceError(f"{at}: expected an object of \"('job type', scale factor)\" keys, "
+                         f"got {_json_kind(entries)}")
     rates: dict[tuple[str, int], float] = {}
-    for key, entry in table[worker_type].items():
-        try:
-            job_type, scale = ast.literal_eval(key)
-            rate = entry["null"]
-        except (ValueError, SyntaxError, TypeError, KeyError):
-            raise TraceError(f"{path}, worker type {worker_type}, key {key!r}: expected "
-                             f"\"('job type', scale factor)\" with an isolated ('null') "
-                             f"rate") from None
-        if not (isinstance(rate, (int, float)) and np.isfinite(rate) and rate > 0):
-            raise TraceError(f"{path}, worker type {worker_type}, key {key!r}: "
-                             f"rate must be > 0 steps/s, got {rate!r}")
-        rates[(str(job_type), int(scale))] = float(rate)
+    for key, entry in entries.items():
+        here = f"{at}, key {clip(key)}"
+        job_type, scale = _gavel_key(key, here)
+        if not isinstance(entry, dict) or "null" not in entry:
+            raise TraceError(f"{here}: expected an object with an isolated ('null') rate, got "
+                             f"{_json_kind(entry)}")
+        rates[(job_type, scale)] = _gavel_rate(entry["null"], f"{here}, key 'null'")
     return rates
+
+
+def _json_kind(value: object) -> str:
+    """A JSON value as a message names it: its kind, and the value itself when short."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             type(None): "null"}
+    kind = kinds.get(type(value), "a number")
+    return kind if isinstance(value, (dict, list, type(None))) else f"{kind} {show_value(value)}"
+
+
+def _gavel_key(key: str, here: str) -> tuple[str, int]:
+    """``"('ResNet-50', 4)"`` -> ``("ResNet-50", 4)``; TraceError ``here`` otherwise."""
+    expected = f"{here}: expected \"('job type', scale factor)\" with a whole scale factor >= 1"
+    # No real key is long; a long one is refused before the parser sees it (deep nesting
+    # would exhaust the parser's stack).
+    if len(key) > 1000:
+        raise TraceError(expected)
+    try:
+        parsed = ast.literal_eval(key)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise TraceError(expected) from None
+    if not (isinstance(parsed, tuple) and len(parsed) == 2 and isinstance(parsed[0], str)):
+        raise TraceError(expected)
+    job_type, scale = parsed
+    if isinstance(scale, float) and scale.is_integer():
+        scale = int(scale)
+    if not isinstance(scale, int) or isinstance(scale, bool) or not 1 <= scale <= 2**53:
+        raise TraceError(f"{expected}, got scale factor {show_value(scale)}")
+    return job_type, scale
+
+
+def _gavel_rate(rate: object, here: str) -> float:
+    value = None
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        try:
+            value = float(rate)
+        except OverflowError:  # an integer beyond float64
+            value = None
+    if value is None or not (np.isfinite(value) and value > 0):
+        raise TraceError(f"{here}: rate must be > 0 steps/s, got {_json_kind(rate)}")
+    return value
 
 
 def _read_gavel_lines(path: Path) -> tuple[list[list[str]], int]:
     source = str(path)
-    if not path.is_file():
-        raise TraceError(f"{source}: no such file")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{source}: not UTF-8 text ({exc.reason})") from None
-    lines = text.split("\n")
+    text = _decode(path, _read_bytes(path, kind="Gavel trace"), kind="Gavel trace", sep="\t",
+                   header=False)
+    lines = text.removeprefix("\ufeff").split("\n")
     while lines and lines[-1].strip() == "":
         lines.pop()
     if not lines:
-        raise TraceError(f"{source}: the file has no jobs")
+        raise TraceError(f"{source}, line 1: the file has no jobs")
     rows = []
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
@@ -767,12 +913,13 @@ def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
         if missing_throughput == "error" or (t, 1) not in rates_table:
             also = "" if (t, 1) in rates_table else " and no 1-GPU rate to scale"
             raise TraceError(
-                f"{where.at(i, 'job_type')}: no {worker_type} throughput for {t!r} at scale "
-                f"factor {k} in {throughputs}{also}"
+                f"{where.at(i, 'job_type')}: no {show_name(worker_type)} throughput for "
+                f"{show_value(t)} at scale factor {k} in {throughputs}{also}"
                 + ("; missing_throughput='scale' (--missing-throughput scale) uses the 1-GPU "
                    "rate x scale factor" if not also else ""))
         # Fallback: the job's k workers each run at the 1-GPU rate (linear scaling).
-        rate[i] = rates_table[(t, 1)] * k
+        with np.errstate(over="ignore"):  # an infinite rate gives a 0 s run, refused later
+            rate[i] = np.float64(rates_table[(t, 1)]) * k
         label = f"{t} x{k}"
         fallback[label] = fallback.get(label, 0) + 1
     report = _base_report("gavel", where.source, opt.seed, count)
@@ -785,8 +932,12 @@ def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
     }
     report["layout"] = {"7_fields": sum(len(r) == 7 for r in rows),
                         "10_fields": sum(len(r) == 10 for r in rows)}
-    return _Read(where=where, arrival_s=arrival - arrival.min(), gpus=scale,
-                 duration_s=steps / rate, gpu_column="scale_factor", report=report,
+    with np.errstate(over="ignore"):  # a tiny rate's infinite run time is refused by _build
+        duration = steps / rate
+        arrival = arrival - arrival.min()
+    return _Read(where=where, arrival_s=arrival, gpus=scale, duration_s=duration,
+                 gpu_column="scale_factor", report=report, arrival_column="arrival_time",
+                 duration_column="total_steps",
                  names=job_type, name_column="job_type", iterations=steps,
                  origin="the earliest arrival_time")
 

@@ -24,10 +24,14 @@ importer) ends in :func:`validate_trace`, so there is one definition of "a valid
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
+import io
 import math
+import re
 import warnings
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -74,8 +78,59 @@ MAX_TIME_S = 1e9
 MIN_ITER_TIME_S = 1e-6
 
 
+#: How many characters of a value, name or path a message quotes before cutting it short.
+SHOWN_CHARS = 60
+
+#: Longest message a TraceError carries; longer ones are cut in the middle. The parts that can
+#: be long (values, names, lists) are shortened where the message is made, so this only bounds
+#: what slips through (a long path, say).
+MAX_MESSAGE_CHARS = 600
+
+
 class TraceError(ValueError):
-    """An invalid trace or trace file. The message names the file, the line and the column."""
+    """An invalid trace or trace file. The message names the file, the line and the column.
+
+    The message is always one printable line of bounded length: the command line prints it
+    as is, so a control character, a NUL or a megabyte of field text in an input (or in a
+    path) must not reach the terminal.
+    """
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(printable_line(str(message), MAX_MESSAGE_CHARS))
+
+
+def printable_line(text: str, limit: int) -> str:
+    """``text`` with every non-printable character escaped (as ``repr`` does) and cut in the
+    middle to at most about ``limit`` characters."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > limit:
+        half = (limit - 30) // 2
+        text = f"{text[:half]} … ({len(text) - 2 * half} characters cut) … {text[-half:]}"
+    return text
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``repr`` of a string, of its first ``limit`` characters and its length if longer."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
+
+def show_name(name: object) -> str:
+    """A column name or other label as a message shows it: as is when short and plain,
+    else quoted and shortened."""
+    text = str(name)
+    if text and len(text) <= SHOWN_CHARS and text.isprintable() and text.strip() == text:
+        return text
+    return clip(text)
+
+
+def show_names(names: Iterable[object], limit: int = 8) -> str:
+    """A comma-separated list of names, the first ``limit`` of them and a count of the rest."""
+    names = list(names)
+    shown = ", ".join(show_name(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,8 +180,13 @@ def _more(count: int) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
+#: Most columns a trace file may have. Every format has a dozen at most; parsing a table
+#: a hundred thousand columns wide takes pandas minutes, so such a file is refused first.
+MAX_CSV_COLUMNS = 1000
+
+
 def read_csv_raw(
-    path: str | Path, text_columns: Iterable[str] = ()
+    path: str | Path, text_columns: Iterable[str] = (), exact_columns: Iterable[str] | None = None
 ) -> tuple[pd.DataFrame, RowLocator]:
     """Read a CSV file for validation: nothing dropped, nothing coerced.
 
@@ -136,79 +196,202 @@ def read_csv_raw(
     offending field. Empty fields are NaN; no other spelling ("NA", "null", "nan") is turned
     into a missing value by the reader.
 
+    ``exact_columns``, if given, are the only columns allowed (any order); the header is
+    checked against them before the data is parsed (:func:`require_columns`).
+
     Returns the table and a locator whose line numbers match the file (header = line 1, the
     first data row = line 2). A blank line inside the data is an error; blank lines at the
-    very end of the file are ignored. Lines are assumed to hold one record each (no quoted
-    line breaks).
+    very end of the file are ignored. Each line holds one record: a quoted field running over
+    a line break is an error (it would shift every later line number).
 
     Raises:
-        TraceError: missing file, empty file, duplicate header names, a blank line inside the
-            data, or a line with more fields than the header. (A line with fewer fields reads
-            as missing values in its last columns, reported at that line.)
+        TraceError: missing or unreadable file, a directory, a file that is not UTF-8 text
+            (UTF-16, binary), empty file, blank or duplicate header names, a blank line inside
+            the data, a line with more fields than the header, a quoted line break. (A line
+            with fewer fields reads as missing values in its last columns, reported at that
+            line.)
     """
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise TraceError(f"{source}: no such file")
-    header = _read_header(path)
-    dupes = sorted({name for name in header if header.count(name) > 1})
-    if dupes:
-        raise TraceError(f"{source}, line 1: duplicate column name(s) {', '.join(dupes)}")
+    data = _read_bytes(path)
+    text = _decode(path, data)
+    if text.startswith("\ufeff"):
+        data, text = data[len(codecs.BOM_UTF8):], text[1:]
+    header = _read_header(source, text)
+    if exact_columns is not None:
+        # Named as pandas names them, so both checks word a problem the same way.
+        names = [name if name else f"Unnamed: {i}" for i, name in enumerate(header)]
+        require_columns(pd.DataFrame(columns=names), exact_columns,
+                        RowLocator(source, first_line=2), exact=True)
+    if len(header) > MAX_CSV_COLUMNS:
+        raise TraceError(f"{source}, line 1: {len(header)} columns, more than the "
+                         f"{MAX_CSV_COLUMNS} a trace file may have")
     try:
         with warnings.catch_warnings():
             # pandas only warns when the first data line is longer than the header; promote it.
             warnings.simplefilter("error", pd.errors.ParserWarning)
             frame = pd.read_csv(
-                path,
+                io.BytesIO(data),
                 dtype={name: str for name in text_columns},
                 keep_default_na=False,
                 na_values=[""],
                 skip_blank_lines=False,
                 index_col=False,
                 low_memory=False,
-                encoding="utf-8-sig",
+                encoding="utf-8",
             )
-    except (pd.errors.ParserError, pd.errors.ParserWarning):
-        raise TraceError(_field_count_problem(path, len(header))) from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{source}: not UTF-8 text ({exc.reason})") from None
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
+        raise TraceError(_structure_problem(source, text, header, exc)) from None
     frame = _drop_trailing_blank_rows(frame)
     blank = _blank_rows(frame)
     if len(blank):
         raise TraceError(f"{source}, line {2 + int(blank[0])}: blank line inside the data")
+    if '"' in text:  # only a quoted field can hold a line break
+        _check_one_line_records(frame, source)
     return frame, RowLocator(source, first_line=2)
 
 
-def _read_header(path: Path) -> list[str]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        try:
-            first = next(reader)
-            second = next(reader, None)
-        except StopIteration:
-            raise TraceError(f"{path}: the file is empty (a header line is required)") from None
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{path}: not UTF-8 text ({exc.reason})") from None
-        except csv.Error as exc:
-            raise TraceError(f"{path}, line {reader.line_num}: {exc}") from None
-        if not any(name.strip() for name in first):
-            raise TraceError(f"{path}, line 1: the header line is blank")
-        # pandas reads a first data line with one field more than the header as if that field
-        # were an index column (with index_col=False it drops it, silently when it is empty:
-        # a trailing comma); later lines with extra fields are parser errors. So check the
-        # first data line here.
+def _read_bytes(path: Path, kind: str = "CSV") -> bytes:
+    """The bytes of the file ``path`` (a ``kind`` file, for messages)."""
+    source = str(path)
+    try:
+        if path.is_dir():
+            raise TraceError(f"{source}: is a directory, expected a {kind} file")
+        if not path.exists():
+            raise TraceError(f"{source}: no such file")
+        if not path.is_file():
+            # A FIFO or a device: reading it could block forever.
+            raise TraceError(f"{source}: not a regular file, expected a {kind} file")
+        return path.read_bytes()
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, TraceError):
+            raise
+        # An unreadable file, a path too long or with a NUL byte in it.
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise TraceError(f"{source}: cannot read the file ({reason})") from None
+
+
+_UTF16_OR_32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE,
+                     codecs.BOM_UTF16_BE)
+
+
+def _decode(path: Path | str, data: bytes, kind: str = "CSV", sep: str | None = ",",
+            header: bool = True) -> str:
+    """The file's text, refusing what is not UTF-8 with the line and column of the first bad
+    byte. A NUL byte on the first line means UTF-16/32 or binary data: a header never has one
+    (a NUL inside a data field is left to the value checks, which show it escaped). ``kind``
+    names the expected format in messages; ``sep`` and ``header`` say how to name the field
+    of a bad byte (by the header's column name, else by position; with no ``sep``, by its
+    character position in the line)."""
+    first_line = data[: data.find(b"\n")] if b"\n" in data[:65536] else data[:65536]
+    if data.startswith(_UTF16_OR_32_BOMS) or b"\x00" in first_line:
+        raise TraceError(f"{path}, line 1: file is UTF-16 (or binary), expected UTF-8 {kind}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        before = data[start:exc.start].decode("utf-8", "replace")
+        if sep is None:
+            column = f", column {len(before) + 1}"
+        else:
+            names = first_line.decode("utf-8", "replace").rstrip("\r").split(sep)
+            # Separators before the byte (quotes aside) tell the field it is in.
+            index = before.count(sep)
+            column = (f", column {show_name(names[index])}"
+                      if header and line > 1 and index < len(names) else f", field {index + 1}")
+        raise TraceError(
+            f"{path}, line {line}{column}: not UTF-8 text (byte {data[exc.start]:#04x}: "
+            f"{exc.reason}); expected a UTF-8 {kind} file") from None
+
+
+def _read_header(source: str, text: str) -> list[str]:
+    if text == "":
+        raise TraceError(f"{source}, line 1: the file is empty (a header line is required)")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        first = next(reader)
+        first_end = reader.line_num
+        second = next(reader, None)
+    except csv.Error as exc:
+        raise TraceError(f"{source}, line {reader.line_num}: {_csv_words(exc)}") from None
+    if not any(name.strip() for name in first):
+        raise TraceError(f"{source}, line 1: the header line is blank")
+    if first_end > 1:
+        raise TraceError(f"{source}, line 1: a quoted column name runs over the end of the "
+                         f"line (an unterminated quote?)")
+    dupes = sorted(name for name, n in Counter(first).items() if n > 1)
+    if dupes:
+        raise TraceError(f"{source}, line 1: duplicate column name(s) {show_names(dupes)}")
+    # pandas reads a first data line with one field more than the header as if that field
+    # were an index column (with index_col=False it drops it, silently when it is empty: a
+    # trailing comma); later lines with extra fields are parser errors. So check the first
+    # data line here.
     if second is not None and len(second) > len(first):
-        raise TraceError(f"{path}, line 2: {len(second)} fields, but the header has {len(first)}")
+        raise TraceError(f"{source}, line 2: {len(second)} fields, but the header has "
+                         f"{len(first)}")
     return first
 
 
-def _field_count_problem(path: Path, width: int) -> str:
-    """Slow path, run only after a failure: find the first line with too many fields."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        for number, fields in enumerate(csv.reader(handle), start=1):
-            if number > 1 and len(fields) > width:
-                return f"{path}, line {number}: {len(fields)} fields, but the header has {width}"
-    return f"{path}: a line has more fields than the header ({width})"
+def _csv_words(exc: csv.Error) -> str:
+    text = str(exc)
+    if "field limit" in text:
+        return f"a field longer than {csv.field_size_limit()} characters"
+    return printable_line(text, 120)
+
+
+def _structure_problem(source: str, text: str, header: list[str], exc: Exception) -> str:
+    """Slow path, run only after pandas failed: find the first line that is not one record
+    of at most the header's width."""
+    width = len(header)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    end = 0
+    try:
+        for fields in reader:
+            start, end = end + 1, reader.line_num
+            if start == 1:
+                continue
+            if end > start:
+                return _multi_line_problem(source, start, header, fields)
+            if len(fields) > width:
+                return f"{source}, line {start}: {len(fields)} fields, but the header has {width}"
+    except csv.Error as error:
+        return f"{source}, line {end + 1}: {_csv_words(error)}"
+    # A quote left open on the last line reads to the end of the file without spanning lines.
+    found = re.search(r"(?:row|line) (\d+)", str(exc))
+    if found and "EOF inside string" in str(exc):
+        return (f"{source}, line {end}: a quoted field is not closed before the end of the "
+                f"file (an unterminated quote?)")
+    line = f", line {int(found.group(1))}" if found else ""
+    return f"{source}{line}: cannot parse the CSV ({printable_line(str(exc), 120)})"
+
+
+def _multi_line_problem(source: str, line: int, header: list[str], fields: list[str]) -> str:
+    at = next((j for j, f in enumerate(fields) if "\n" in f or "\r" in f), None)
+    column = f", column {show_name(header[at])}" if at is not None and at < len(header) else ""
+    return (f"{source}, line {line}{column}: a quoted field runs over the end of the line (an "
+            f"unterminated quote?); a trace has one job per line")
+
+
+def _check_one_line_records(frame: pd.DataFrame, source: str) -> None:
+    """A quoted line break inside a field makes a record span lines, and every later line
+    number in a message would be off: refuse it at the (still correctly numbered) first."""
+    first: tuple[int, int] | None = None
+    for j in range(frame.shape[1]):
+        column = frame.iloc[:, j]
+        if column.dtype != object and not pd.api.types.is_string_dtype(column.dtype):
+            continue
+        try:
+            hit = column.str.contains("[\r\n]", regex=True, na=False)
+        except AttributeError:  # no strings at all (huge integers read as Python ints)
+            continue
+        rows = np.flatnonzero(hit.to_numpy(dtype=bool, na_value=False))
+        if len(rows) and (first is None or rows[0] < first[0]):
+            first = (int(rows[0]), j)
+    if first is not None:
+        i, j = first
+        raise TraceError(_multi_line_problem(source, 2 + i, [str(c) for c in frame.columns],
+                                             [""] * j + ["\n"]))
 
 
 def _blank_rows(frame: pd.DataFrame) -> np.ndarray:
@@ -247,11 +430,60 @@ def _parse_clean_text(values: pd.Series) -> pd.Series | None:
     """Fast path for a column of text that is all numbers: parsed, else None (look closer)."""
     if not pd.api.types.is_string_dtype(values.dtype) or values.isna().any():
         return None
+    # An object column counts as text only if it holds nothing but strings: pd.to_numeric
+    # would take a True among numbers for 1.
+    if values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) != "string":
+        return None
     try:
         parsed = pd.to_numeric(values)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
+        return None
+    # Integers beyond 64 bits come back as Python ints in an object column; complex numbers
+    # ("1+2j") as complex: neither is a plain number here.
+    if parsed.dtype.kind not in "iuf":
         return None
     return None if parsed.isna().any() else parsed
+
+
+def _to_numbers(values: pd.Series) -> pd.Series:
+    """``pd.to_numeric(values, errors="coerce")`` that never raises: a Python int too large
+    for a float64 reads as infinity (reported as too large), anything else unreadable as
+    NaN (reported as not a number)."""
+    try:
+        parsed = pd.to_numeric(values, errors="coerce")
+        if parsed.dtype.kind in "iuf":
+            return parsed
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return pd.Series([_one_number(v) for v in values.tolist()], dtype=np.float64)
+
+
+def _one_number(value: object) -> float:
+    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
+        return math.nan
+    if isinstance(value, (int, np.integer)):
+        if abs(int(value)) >= 2**1023:
+            return math.inf if value > 0 else -math.inf
+        return float(value)
+    if isinstance(value, str) and "_" in value:
+        return math.nan  # float() reads "1_000"; a trace does not
+    try:
+        return float(value)
+    except (ValueError, TypeError, OverflowError):
+        return math.nan
+
+
+def _spelled_non_finite(values: pd.Series) -> np.ndarray:
+    """Which raw values are written as infinity or NaN (rather than overflowing)."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return np.ones(len(values), dtype=bool)
+
+    def spelled(value: object) -> bool:
+        if isinstance(value, str):
+            return "inf" in value.lower() or "nan" in value.lower()
+        return not isinstance(value, (int, np.integer))
+
+    return values.map(spelled).to_numpy(bool)
 
 
 def parse_numbers(
@@ -284,6 +516,10 @@ def parse_numbers(
         raise TraceError(
             f"{where.at(0, column)}: expected a number, got {show_value(values.iloc[0])}"
         )
+    if values.dtype.kind == "c":
+        raise TraceError(
+            f"{where.at(0, column)}: expected a real number, got {show_value(values.iloc[0])}"
+        )
     parsed = _parse_clean_text(values)
     if parsed is not None:
         missing = np.zeros(len(values), dtype=bool)
@@ -291,7 +527,7 @@ def parse_numbers(
         # Text as read from a file: blank and "nan" are missing values, anything else that
         # does not parse is not a number.
         missing = ((text == "") | (text.str.lower() == "nan")).to_numpy()
-        parsed = pd.to_numeric(text.where(~missing, "0"), errors="coerce")
+        parsed = _to_numbers(text.where(~missing, "0"))
         _fail_first(parsed.isna().to_numpy() & ~missing, values, column, where,
                     "expected a number")
     elif pd.api.types.is_numeric_dtype(values.dtype):
@@ -304,7 +540,7 @@ def parse_numbers(
             or (isinstance(v, str) and v.strip().lower() in ("", "nan"))
         ).to_numpy(bool)
         is_bool = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
-        parsed = pd.to_numeric(values.where(~missing & ~is_bool, 0), errors="coerce")
+        parsed = _to_numbers(values.where(~missing & ~is_bool, 0))
         _fail_first((parsed.isna().to_numpy() | is_bool) & ~missing, values, column, where,
                     "expected a number")
     _fail_first(missing, values, column, where, "missing value (empty or NaN)")
@@ -319,7 +555,14 @@ def parse_numbers(
         _fail_first(low, values, column, where, _bound_words(minimum, strict, integer))
         return ints
     floats = parsed.to_numpy(dtype=np.float64)
-    _fail_first(~np.isfinite(floats), values, column, where, "expected a finite number")
+    finite = np.isfinite(floats)
+    if not finite.all():
+        # A number too large for a float64 ("1e400", 400 digits) reads as infinity: say so,
+        # rather than that it is not finite.
+        overflow = ~finite & ~np.isnan(floats) & ~_spelled_non_finite(values)
+        _fail_first(overflow, values, column, where,
+                    _TOO_LARGE if integer else "number out of range (too large)")
+    _fail_first(~finite, values, column, where, "expected a finite number")
     if integer:
         _fail_first(floats != np.floor(floats), values, column, where, "expected a whole number")
         _fail_first(np.abs(floats) > _MAX_EXACT_INT, values, column, where, _TOO_LARGE)
@@ -338,27 +581,38 @@ def _bound_words(minimum: float, strict: bool, integer: bool) -> str:
     return f"must be {'>' if strict else '>='} {shown}"
 
 
-def _fail_first(bad: np.ndarray, values: pd.Series, column: str, where: RowLocator, what: str):
+def _fail_first(bad: np.ndarray, values: pd.Series, column: str, where: RowLocator, what: str,
+                quote: bool = True):
     if not bad.any():
         return
     rows = np.flatnonzero(bad)
     first = int(rows[0])
     # A missing value has nothing worth quoting (an empty field reads as NaN).
-    got = "" if what.startswith("missing") else f", got {show_value(values.iloc[first])}"
+    quote = quote and not what.startswith("missing")
+    got = f", got {show_value(values.iloc[first])}" if quote else ""
     raise TraceError(f"{where.at(first, column)}: {what}{got}{_more(len(rows) - 1)}")
 
 
 def show_value(value: object) -> str:
-    """A raw value as a message shows it: strings quoted, numpy scalars as plain numbers."""
+    """A raw value as a message shows it: strings quoted (control characters escaped, long
+    ones cut to their first characters and their length), numpy scalars as plain numbers."""
     if isinstance(value, np.generic):
         value = value.item()
-    return repr(value)
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**SHOWN_CHARS:
+        digits = str(value)
+        return f"{digits[:SHOWN_CHARS]}… ({len(digits)} characters)"
+    return printable_line(repr(value), SHOWN_CHARS * 2)
 
 
 def parse_labels(values: pd.Series, column: str, where: RowLocator) -> np.ndarray:
     """A column of non-empty strings, returned as an object array (values unchanged)."""
     values = values.reset_index(drop=True)
-    if pd.api.types.is_string_dtype(values.dtype) and not values.isna().any():
+    # An empty field reads as NaN: say it is empty rather than show "nan".
+    _fail_first(values.isna().to_numpy(), values, column, where,
+                "expected a non-empty name, got an empty field", quote=False)
+    if pd.api.types.is_string_dtype(values.dtype):
         # Whitespace-only names are not caught here; they fail the caller's name checks.
         bad = (values.astype(str) == "").to_numpy()
     else:
@@ -372,16 +626,30 @@ def require_columns(
 ) -> None:
     """Fail if columns are missing (or, with ``exact``, if there are unexpected ones)."""
     required = list(required)
+    head = f"{where.source}, line 1" if where.first_line is not None else where.source
     present = [str(c) for c in frame.columns]
+    dupes = sorted(name for name, n in Counter(present).items() if n > 1)
+    if dupes:
+        # frame[name] of a duplicated name is a table, not a column.
+        raise TraceError(f"{head}: duplicate column name(s) {show_names(dupes)}")
     missing = [c for c in required if c not in present]
-    extra = [c for c in present if c not in required] if exact else []
+    # One column name holding all the others: the file is not comma-separated.
+    other = [sep for sep in (";", "\t", "|") if len(present) == 1 and sep in present[0]]
+    if missing and other:
+        raise TraceError(f"{head}: the header is one column, {show_name(present[0])}: "
+                         f"separated by {other[0]!r} instead of ','? expected "
+                         f"{', '.join(required)}")
+    wanted = set(required)
+    extra = [c for c in present if c not in wanted] if exact else []
     problems = []
     if missing:
-        problems.append(f"missing column(s) {', '.join(missing)}")
+        problems.append(f"missing column(s) {show_names(missing)}")
     if extra:
-        problems.append(f"unexpected column(s) {', '.join(extra)}")
+        # pandas names a column whose header field is empty "Unnamed: <position>".
+        unnamed = any(c.startswith("Unnamed: ") for c in extra)
+        problems.append(f"unexpected column(s) {show_names(extra, 4)}"
+                        + (" (an empty column name: a trailing comma?)" if unnamed else ""))
     if problems:
-        head = f"{where.source}, line 1" if where.first_line is not None else where.source
         raise TraceError(f"{head}: {'; '.join(problems)}; expected {', '.join(required)}")
 
 
@@ -423,6 +691,9 @@ def validate_trace(
         raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
     require_columns(frame, TRACE_COLUMNS, where, exact=True)
     if len(frame) == 0:
+        if where.first_line is not None:
+            raise TraceError(f"{where.source}, line {where.first_line}: the trace has no jobs "
+                             f"(nothing after the header line)")
         raise TraceError(f"{where.source}: the trace has no jobs")
     known = tuple(models)
 
@@ -437,7 +708,7 @@ def validate_trace(
     if unknown.any():
         rows = np.flatnonzero(unknown)
         raise TraceError(
-            f"{where.at(int(rows[0]), 'model')}: unknown model {model[rows[0]]!r}"
+            f"{where.at(int(rows[0]), 'model')}: unknown model {show_value(model[rows[0]])}"
             f"{_more(len(rows) - 1)}; known models: {', '.join(known)}"
         )
     iterations = parse_numbers(
@@ -520,8 +791,8 @@ def _check_unique_ids(ids: np.ndarray, where: RowLocator) -> None:
     second = int(np.flatnonzero(dup)[0])
     first = int(np.flatnonzero(ids == ids[second])[0])
     raise TraceError(
-        f"{where.source}: duplicate job_id {int(ids[second])} on {where.row(first)} and "
-        f"{where.row(second)} (column job_id){_more(int(dup.sum()) - 1)}"
+        f"{where.at(second, 'job_id')}: duplicate job_id {int(ids[second])} on "
+        f"{where.row(first)} and {where.row(second)}{_more(int(dup.sum()) - 1)}"
     )
 
 
@@ -636,7 +907,7 @@ def load_trace(
         path = shipped_trace_path(source)
     elif isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.exists():
+        if not _exists(path):
             if isinstance(source, str) and not _looks_like_path(source):
                 shipped_trace_path(source)  # raises, listing the shipped names
             raise TraceError(
@@ -646,7 +917,7 @@ def load_trace(
         raise TypeError(
             f"a trace source is a shipped name, a path or a DataFrame, not {type(source).__name__}"
         )
-    raw, where = read_csv_raw(path, text_columns=("model",))
+    raw, where = read_csv_raw(path, text_columns=("model",), exact_columns=TRACE_COLUMNS)
     if filtered:
         return _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversize)
     return validate_trace(raw, str(path), cluster, models, locator=where)
@@ -662,6 +933,15 @@ def _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversi
     out = validate_trace(frame, where.source, cluster, models)
     out.attrs["load_report"] = report
     return out
+
+
+def _exists(path: Path) -> bool:
+    # A name too long for the file system, or with a NUL byte in it, is no file either; the
+    # reader then says why it cannot be read.
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return True
 
 
 def _looks_like_path(text: str) -> bool:
