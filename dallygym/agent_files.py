@@ -207,7 +207,7 @@ def _option_choices() -> dict[str, tuple[str, ...]]:
     """The values each string option of a config may take (the environments' own lists)."""
     from .engine import LEASE_PICKS
     from .env import REWARDS, SENSITIVITY_MODES
-    from .learn import KEEP
+    from .learn import KEEP, QUEUE_NETS
     from .policies import POLICIES
     from .queue_env import MAKESPAN_CREDITS, OFFER_RULES, QUEUE_REWARDS
 
@@ -216,7 +216,7 @@ def _option_choices() -> dict[str, tuple[str, ...]]:
         "reward": tuple(dict.fromkeys((*REWARDS, *QUEUE_REWARDS))),
         "offer_rule": tuple(dict.fromkeys((*OFFER_RULES, *POLICIES))),
         "lease_picks": tuple(LEASE_PICKS), "makespan_credit": MAKESPAN_CREDITS,
-        "vec_env": ("dummy", "subproc"), "keep": tuple(KEEP),
+        "vec_env": ("dummy", "subproc"), "keep": tuple(KEEP), "queue_net": QUEUE_NETS,
     }
 
 
@@ -514,6 +514,8 @@ def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None, env_i
                           gpus_per_machine=cluster.gpus_per_machine)
         if family == "offer":
             config["net_arch"] = inferred_net_arch(state)
+        if family == "queue":  # the set network's value head is named critic; the pointer one's is not
+            config["queue_net"] = "set" if "mlp_extractor.critic.0.weight" in state else "pointer"
         config = {**{k: v for k, v in vars(TrainConfig(**config)).items()}, "out_dir": str(zip_path.parent)}
         config = check_config(config, f"{zip_path} (settings from the command line)")
     out = Path(out_dir) if out_dir is not None else zip_path.parent

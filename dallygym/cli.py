@@ -52,11 +52,21 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart-overhead-s", type=float, default=0.0,
                    help="cost of restarting a preempted job on other GPUs, seconds (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the run's random generator (default 0)")
-    p.add_argument("--renewal", choices=RENEWAL_MODES, default=RENEWAL_MODES[0],
+    p.add_argument("--renewal", choices=RENEWAL_MODES, default=None,
                    help="lease renewal at round boundaries: upgrade (a job below its best tier is offered "
                         "better tiers), keep (never moved unless displaced), rebid (the Dally reference "
-                        "simulator: every lease-expired job bids again); default upgrade")
+                        "simulator: every lease-expired job bids again); default: the profile's (upgrade)")
+    _profile_arg(p)
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+
+
+def _profile_arg(p: argparse.ArgumentParser) -> None:
+    from .profiles import PROFILES
+
+    p.add_argument("--profile", choices=list(PROFILES), default=None,
+                   help="readings of the papers' open points (docs/profiles.md): default (the simulator's own), "
+                        "paper, reference (the Dally reference simulator); an option given explicitly, such "
+                        "as --renewal, wins over the profile's")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
@@ -93,8 +103,13 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
     p.add_argument("--offer-rule", default=defaults.offer_rule,
                    help="DallyQueue: the rule that answers offers (dally, consolidated, nowait, manual or a policy name)")
-    p.add_argument("--reward", choices=("jct", "makespan", "comm", "jct-makespan"), default=defaults.reward,
-                   help="default: the environment's (Dally-v0: jct; DallyQueue-v0: jct-makespan)")
+    p.add_argument("--reward", choices=("relative-jct", "jct", "makespan", "comm", "jct-makespan"),
+                   default=defaults.reward,
+                   help="default: the environment's, relative-jct (the improvement over a native Dally run of the "
+                        "same trace, in %%; makespan beyond Dally's penalised)")
+    p.add_argument("--makespan-penalty", type=float, default=defaults.makespan_penalty,
+                   help="relative-jct reward: weight of each %% of makespan beyond Dally's (default: the "
+                        "environment's, 3)")
     p.add_argument("--makespan-weight", type=float, default=defaults.makespan_weight,
                    help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
     p.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
@@ -141,6 +156,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help=f"epochs over the teacher's samples (default {defaults.imitate_epochs})")
     p.add_argument("--imitate-learning-rate", type=float, default=defaults.imitate_learning_rate,
                    help=f"the warm start's Adam step size (default {defaults.imitate_learning_rate:g})")
+    p.add_argument("--queue-net", choices=("set", "pointer"), default=defaults.queue_net,
+                   help="DallyQueue network: set (only the live candidates are encoded, the value read from "
+                        "the pooled set; the default) or pointer (every slot encoded, the first version)")
     p.add_argument("--keep", choices=("last", "best"), default=defaults.keep,
                    help="parameters saved in policy.pth: the end of training (last, the default) or the best "
                         "validation return seen, the warm start included (best)")
@@ -155,12 +173,12 @@ def _train_config(args: argparse.Namespace, **given):
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,
         guard_leases=args.guard_leases, guard_waiting=args.guard_waiting, teacher_share=args.teacher_share,
-        reward=args.reward, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
+        reward=args.reward, makespan_penalty=args.makespan_penalty, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,
         learning_rate=args.learning_rate, batch_size=args.batch_size, ent_coef=args.ent_coef,
         imitate_episodes=args.imitate_episodes, imitate_epochs=args.imitate_epochs,
-        imitate_learning_rate=args.imitate_learning_rate, keep=args.keep,
+        imitate_learning_rate=args.imitate_learning_rate, keep=args.keep, queue_net=args.queue_net,
     )
     return TrainConfig(**{**settings, **given})
 
@@ -210,8 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--gpus-per-machine", type=int, default=8, help="GPUs per machine (default 8)")
     sw.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the runs' generators (default 0)")
     sw.add_argument("--lease-s", type=float, nargs="+", default=[3600.0], help="leases in seconds (default 3600)")
-    sw.add_argument("--renewal", nargs="+", choices=RENEWAL_MODES, default=[RENEWAL_MODES[0]],
-                    help="lease renewal modes (default upgrade)")
+    sw.add_argument("--renewal", nargs="+", choices=RENEWAL_MODES, default=None,
+                    help="lease renewal modes (default: the profile's, upgrade)")
+    _profile_arg(sw)
     sw.add_argument("--restart-overhead-s", type=float, nargs="+", default=[0.0],
                     help="restart overheads in seconds (default 0)")
     sw.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
@@ -264,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a shipped trace name or CSV path; repeat for several")
     _cluster_args(ev)
     ev.add_argument("--seed", type=int, default=0)
+    _profile_arg(ev)
     ev.add_argument("--format", choices=FORMATS, default="table")
     ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
 
@@ -357,7 +377,7 @@ def _summary_table(summary: dict) -> pd.DataFrame:
     for key, value in summary.items():
         if key.endswith("_s"):
             rows.append((key, f"{value:,.0f}", f"{value / 3600:,.2f} h"))
-        elif key == "utilization":
+        elif key in ("utilization", "makespan_job_share"):
             rows.append((key, f"{value:.4f}", f"{100 * value:.1f} %"))
         else:
             rows.append((key, f"{value}", ""))
@@ -365,6 +385,9 @@ def _summary_table(summary: dict) -> pd.DataFrame:
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
+    from .profiles import profile_renewal
+
+    args.renewal = profile_renewal(args.profile, args.renewal)  # an explicit --renewal wins over the profile
     return EngineConfig(lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed,
                         renewal=args.renewal)
 
@@ -374,7 +397,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
     config = _engine_config(args)
-    result = simulate(args.trace, spec, policy=args.policy, latency=args.latency, config=config,
+    policy = args.policy
+    if args.profile is not None:
+        from .profiles import make_profile_policy
+
+        policy = make_profile_policy(policy, args.profile)
+    result = simulate(args.trace, spec, policy=policy, latency=args.latency, config=config,
                       progress=not args.no_progress)
     if args.out:
         result.to_csv(args.out)
@@ -385,7 +413,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     else:
         print(f"policy {args.policy} on trace {args.trace}, {spec.racks} racks x {spec.machines_per_rack} "
               f"machines x {spec.gpus_per_machine} GPUs ({spec.num_gpus} GPUs), lease {args.lease_s:g} s, "
-              f"renewal {args.renewal}")
+              f"renewal {args.renewal}" + (f", profile {args.profile}" if args.profile else ""))
         print(_summary_table(result.summary).to_string(index=False))
     return 0
 
@@ -397,6 +425,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
     config = _engine_config(args)
     policies = args.policies or list(POLICIES)
+    if args.profile is not None:
+        from .profiles import make_profile_policy
+
+        policies = [make_profile_policy(p, args.profile) for p in policies]
     frame = compare(args.trace, spec, policies, latency=args.latency, config=config,
                     progress=None if args.quiet else stderr_progress)
     frame = frame.drop(columns="wall_s")  # wall time varies run to run; benchmarks keep it
@@ -414,7 +446,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     cells = grid(args.policies or list(POLICIES), args.traces, args.racks, seeds=args.seeds, lease_s=args.lease_s,
                  renewal=args.renewal, restart_overhead_s=args.restart_overhead_s,
                  machines_per_rack=args.machines_per_rack, gpus_per_machine=args.gpus_per_machine,
-                 latency=args.latency)
+                 latency=args.latency, profile=args.profile or "default")
     with make_backend(args.backend, args.workers, args.address) as backend:
         if not args.no_progress:
             print(f"dallygym sweep: {len(cells)} cells on {backend.describe()}", file=sys.stderr, flush=True)
@@ -455,7 +487,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .learn import evaluate_agents
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
-    frame = evaluate_agents(args.agent, args.trace, spec, seed=args.seed)
+    if args.profile is None:
+        frame = evaluate_agents(args.agent, args.trace, spec, seed=args.seed)
+    else:
+        frame = _evaluate_under_profile(args.agent, args.trace, spec, args.profile)
     if len(args.trace) == 1:
         frame = frame.drop(columns="trace")
     if args.out:
@@ -463,6 +498,30 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     # The table in hours like simulate's and compare's; csv and json keep exact seconds (*_s).
     _print_frame(hours_table(frame) if args.format == "table" else frame, args.format)
     return 0
+
+
+def _evaluate_under_profile(agents: list[str], traces: list[str], spec: ClusterSpec, profile: str) -> pd.DataFrame:
+    """``evaluate_agents`` for heuristic agents run under ``profile``'s readings. A learned agent
+    acts in the environment saved with it, which a profile does not change: it is refused."""
+    from .learn import load_agent
+    from .metrics import SUMMARY_KEYS
+    from .profiles import make_profile_policy, profile_config
+    from .simulate import simulate
+    from .trace import load_trace
+
+    loaded = [load_agent(a) for a in agents]
+    for agent, given in zip(loaded, agents):
+        if not isinstance(agent, str):
+            raise ValueError(f"--profile applies to heuristic agents; {given} is a learned agent, which runs in "
+                             f"the environment saved with it")
+    frames = {t: load_trace(t, cluster=spec) for t in traces}
+    rows = []
+    for agent, given in zip(loaded, agents):
+        for trace_name, frame in frames.items():
+            summary = simulate(frame, spec, policy=make_profile_policy(agent, profile),
+                               config=profile_config(None, profile)).summary
+            rows.append({"agent": given, "trace": trace_name, **{k: summary[k] for k in SUMMARY_KEYS}})
+    return pd.DataFrame(rows)
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:

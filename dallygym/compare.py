@@ -27,18 +27,27 @@ def compare(
     latency: str | LatencyModel = "dally-paper",
     config: EngineConfig | None = None,
     progress: Callable[[str], None] | None = None,
+    profile: str | None = None,
 ) -> pd.DataFrame:
     """Simulate each policy on the same trace and cluster; one row per policy.
 
     Columns: ``policy``, the summary keys (:data:`COMPARE_COLUMNS`) and ``wall_s`` (the
     run's wall time, for benchmarks: it is the only non-deterministic column). ``progress``:
     called with a line after each policy's run; when given, each run also shows a
-    :class:`~dallygym.simulate.ProgressLine` (on a terminal).
+    :class:`~dallygym.simulate.ProgressLine` (on a terminal). ``profile``: readings of the
+    papers' open points applied to every policy given by name and to the config
+    (:mod:`dallygym.profiles`).
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(racks=cluster)
     frame = load_trace(trace, cluster=spec)  # load and validate once for every policy
     latency_model = get_latency_model(latency) if isinstance(latency, str) else latency
-    built = [make_policy(p) for p in policies]  # fail on an unknown name before any run
+    if profile is not None:
+        from .profiles import make_profile_policy, profile_config
+
+        built = [make_profile_policy(p, profile) for p in policies]
+        config = profile_config(config, profile)
+    else:
+        built = [make_policy(p) for p in policies]  # fail on an unknown name before any run
     rows = []
     for i, policy in enumerate(built, 1):
         start = time.perf_counter()

@@ -639,6 +639,10 @@ class Engine:
         self.first_start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
         self._scratch_f = np.zeros(n)  # (kernels.advance gathers the running jobs' speeds here)
+        #: Each job's Nw_sens while it has never run (the paper's formula is 0/0 then): 0 unless
+        #: the policy has a ``never_run_nw_sens_of(engine)`` giving one per job, asked at the
+        #: start of the run (DallyPolicy's ``never_run_nw_sens`` option).
+        self._never_nw_sens = np.zeros(n)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
         self.upgrades = np.zeros(n, dtype=np.int64)
@@ -842,11 +846,12 @@ class Engine:
 
     def nw_sens(self, jobs: np.ndarray) -> np.ndarray:
         """Dally's priority (paper §IV-B1): W_compl / T_norm = ideal time of completed
-        iterations / time run. 0 for a job that has never run."""
+        iterations / time run. For a job that has never run, ``_never_nw_sens`` (0 by default)."""
         if self.cluster.compiled:
-            return kernels.nw_sens(jobs, self.done_iters, self.iter_time_s, self.run_s)
+            return kernels.nw_sens(jobs, self.done_iters, self.iter_time_s, self.run_s, self._never_nw_sens)
         run = self.run_s[jobs]
-        return np.divide(self.done_iters[jobs] * self.iter_time_s[jobs], run, out=np.zeros(len(jobs)), where=run > 0)
+        return np.divide(self.done_iters[jobs] * self.iter_time_s[jobs], run, out=self._never_nw_sens[jobs],
+                         where=run > 0)
 
     # --- the run -------------------------------------------------------------------------
 
@@ -872,6 +877,9 @@ class Engine:
         self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
         self._started = True
         self.policy.reset(self, self.rng)
+        never_run = getattr(self.policy, "never_run_nw_sens_of", None)
+        if never_run is not None:
+            self._never_nw_sens[:] = never_run(self)
         self._round_no = 1
         self._next_round = self.first_arrival_s + self.config.lease_s
         self._idle_rounds = 0

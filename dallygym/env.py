@@ -6,6 +6,7 @@ there is no second simulator here.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import numbers
@@ -21,7 +22,7 @@ from gymnasium import spaces
 
 from . import kernels
 from .cluster import ClusterSpec, Tier
-from .engine import Engine, EngineConfig, Offer, TraceArrays
+from .engine import Engine, EngineConfig, Offer, TraceArrays, run_policy
 from .latency import LatencyModel, get_latency_model
 from .metrics import summarize
 from .policies import Policy, make_policy
@@ -30,7 +31,14 @@ from .trace import check_trace_fits, generate_trace, load_trace
 #: Action ids: 0 waits (always valid); 1, 2, 3 accept at the machine, rack, network tier.
 WAIT = 0
 ACTION_TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)
-REWARDS = ("jct", "makespan", "comm")
+#: The reward relative to a reference run of the same trace (see ReferenceRun).
+RELATIVE_JCT = "relative-jct"
+REWARDS = ("jct", "makespan", "comm", RELATIVE_JCT)
+#: Default weight of the makespan excess in the "relative-jct" reward: a makespan 1 % longer
+#: than the reference's costs as much as a total JCT 3 % longer. Steeper than an even trade,
+#: so exceeding the reference's makespan does not pay for itself, while the returns of
+#: ordinary policies stay within about +-100 (a makespan 30 % over costs 90).
+MAKESPAN_PENALTY = 3.0
 SENSITIVITY_MODES = ("hidden", "observed", "oracle")
 
 #: Names of the observation features, in order (see the DallyEnv docstring for each).
@@ -136,6 +144,50 @@ def action_index(action) -> int | None:
     if isinstance(action, (int, np.integer)):
         return int(action)
     return None
+
+
+class ReferenceRun:
+    """A native run of a trace under a reference policy, as the ``"relative-jct"`` reward
+    needs it: its job-seconds-in-system curve, total and makespan.
+
+    The curve is exact: with arrival times ``a_j`` and completion times ``f_j``, the
+    job-seconds in the system up to time ``t`` are sum_j max(0, min(t, f_j) - a_j), which
+    :meth:`area_until` evaluates from sorted arrivals and completions and their prefix sums.
+    """
+
+    __slots__ = ("area_s", "makespan_s", "first_arrival_s", "n", "_arrivals", "_arrival_sums", "_ends",
+                 "_end_sums")
+
+    def __init__(self, engine: Engine) -> None:
+        """From an engine that has run to the end."""
+        arrivals = np.sort(engine.arrival_s)
+        ends = np.sort(engine.end_s)
+        self.n = int(engine.n)
+        #: Job-seconds in the system over the whole run (the sum of JCTs), as the engine accrued it.
+        self.area_s = float(engine.in_system_area_s)
+        self.first_arrival_s = float(engine.first_arrival_s)
+        #: Last completion - first arrival.
+        self.makespan_s = float(ends[-1]) - self.first_arrival_s
+        self._arrivals = arrivals
+        self._arrival_sums = np.concatenate(([0.0], np.cumsum(arrivals)))
+        self._ends = ends
+        self._end_sums = np.concatenate(([0.0], np.cumsum(ends)))
+
+    @classmethod
+    def of(cls, trace, spec: ClusterSpec, policy: str | Policy, latency: LatencyModel,
+           config: EngineConfig) -> ReferenceRun:
+        """Run ``trace`` natively under ``policy`` (a name, or an instance, which is copied so
+        that the caller's is left alone) and record it."""
+        policy = make_policy(policy) if isinstance(policy, str) else copy.deepcopy(policy)
+        return cls(run_policy(Engine(trace, spec, policy, latency, config)))
+
+    def area_until(self, t: float) -> float:
+        """Job-seconds spent in the system up to time ``t``; the whole run's from its end on."""
+        arrived = int(np.searchsorted(self._arrivals, t, side="right"))
+        ended = int(np.searchsorted(self._ends, t, side="right"))
+        if ended == self.n:
+            return self.area_s
+        return (arrived * t - float(self._arrival_sums[arrived])) - (ended * t - float(self._end_sums[ended]))
 
 
 class GeneratedTraces:
@@ -250,13 +302,43 @@ class DallyEnv(gym.Env):
 
     ## Rewards
 
-    ``"jct"`` (default): minus the job-seconds spent in the system (arrived, unfinished) since
-    the previous decision, divided by ``reward_scale_s``; the episode return is −(sum of all
-    JCTs) / ``reward_scale_s`` (Decima's reward). ``"makespan"``: minus the time elapsed since
-    the previous decision / ``reward_scale_s``; the return is −makespan / ``reward_scale_s``.
+    ``"relative-jct"`` (default): the episode's improvement over a reference run of the same
+    trace. At reset the trace is run natively under the ``priority`` policy (auto-tuned Dally
+    by default), with the episode's engine seed; the run is kept for the last few traces, so a
+    fixed trace is run once. Each step pays
+
+        −[(A(t) − A(t')) − (R(t) − R(t'))] / U_jct − penalty x [X(t) − X(t')] / U_span,
+
+    where t' and t are the previous and the current decision, A(t) and R(t) the job-seconds
+    spent in the system up to t by the agent's run and by the reference run,
+    X(t) = max(0, t − first arrival − reference makespan), and ``penalty`` is
+    ``makespan_penalty`` (default 3). The units are percent of the reference: U_jct = the
+    reference's total JCT / 100, U_span = its makespan / 100. The **return is
+    −100 x (agent's total JCT − reference's) / reference's total JCT − makespan_penalty x 100 x
+    max(0, makespan − reference makespan) / reference makespan**: +30 means a mean JCT 30 %
+    below the reference's, within its makespan; the makespan is a constraint (a longer one is
+    charged, a shorter one earns nothing). Answering every offer as the reference policy does
+    gets 0 at every step. The episode ends at the last decision: the rest of the run is then
+    determined and is simulated to the end within that step, which pays the remaining
+    difference (and the makespan excess) -- a part fixed by the earlier actions, not a sum every
+    policy pays. Measured on ``gen:batch-500`` draws at 2 and 8 racks: "always wait" (action
+    0) scores about +10 on average (0 to +35 by draw), random answers about −25 to −30 (down
+    to −250 where they stretch the makespan). With ``reward_scale_s`` given, the units are
+    seconds instead: U_jct = jobs x ``reward_scale_s`` (so the JCT part is the mean-JCT
+    excess / ``reward_scale_s``) and U_span = ``reward_scale_s``. The reference run is :attr:`reference_run` (a
+    :class:`ReferenceRun`; None for the other rewards). A reset costs one native run more
+    (tenths of a second at 8 racks on batch-500).
+
+    ``"jct"``: minus the job-seconds spent in the system (arrived, unfinished) since the
+    previous decision, divided by ``reward_scale_s``; the episode return is −(sum of all JCTs)
+    / ``reward_scale_s`` (Decima's reward). ``"makespan"``: minus the time elapsed since the
+    previous decision / ``reward_scale_s``; the return is −makespan / ``reward_scale_s``.
     ``"comm"``: minus the exposed communication time (sum over running jobs of (1 − speed
-    factor) x time) since the previous decision / ``reward_scale_s``. The default scale is
-    ``lease_s`` x (jobs in the trace), so the ``"jct"`` return is −(mean JCT in leases).
+    factor) x time) since the previous decision / ``reward_scale_s``; the return is −(total
+    exposed communication time) / ``reward_scale_s``. For these three the default scale is
+    ``lease_s`` x (jobs in the trace), so the ``"jct"`` return is −(mean JCT in leases). Most
+    of their return is set by the trace alone (the jobs' own run times), which no answer
+    changes, so compare them on the same trace.
 
     ## Starting State
 
@@ -277,8 +359,8 @@ class DallyEnv(gym.Env):
 
     ``gym.make("Dally-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
     trace="batch-500", priority="dally", latency="dally-paper", lease_s=3600.0,
-    restart_overhead_s=0.0, renewal="upgrade", reward="jct", reward_scale_s=None,
-    sensitivity="hidden", strict=False, render_mode=None)``
+    restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", reward_scale_s=None,
+    makespan_penalty=3.0, sensitivity="hidden", strict=False, render_mode=None)``
 
     * ``trace``: a shipped trace name or CSV path; a DataFrame; a generator name prefixed with
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
@@ -288,7 +370,9 @@ class DallyEnv(gym.Env):
       ``DallySmall-v0``: ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``;
       ``trace="batch-500"`` replays the paper's fixed trace.
     * ``priority``: the policy whose priority order (and hooks) the engine uses; default
-      ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed).
+      ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed). Its native run is
+      the ``"relative-jct"`` reward's reference.
+    * ``reward``, ``reward_scale_s``, ``makespan_penalty``: see Rewards.
     * The rest as in ``dallygym simulate``.
 
     The baseline to beat is the constant policy "always wait" (action 0): it equals
@@ -298,7 +382,9 @@ class DallyEnv(gym.Env):
     ## Version History
 
     * v0: initial version. Before the engine's lease-renewal offers (SPEC §4) it had 31
-      features and running jobs never got offers; agents saved then need retraining.
+      features and running jobs never got offers; agents saved then need retraining. The
+      default reward was ``"jct"`` before ``"relative-jct"`` was added; ``reward="jct"``
+      gives it back unchanged.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -313,12 +399,14 @@ class DallyEnv(gym.Env):
         latency: str | LatencyModel = "dally-paper",
         lease_s: float = 3600.0,
         restart_overhead_s: float = 0.0,
-        renewal: str = "upgrade",
-        reward: str = "jct",
+        renewal: str | None = None,
+        reward: str = RELATIVE_JCT,
         reward_scale_s: float | None = None,
+        makespan_penalty: float = MAKESPAN_PENALTY,
         sensitivity: str = "hidden",
         strict: bool = False,
         render_mode: str | None = None,
+        profile: str | None = None,
     ) -> None:
         if not hasattr(self, "_init_kwargs"):  # a subclass may have recorded its own
             self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
@@ -331,6 +419,9 @@ class DallyEnv(gym.Env):
         _check_number("reward_scale_s", reward_scale_s, allow_none=True)
         if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
             raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
+        _check_number("makespan_penalty", makespan_penalty)
+        if not (makespan_penalty >= 0 and math.isfinite(makespan_penalty)):
+            raise ValueError(f"makespan_penalty must be a non-negative number, got {makespan_penalty!r}")
         if not isinstance(strict, (bool, np.bool_)):
             raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
         if not isinstance(priority, (str, Policy)):
@@ -339,13 +430,22 @@ class DallyEnv(gym.Env):
             raise TypeError(f"latency must be a latency model name or a LatencyModel, "
                             f"got {type(latency).__name__} {latency!r}")
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
+        from .profiles import make_profile_policy, profile_renewal
+
+        renewal = profile_renewal(profile, renewal)  # an explicit renewal wins over the profile's
         self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s, renewal=renewal)
         self.latency = get_latency_model(latency) if isinstance(latency, str) else latency
         self._priority = priority
         if isinstance(priority, str):
             make_policy(priority)  # fail now on an unknown name, not at reset
+        if profile is not None:  # the profile's readings (docs/profiles.md); a Policy instance stands
+            self._priority = make_profile_policy(priority, profile)
         self.reward_kind = reward
         self.reward_scale_s = reward_scale_s
+        self.makespan_penalty = float(makespan_penalty)
+        #: The reference run of the current episode's trace (reward "relative-jct"), else None.
+        self.reference_run: ReferenceRun | None = None
+        self._reference_cache: OrderedDict = OrderedDict()  # see _reference_for
         self.sensitivity = sensitivity
         self.strict = bool(strict)
         self.render_mode = render_mode
@@ -462,6 +562,7 @@ class DallyEnv(gym.Env):
         self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config)
         n = self.engine.n
         self._scale = self.reward_scale_s or self.config.lease_s * n
+        self._start_reference(trace, config)
         self._gen = self.engine.decisions(auto_accept="best-possible")  # the offers _advance accepts anyway
         self._lease_s = float(self.config.lease_s)
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
@@ -580,8 +681,74 @@ class DallyEnv(gym.Env):
             self._observe(offer)
         return self._reward()
 
+    # --- the "relative-jct" reward ---------------------------------------------------------
+
+    def _start_reference(self, trace, config: EngineConfig) -> None:
+        """At reset: the reference run of this episode's trace and the reward's two scales
+        (job-seconds per unit of return, makespan seconds per unit), for ``"relative-jct"``."""
+        if self.reward_kind != RELATIVE_JCT:
+            self.reference_run = None
+            return
+        ref = self.reference_run = self._reference_for(trace, config)
+        if self.reward_scale_s is None:  # percent of the reference's total JCT and makespan
+            self._jct_unit = ref.area_s / 100.0
+            self._span_unit = ref.makespan_s / 100.0
+        else:  # mean-JCT seconds and makespan seconds, per reward_scale_s
+            self._jct_unit = ref.n * self.reward_scale_s
+            self._span_unit = self.reward_scale_s
+
+    def _reference_for(self, trace, config: EngineConfig) -> ReferenceRun:
+        """The native run of ``trace`` under the environment's policy (``priority``; the offer
+        rule in ``DallyQueue-v0``) with ``config`` -- the engine seed of the episode, so a
+        policy that draws random numbers draws the same ones. Kept for the last few traces
+        (by identity: a fixed trace, or a generated one drawn again for the same seed); the
+        seed is part of the key unless the policy is one of Dally's, which draws none."""
+        from .policies.dally import DallyPolicy
+
+        policy = self._priority
+        deterministic = isinstance(make_policy(policy) if isinstance(policy, str) else policy, DallyPolicy)
+        key = (id(trace), None if deterministic else config.seed)
+        cache = self._reference_cache
+        hit = cache.get(key)
+        if hit is not None and hit[0] is trace:
+            cache.move_to_end(key)
+            return hit[1]
+        ref = ReferenceRun.of(trace, self.spec_cluster, policy, self.latency, config)
+        cache[key] = (trace, ref)  # (holding the trace keeps its id from being reused)
+        if len(cache) > GeneratedTraces.keep:
+            cache.popitem(last=False)
+        return ref
+
+    def _relative_total(self) -> float:
+        """The ``"relative-jct"`` return accrued so far, before its sign: the agent's
+        job-seconds in the system minus the reference run's up to the same time, plus
+        ``makespan_penalty`` x the time elapsed beyond the reference's makespan, each in its
+        unit. Once every job has finished, the agent's and the reference's totals and the
+        agent's makespan: the whole return."""
+        e = self.engine
+        ref = self.reference_run
+        if self._done:
+            excess_jct = e.in_system_area_s - ref.area_s
+            span = float(np.max(e.end_s)) - e.first_arrival_s
+        else:
+            excess_jct = e.in_system_area_s - ref.area_until(e.now_s)
+            span = e.now_s - e.first_arrival_s
+        excess_span = span - ref.makespan_s
+        total = excess_jct / self._jct_unit
+        if excess_span > 0:
+            total += self.makespan_penalty * excess_span / self._span_unit
+        return total
+
+    def _relative_reward(self) -> float:
+        total = self._relative_total()
+        delta = total - self._reported
+        self._reported = total
+        return -delta
+
     def _reward(self) -> float:
         engine = self.engine
+        if self.reward_kind == RELATIVE_JCT:
+            return self._relative_reward()
         if self.reward_kind == "jct":
             total = engine.in_system_area_s
         elif self.reward_kind == "makespan":

@@ -725,13 +725,16 @@ def advance(run, n_run, jobf, dt, t):
 
 
 @njit(cache=True, nogil=True)
-def nw_sens(jobs, done_iters, iter_time_s, run_s):
-    """Engine.nw_sens: ideal time of the completed iterations / time run, 0 if never run."""
+def nw_sens(jobs, done_iters, iter_time_s, run_s, never):
+    """Engine.nw_sens: ideal time of the completed iterations / time run; ``never[j]`` (the
+    engine's ``_never_nw_sens``, 0 unless the policy sets it) if never run."""
     out = np.zeros(jobs.size)
     for i in range(jobs.size):
         j = jobs[i]
         if run_s[j] > 0:
             out[i] = done_iters[j] * iter_time_s[j] / run_s[j]
+        else:
+            out[i] = never[j]
     return out
 
 
@@ -829,12 +832,12 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
 #: Rows of the engine's per-job float table (``Engine._jobf``; the named arrays are its rows).
 JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
               "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s",
-              "_scratch_f")
+              "_scratch_f", "_never_nw_sens")
 #: Rows of the engine's per-job int table (``Engine._jobi``).
 JOB_INTS = ("num_gpus", "best_possible_tier", "_model_id", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
             "_declined_key", "_shape_entry")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
- F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END, F_SCRATCH) = range(len(JOB_FLOATS))
+ F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END, F_SCRATCH, F_NEVER) = range(len(JOB_FLOATS))
 I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED, I_SHAPE = range(len(JOB_INTS))
 #: ``Engine._shape_entry`` of a job whose last placement's shape is in ``Engine.last_shape``
 #: (a start made in Python); otherwise its shape table entry, or -1 for one machine.
@@ -1317,7 +1320,7 @@ def _keyed_remove(order, size, wkey, j):
 @njit(cache=True, nogil=True)
 def _nw_sens_of(j, jobf):
     run_s = jobf[F_RUN, j]
-    return jobf[F_DONE, j] * jobf[F_ITER_TIME, j] / run_s if run_s > 0 else 0.0
+    return jobf[F_DONE, j] * jobf[F_ITER_TIME, j] / run_s if run_s > 0 else jobf[F_NEVER, j]
 
 
 @njit(cache=True, nogil=True)
@@ -1347,7 +1350,7 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
         if n == 0:
             return 0, 0, 0, 0, 0, 0, 0, 0
         if keyed:
-            rkey = nw_sens(running, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN])
+            rkey = nw_sens(running, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
             by_key = np.argsort(rkey, kind="mergesort")
             _merge_keyed(waiting, wkey, running, rkey, by_key, order)
         elif keys == KEYS_NW_SENS:
@@ -1368,7 +1371,8 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
         if keys != KEYS_NW_SENS or keyed:
             order[:n] = waiting
     if keys == KEYS_NW_SENS and not keyed:
-        by_key = np.argsort(nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN]), kind="mergesort")
+        keys_now = nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
+        by_key = np.argsort(keys_now, kind="mergesort")
         for i in range(n):
             order[i] = cand[by_key[i]]
     n_expired = 0
@@ -1649,8 +1653,8 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             # arrivals (indices follow arrival: each is the largest waiting index)
             while na < n and arrival[na] <= t:
                 state[na] = 1  # WAITING
-                if keyed:  # never run: Nw_sens 0
-                    _keyed_insert(ordered, li[LI_N_WAITING], wkey, 0.0, na)
+                if keyed:  # never run: the never-run Nw_sens (0 unless the policy sets one)
+                    _keyed_insert(ordered, li[LI_N_WAITING], wkey, jobf[F_NEVER, na], na)
                 waiting[li[LI_N_WAITING]] = na
                 li[LI_N_WAITING] += 1
                 li[LI_WAITING_GPUS] += num_gpus[na]

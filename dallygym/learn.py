@@ -29,6 +29,7 @@ from .metrics import SUMMARY_KEYS
 from .policies import POLICIES
 from .simulate import simulate
 from .trace import generate_trace, load_trace
+from .env import RELATIVE_JCT
 from .agent_files import (  # noqa: F401 - re-exported: dallygym.learn is where users found them
     CONFIG_FILE, POLICY_FILE, AgentLoadError, commit_agent, convert_agent, policy_limit, read_config, read_policy,
     write_atomic,
@@ -47,7 +48,9 @@ class TrainConfig:
     """Settings of one training run (all saved next to the model in ``config.json``).
 
     The defaults are for ``Dally-v0`` at the paper's 8 racks: a fresh ``batch-500`` draw per
-    reset, Decima's JCT reward, the paper's constraint that the model is hidden. PPO settings:
+    reset, the environment's reward (``"relative-jct"``: the episode's improvement over a native
+    Dally run of the same trace, makespan beyond Dally's penalised by ``makespan_penalty``), the
+    paper's constraint that the model is hidden. PPO settings:
     long episodes (about 3,000 decisions) and a dense reward, so a high discount (0.999) and
     a small entropy bonus. Eight environments stepped in one process (``vec_env="dummy"``):
     the policy's forward pass is batched over them, and on 2 cores that beats one process per
@@ -58,8 +61,12 @@ class TrainConfig:
     default million steps); ``time_limit_min`` is a guard (``meta.json`` says if it stopped a run).
 
     For a ``DallyQueue`` id (:func:`is_queue_env`) the environment takes ``offer_rule`` instead
-    of ``priority``, the reward defaults to the environment's (``"jct-makespan"``) and the
-    network is :class:`dallygym.nets.JobPointerPolicy` (``net_arch`` is not used).
+    of ``priority`` and the
+    network is the one ``queue_net`` names (``net_arch`` is not used): ``"set"``
+    (:class:`dallygym.nets.JobSetPolicy`, the default: only the slots holding a candidate go
+    through the network, and the value is estimated from the pooled set) or ``"pointer"``
+    (:class:`dallygym.nets.JobPointerPolicy`, the first version, which encodes every slot; a
+    config saved without the field names it).
 
     ``imitate_episodes`` > 0 (``DallyQueue`` ids only) warm-starts the network before PPO by
     behaviour cloning: :func:`imitation_warm_start` plays that many training episodes with
@@ -93,6 +100,7 @@ class TrainConfig:
     reward: str | None = None
     offer_rule: str = "dally"
     makespan_weight: float | None = None
+    makespan_penalty: float | None = None
     max_candidates: int | None = None
     lease_picks: str | None = None
     makespan_credit: str | None = None
@@ -112,6 +120,7 @@ class TrainConfig:
     gae_lambda: float = 0.95
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
+    queue_net: str = "set"
     eval_freq_steps: int = 100_000
     checkpoint_freq_steps: int = 250_000
     imitate_episodes: int = 0
@@ -132,6 +141,7 @@ class TrainConfig:
             "racks": self.racks if racks is None else racks, "machines_per_rack": self.machines_per_rack,
             "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
             "sensitivity": self.sensitivity, "reward": self.reward,
+            "makespan_penalty": self.makespan_penalty,
         }
         if is_queue_env(self.env_id):
             kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
@@ -193,6 +203,10 @@ def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
 
 
 KEEP = ("last", "best")
+#: The ``DallyQueue`` networks (``TrainConfig.queue_net``), by the classes of :mod:`dallygym.nets`.
+QUEUE_NETS = ("set", "pointer")
+#: The network of a saved ``DallyQueue`` config without ``queue_net`` (it predates the choice).
+SAVED_QUEUE_NET = "pointer"
 #: Seeds of the warm start's teacher episodes: IMITATION_SEED_BASE x (seed + 1) + episode, far
 #: from the validation (100, 101) and held-out (2001-2010) seeds of the generators.
 IMITATION_SEED_BASE = 100_000
@@ -333,8 +347,12 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"guard_leases must be None or a share in (0, 1], got {config.guard_leases!r}")
     if config.guard_waiting and config.guard_leases is None:
         raise ValueError("guard_waiting needs guard_leases (the share from which a job is protected)")
-    # Rollouts that add up to exactly the requested steps (config.json records the size used).
-    config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps))
+    if config.queue_net not in QUEUE_NETS:
+        raise ValueError(f"queue_net must be one of {', '.join(QUEUE_NETS)}, got {config.queue_net!r}")
+    # Rollouts that add up to exactly the requested steps (config.json records the size used),
+    # and the reward named: config.json says what the return is even if a default changes.
+    config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps),
+                     reward=config.reward or RELATIVE_JCT)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # The settings go to config.json only with the parameters, at the end (commit_agent): a
@@ -370,15 +388,19 @@ def train(config: TrainConfig) -> Path:
 
     # 3. The model.
     if is_queue_env(config.env_id):
-        from .nets import JobPointerPolicy
+        from .nets import QUEUE_POLICIES
 
-        policy, policy_kwargs = JobPointerPolicy, {}
+        policy, policy_kwargs = QUEUE_POLICIES[config.queue_net], {}
     else:
         policy, policy_kwargs = "MlpPolicy", {"net_arch": list(config.net_arch)}
+    # The set network's minibatches leave out the slots empty throughout them.
+    buffer_class = None
+    if is_queue_env(config.env_id) and config.queue_net == "set":
+        from .nets import LiveRolloutBuffer as buffer_class
     model = MaskablePPO(
         policy, venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
         learning_rate=config.learning_rate, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed,
+        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed, rollout_buffer_class=buffer_class,
         tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
     )
 
@@ -481,7 +503,12 @@ def _return_label(run_dir: Path) -> str:
     except (OSError, ValueError):
         return "episode return"
     queue = str(config.get("env_id", "")).startswith("DallyQueue")
+    # A config without a reward predates the relative reward: it trained on the defaults of then.
     reward = config.get("reward") or ("jct-makespan" if queue else "jct")
+    if reward == "relative-jct":
+        penalty = config.get("makespan_penalty")
+        return (f"episode return = −(% JCT over Dally) − {penalty if penalty is not None else 3:g}"
+                f"·(% makespan over Dally)")
     weight = config.get("makespan_weight")
     if queue:  # every DallyQueue reward is a total over 100 leases (see DallyQueueEnv)
         total = {"jct-makespan": f"mean JCT + {weight if weight is not None else 1:g}·makespan",
@@ -525,12 +552,13 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
 
 
 def _queue_policy_network(config: dict, where: str):
-    """The :class:`~dallygym.nets.JobPointerPolicy` of a ``DallyQueue`` agent (not loaded); its
-    spaces are those of the environment its config names."""
+    """The network of a ``DallyQueue`` agent (not loaded): the class its config's ``queue_net``
+    names (:data:`SAVED_QUEUE_NET` if it has none); its spaces are those of the environment its
+    config names."""
     import gymnasium as gym
 
     from .agent_files import MAX_CANDIDATES
-    from .nets import JobPointerPolicy
+    from .nets import QUEUE_POLICIES
     from .queue_env import CLUSTER_DIM, JOB_DIM
 
     env_id = config.get("env_id", "DallyQueue-v0")
@@ -545,7 +573,11 @@ def _queue_policy_network(config: dict, where: str):
     })
     # No orthogonal initialisation: every parameter is overwritten by the load, and the QR
     # decompositions it takes grow with the slots (minutes at a few thousand).
-    return JobPointerPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0, ortho_init=False)
+    name = config.get("queue_net", SAVED_QUEUE_NET)
+    if name not in QUEUE_POLICIES:
+        raise AgentLoadError(f"{where}: queue_net must be one of {', '.join(QUEUE_NETS)}, got {str(name)[:60]}")
+    return QUEUE_POLICIES[name](obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0,
+                                ortho_init=False)
 
 
 def _empty_policy_network(config: dict, where: str):
@@ -629,8 +661,10 @@ class LearnedAgent:
         # of parameters as it can hold.
         network = _empty_policy_network(config, str(self.path))
         state = read_policy(self.path, config, policy_limit(network))
-        #: The settings it was trained with (TrainConfig defaults for keys it lacks).
-        self.config = TrainConfig(**{k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__})
+        #: The settings it was trained with (TrainConfig defaults for keys it lacks, but the
+        #: network a config without ``queue_net`` was trained with).
+        known = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
+        self.config = TrainConfig(**{"queue_net": SAVED_QUEUE_NET, **known})
         self.policy = _load_into(network, state, config, str(self.path))
         self.env_id = self.config.env_id
         self.sensitivity = self.config.sensitivity

@@ -23,12 +23,21 @@ def build_engine(
     policy: str | Policy = "dally",
     latency: str | LatencyModel = "dally-paper",
     config: EngineConfig | None = None,
+    profile: str | None = None,
 ) -> Engine:
     """An engine ready to run: the trace loaded and validated against the cluster.
 
     ``trace`` is a shipped trace name, a path or a DataFrame; ``cluster`` a
-    :class:`ClusterSpec` or a number of racks (8 machines x 8 GPUs each).
+    :class:`ClusterSpec` or a number of racks (8 machines x 8 GPUs each). ``profile``: a set
+    of readings of the papers' open points (:mod:`dallygym.profiles`: ``"default"``,
+    ``"paper"``, ``"reference"``) applied to a policy given by name and to the config's renewal
+    (explicit options win: a policy instance, a config with a renewal other than the default).
     """
+    if profile is not None:
+        from .profiles import make_profile_policy, profile_config
+
+        policy = make_profile_policy(policy, profile)
+        config = profile_config(config, profile)
     spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(racks=cluster)
     latency_model = get_latency_model(latency) if isinstance(latency, str) else latency
     frame = load_trace(trace, cluster=spec)
@@ -42,11 +51,12 @@ def simulate(
     latency: str | LatencyModel = "dally-paper",
     config: EngineConfig | None = None,
     progress: bool = False,
+    profile: str | None = None,
 ) -> RunResult:
     """Run ``policy`` on ``trace`` over ``cluster`` to the end and return its metrics.
     ``progress``: show a :class:`ProgressLine` on stderr while it runs (when stderr is a
-    terminal)."""
-    engine = build_engine(trace, cluster, policy, latency, config)
+    terminal). ``profile``: see :func:`build_engine` and ``docs/profiles.md``."""
+    engine = build_engine(trace, cluster, policy, latency, config, profile=profile)
     meter = ProgressLine(engine.policy.name) if progress and ProgressLine.wanted() else None
     return collect(run_policy(engine, progress=meter))
 

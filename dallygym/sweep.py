@@ -350,6 +350,7 @@ class Cell:
     restart_overhead_s: float = 0.0
     renewal: str = "upgrade"
     latency: str = "dally-paper"
+    profile: str = "default"  # readings of the papers' open points (dallygym.profiles)
 
     def keys(self) -> dict:
         return asdict(self)
@@ -377,17 +378,21 @@ def grid(
     racks: Sequence[int],
     seeds: Sequence[int] = (0,),
     lease_s: Sequence[float] = (3600.0,),
-    renewal: Sequence[str] = ("upgrade",),
+    renewal: Sequence[str] | None = ("upgrade",),
     restart_overhead_s: Sequence[float] = (0.0,),
     machines_per_rack: int = 8,
     gpus_per_machine: int = 8,
     latency: str = "dally-paper",
+    profile: str = "default",
 ) -> list[Cell]:
     """Every combination, checked before anything runs (``ValueError`` naming the bad value).
 
     Order: policy, trace, racks, seed, lease, renewal, restart overhead (the last varies
     fastest); repeated values are dropped. A trace that is not a shipped name is a CSV path,
-    made absolute (workers may run in another directory) and checked to load.
+    made absolute (workers may run in another directory) and checked to load. ``profile``
+    (one for the whole grid, a :data:`dallygym.profiles.PROFILES` name) is a key of every cell:
+    each policy name runs under its readings. ``renewal=None`` takes the profile's renewal
+    mode; given modes are used as they are (explicit options win over the profile).
     """
     from .cluster import ClusterSpec
     from .engine import EngineConfig
@@ -403,7 +408,12 @@ def grid(
 
     policies, traces, racks = unique(policies, "policies"), unique(traces, "traces"), unique(racks, "racks")
     seeds, lease_s = unique(seeds, "seeds"), unique((float(x) for x in lease_s), "leases")
-    renewal = unique(renewal, "renewal modes")
+    from .profiles import check_profile, profile_renewal
+
+    if not isinstance(profile, str):
+        raise ValueError(f"a sweep takes a profile name, got {profile!r}")
+    check_profile(profile)
+    renewal = unique([profile_renewal(profile)] if renewal is None else renewal, "renewal modes")
     restart_overhead_s = unique((float(x) for x in restart_overhead_s), "restart overheads")
     for name in policies:
         if not isinstance(name, str):
@@ -422,7 +432,8 @@ def grid(
         load_trace(trace)  # the file's format; its fit to each cluster is the cell's business
         resolved.append(trace)
     return [
-        Cell(p, t, int(r), int(machines_per_rack), int(gpus_per_machine), int(s), lease, restart, mode, latency)
+        Cell(p, t, int(r), int(machines_per_rack), int(gpus_per_machine), int(s), lease, restart, mode, latency,
+             profile)
         for p, t, r, s, lease, mode, restart in itertools.product(
             policies, resolved, racks, seeds, lease_s, renewal, restart_overhead_s)
     ]
@@ -437,7 +448,12 @@ def run_cell(cell: Cell) -> dict:
     spec = ClusterSpec(cell.racks, cell.machines_per_rack, cell.gpus_per_machine)
     config = EngineConfig(lease_s=cell.lease_s, restart_overhead_s=cell.restart_overhead_s, seed=cell.seed,
                           renewal=cell.renewal)
-    summary = simulate(cell.trace, spec, policy=cell.policy, latency=cell.latency, config=config).summary
+    policy = cell.policy
+    if cell.profile != "default":  # the policy's readings; the renewal is the cell's own
+        from .profiles import make_profile_policy
+
+        policy = make_profile_policy(cell.policy, cell.profile)
+    summary = simulate(cell.trace, spec, policy=policy, latency=cell.latency, config=config).summary
     return {**cell.keys(), **{k: summary[k] for k in SUMMARY_KEYS}}
 
 

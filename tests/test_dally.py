@@ -463,3 +463,125 @@ def test_policy_remembers_timers_until_time_moves_or_the_tuner_records_an_entry(
     assert tuner.timers(4, 2.0) == (tuned, 24 * H)  # the tuner itself remembers nothing
 
 
+
+
+# --- readings of the open points: never_run_nw_sens, tuner_limit ---------------------------------
+
+def _never_run_case():
+    # 1 machine x 4 GPUs, lease 100 s, ModelTierLatency. R (resnet50, 4 GPUs, 1000 iterations
+    # of 1 s) runs from 0 on the machine at speed 1. V (vgg11, 4 GPUs, 9 iterations of 1 s;
+    # speed 0.9 on a machine) arrives at 50 and waits. At the boundary at 100, R has Nw_sens
+    # 100 / 100 = 1; V never ran:
+    #   "zero": V has 0 < 1 -> V first, takes the machine, R is preempted (100 done). V ends at
+    #           100 + 9 / 0.9 = 110; R resumes and ends at 110 + 900 = 1010.
+    #   "one":  V has 1 = R's; the tie goes to the earlier arrival, R: it keeps the machine and
+    #           ends at 1000; V runs from 1000 to 1010.
+    #   "best": V has the speed factor of its best placement (one machine): 0.9 < 1 -> as "zero".
+    return make_trace([(0, 0, 4, 1000, 1.0, "resnet50"), (1, 50, 4, 9, 1.0, "vgg11")])
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("reading, v_end, r_end, r_preempted", [
+    ("zero", 110.0, 1010.0, 1), ("one", 1010.0, 1000.0, 0), ("best", 110.0, 1010.0, 1)])
+def test_never_run_nw_sens_readings_rank_a_new_job(monkeypatch, compiled, reading, v_end, r_end, r_preempted):
+    from dallygym.cluster import ClusterState
+
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
+    engine = run_engine(_never_run_case(), ClusterSpec(1, 1, 4), DallyPolicy(never_run_nw_sens=reading),
+                        ModelTierLatency(), lease_s=100.0)
+    assert engine.end_s[1] == pytest.approx(v_end)
+    assert engine.end_s[0] == pytest.approx(r_end)
+    assert engine.preemptions[0] == r_preempted
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_never_run_nw_sens_values_before_the_run(monkeypatch, compiled):
+    from dallygym.cluster import ClusterState
+    from dallygym.engine import Engine
+
+    monkeypatch.setattr(ClusterState, "compiled", compiled)
+    # 2 racks x 2 machines x 4 GPUs: vgg11 on 2 GPUs fits a machine (0.9); resnet50 on 8 GPUs
+    # fits a rack at best (0.5); a 1-GPU job runs at 1.
+    trace = make_trace([(0, 0, 2, 10, 1.0, "vgg11"), (1, 0, 8, 10, 1.0, "resnet50"), (2, 0, 1, 10, 1.0, "vgg11")])
+    expected = {"zero": [0.0, 0.0, 0.0], "one": [1.0, 1.0, 1.0], "best": [0.9, 0.5, 1.0]}
+    for reading, values in expected.items():
+        engine = Engine(trace, ClusterSpec(2, 2, 4), DallyPolicy(never_run_nw_sens=reading), ModelTierLatency(),
+                        EngineConfig(lease_s=100.0))
+        gen = engine.decisions()
+        next(gen, None)  # the run starts: reset, then the first decision (or the end)
+        assert engine._never_nw_sens.tolist() == values
+        fresh = engine.nw_sens(np.flatnonzero(engine.run_s == 0))
+        assert fresh.tolist() == [values[j] for j in np.flatnonzero(engine.run_s == 0)]
+
+
+def test_best_placement_shape_fills_machines_then_racks():
+    from dallygym.policies.dally import best_placement_shape
+
+    spec = ClusterSpec(4, 2, 8)
+    assert best_placement_shape(3, spec) == ((3,),)
+    assert best_placement_shape(8, spec) == ((8,),)
+    assert best_placement_shape(12, spec) == ((8, 4),)
+    assert best_placement_shape(20, spec) == ((8, 8), (4,))
+
+
+def test_never_run_option_on_every_variant_and_checked():
+    for cls in (DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy):
+        assert cls().never_run_nw_sens == "zero"
+        assert cls(never_run_nw_sens="one").never_run_nw_sens == "one"
+        assert "never_run_nw_sens='one'" in repr(cls(never_run_nw_sens="one"))
+    with pytest.raises(ValueError, match="never_run_nw_sens"):
+        DallyPolicy(never_run_nw_sens="half")
+    with pytest.raises(ValueError, match="tuner_limit"):
+        DallyPolicy(tuner_limit="count")
+    assert repr(DallyPolicy()) == ("DallyPolicy(history_s=None, t_machine_s=43200, t_rack_s=86400, floors=False, "
+                                   "caps=False)")
+
+
+def test_tuner_limit_window_versus_value():
+    # History limit 10 h. Machine waits for 1-GPU jobs: 1 h recorded at 0, 3 h at 1 h, 20 h at 30 h.
+    # At 31 h:
+    #   "window": only entries recorded since 21 h count: the 20 h one alone -> fewer than two,
+    #             the manual 12 h.
+    #   "value":  waits above 10 h are removed whenever recorded: 1 h and 3 h count -> mean 2 h
+    #             + 2 x sample sd sqrt(2) h = (2 + 2 sqrt 2) h.
+    for limit, expected in (("window", 12 * H), ("value", (2 + 2 * math.sqrt(2)) * H)):
+        tuner = AutoTuner(10 * H, limit=limit)
+        tuner.record(M, 1, 1 * H, 0.0)
+        tuner.record(M, 1, 3 * H, 1 * H)
+        tuner.record(M, 1, 20 * H, 30 * H)
+        assert tuner.timers(1, 31 * H)[0] == pytest.approx(expected)
+    assert AutoTuner(10 * H, limit="value").entries(M, 1).size == 0
+    by_value = AutoTuner(10 * H, limit="value")
+    by_value.record_many(np.array([int(M)] * 3), np.array([1, 1, 1]), np.array([H, 3 * H, 20 * H]),
+                         np.array([0.0, H, 30 * H]))
+    assert by_value.entries(M, 1, 31 * H).tolist() == [H, 3 * H]  # no recording-time window
+    assert by_value.timers(1, 31 * H)[0] == pytest.approx((2 + 2 * math.sqrt(2)) * H)
+    with pytest.raises(ValueError, match="tuner_limit"):
+        AutoTuner(10 * H, limit="count")
+
+
+def test_tuner_limit_value_keeps_a_wait_equal_to_the_limit():
+    # Algorithm 2 removes a wait only if it *exceeds* the limit.
+    tuner = AutoTuner(10 * H, limit="value")
+    tuner.record(M, 1, 10 * H, 0.0)
+    tuner.record(M, 1, 10 * H, 0.0)
+    assert tuner.timers(1, 100 * H)[0] == 10 * H
+
+
+def test_tuner_limit_reaches_the_policys_tuner_and_uses_the_scaled_limit():
+    policy = started(DallyPolicy(tuner_limit="value"), ClusterSpec(2))
+    assert policy.tuner.limit == "value" and policy.tuner.history_s == 96 * H
+    assert started(DallyPolicy(), ClusterSpec(8)).tuner.limit == "window"
+
+
+@pytest.mark.parametrize("options", [dict(never_run_nw_sens="one"), dict(never_run_nw_sens="best"),
+                                     dict(tuner_limit="value")])
+def test_options_compiled_and_python_runs_agree(monkeypatch, options):
+    from dallygym.cluster import ClusterState
+    from dallygym.simulate import simulate
+
+    results = []
+    for compiled in (True, False):
+        monkeypatch.setattr(ClusterState, "compiled", compiled)
+        results.append(simulate("small", ClusterSpec(1, 4, 8), policy=DallyPolicy(**options)).summary)
+    assert results[0] == results[1]

@@ -385,7 +385,7 @@ def test_maskable_ppo_learns_a_few_thousand_steps_without_error():
 
 def test_episode_without_any_real_choice_ends_at_the_first_step():
     # Seed 4 of the small generator gives a trace whose every offer is at its best tier.
-    env = gym.make("DallySmall-v0", trace="gen:small")
+    env = gym.make("DallySmall-v0", trace="gen:small", reward="jct")
     obs, info = env.reset(seed=4)
     assert env.unwrapped._done and info["action_mask"].tolist() == [True, False, False, False]
     obs, reward, terminated, truncated, info = env.step(0)

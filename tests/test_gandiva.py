@@ -86,3 +86,50 @@ def test_job_never_waits_for_a_better_tier():
     engine = run_engine(trace, spec, GandivaPolicy(), lease_s=NO_ROUNDS)
     assert engine.first_start_s[2] == 1.0
     assert collect(engine).jobs.loc[2, "network_s"] > 0
+
+
+# --- time-slicing (gandiva-timeslice) ---------------------------------------------------------
+
+def test_timeslice_two_jobs_take_turns_on_one_gpu():
+    # 1 machine x 1 GPU, lease 100 s. A and B (1 GPU, 250 iterations of 1 s) both arrive at 0.
+    # Plain Gandiva: A runs 0-250, B 250-500. Time-slicing, one lease per turn: A 0-100, B
+    # 100-200 (A suspended with 100 done), A 200-300, B 300-400 (each 200 done), A 400-450
+    # (done), B resumes on the idle GPU at 450 and ends at 500. Each is suspended twice.
+    from dallygym.policies import GandivaTimeslicePolicy
+
+    spec = ClusterSpec(1, 1, 1)
+    trace = make_trace([(0, 0, 1, 250, 1.0), (1, 0, 1, 250, 1.0)])
+    plain = run_engine(trace, spec, GandivaPolicy(), lease_s=100.0)
+    assert plain.end_s.tolist() == [250.0, 500.0]
+    sliced = run_engine(trace, spec, GandivaTimeslicePolicy(), lease_s=100.0)
+    assert sliced.end_s.tolist() == [450.0, 500.0]
+    assert sliced.preemptions.tolist() == [2, 2]
+    assert sliced.run_s.tolist() == [250.0, 250.0]
+
+
+def test_timeslice_swaps_with_a_job_of_the_same_size():
+    # 1 machine x 4 GPUs, lease 100 s. X (2 GPUs) and Y (1 GPU) run from 0; Z (2 GPUs) arrives
+    # at 10 and finds 1 idle GPU. At the boundary at 100 it takes X's two GPUs (same demand),
+    # not Y's plus the idle one: X is suspended, Y keeps running.
+    from dallygym.policies import GandivaTimeslicePolicy
+
+    spec = ClusterSpec(1, 1, 4)
+    trace = make_trace([(0, 0, 2, 10_000, 1.0), (1, 0, 1, 10_000, 1.0), (2, 10, 2, 50, 1.0)])
+    engine = run_engine(trace, spec, GandivaTimeslicePolicy(), lease_s=100.0)
+    assert engine.first_start_s[2] == 100.0
+    assert engine.preemptions.tolist()[:2] == [1, 0]
+    assert engine.end_s[2] == 150.0
+
+
+def test_timeslice_running_state_constant_is_the_engines():
+    from dallygym.engine import RUNNING
+    from dallygym.policies.gandiva import _RUNNING_STATE
+
+    assert _RUNNING_STATE == RUNNING
+
+
+def test_timeslice_is_registered():
+    from dallygym.policies import POLICIES, GandivaTimeslicePolicy, make_policy
+
+    assert POLICIES["gandiva-timeslice"] is GandivaTimeslicePolicy
+    assert isinstance(make_policy("gandiva-timeslice"), GandivaPolicy)

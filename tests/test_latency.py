@@ -326,3 +326,82 @@ def test_user_profile_without_compute_time_gets_one_from_its_macs():
 def test_compute_time_for_an_unknown_model_is_refused():
     with pytest.raises(UnknownModelError):
         DallyPaperLatency(compute_ms={"mynet": 2.0})
+
+
+# --- refitting the calibration and the validation benchmark ----------------------------------
+
+
+def _table_i_targets(model):
+    return {TABLE_I_SHAPES[t]: p for t, p in zip(Tier, TABLE_I_PAPER[model])}
+
+
+def test_fit_grid_matches_the_model_it_calibrates():
+    # The vectorised grid evaluation used by the fit is the preset's own computation.
+    import numpy as np
+
+    raw = DallyPaperLatency(use_paper_calibration=False)
+    cal = MODEL_CALIBRATION["bert_large"]
+    for shape in TABLE_I_SHAPES.values():
+        grid = latency_mod._grid_pct(raw, "bert_large", shape, np.array([cal.latency_scale]),
+                                     np.array([cal.bytes_scale]))
+        ours = DallyPaperLatency().exposed_comm_pct("bert_large", shape) - cal.overhead_pct
+        assert grid[0, 0] == pytest.approx(ours, rel=1e-9, abs=1e-9)
+
+
+def test_fit_leaves_knobs_neutral_that_the_targets_do_not_need():
+    # Targets the raw model already meets: no knob moves.
+    raw = DallyPaperLatency(use_paper_calibration=False)
+    shapes = TABLE_I_SHAPES.values()
+    targets = {shape: raw.exposed_comm_pct("mobilenet_v3", shape) for shape in shapes}
+    assert latency_mod.fit_calibration("mobilenet_v3", targets) == Calibration()
+    # A flat +10 points on every cell of a bandwidth-free model is the overhead alone.
+    shifted = {shape: v + 10.0 for shape, v in targets.items()}
+    assert latency_mod.fit_calibration("mobilenet_v3", shifted) == Calibration(overhead_pct=10.0)
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_refitting_table_i_meets_it_with_the_shipped_knobs_or_fewer(model):
+    cal = latency_mod.fit_calibration(model, _table_i_targets(model))
+    lat = DallyPaperLatency(calibration={model: cal})
+    for tier, paper_pct in zip(Tier, TABLE_I_PAPER[model]):
+        ours = lat.exposed_comm_pct(model, TABLE_I_SHAPES[tier])
+        assert within_table_i_tolerance(ours, paper_pct)
+    knobs = ("bytes_scale", "latency_scale", "overhead_pct")
+
+    def moved(c):
+        return {k for k in knobs if getattr(c, k) != getattr(Calibration(), k)}
+
+    assert moved(cal) <= moved(MODEL_CALIBRATION[model])
+
+
+@pytest.fixture(scope="module")
+def validation():
+    from conftest import load_script
+
+    return load_script("benchmarks/latency_validation.py", "latency_validation")
+
+
+def test_leave_one_out_with_nothing_held_out_is_the_in_sample_fit(validation):
+    loo = validation.leave_one_out(["resnet18"])
+    cal, predicted = validation.fit_and_predict("resnet18", None)
+    assert cal == latency_mod.fit_calibration("resnet18", _table_i_targets("resnet18"))
+    assert loo["refit_pct"].tolist() == [predicted[t] for t in Tier]
+    text = f"{cal.bytes_scale:g}/{cal.latency_scale:g}/{cal.overhead_pct:g}"
+    assert set(loo["refit_calibration"]) == {text}
+    # Holding out a cell the fit does not need changes nothing: ResNet18's network cell.
+    held_cal, held = validation.fit_and_predict("resnet18", Tier.NETWORK)
+    assert held_cal == cal and held == predicted
+
+
+def test_validation_script_runs_on_a_subset_with_finite_errors(validation, tmp_path):
+    code = validation.main(["--models", "mobilenet_v3,resnet50", "--out", str(tmp_path)])
+    assert code == 0
+    cells = pd.read_csv(tmp_path / "latency_validation.csv")
+    assert len(cells) == 6 and set(cells["model"]) == {"mobilenet_v3", "resnet50"}
+    errors = cells[["shipped_err_pct", "refit_err_pct", "loo_err_pct"]].to_numpy().ravel()
+    assert all(math.isfinite(e) and e >= 0 for e in errors)
+    text = (tmp_path / "latency_validation.md").read_text()
+    assert "Leave-one-out" in text
+    if validation.REFERENCE_CSV.exists():
+        ref = pd.read_csv(tmp_path / "latency_validation_reference.csv")
+        assert len(ref) == 36 and all(math.isfinite(e) for e in ref["err_pct"])

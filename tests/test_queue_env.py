@@ -565,7 +565,7 @@ def test_episode_return_is_the_documented_metric(reward, key, credit):
 
 @pytest.mark.parametrize("credit", ["bound", "elapsed"])
 def test_jct_makespan_return_on_a_generated_episode(credit):
-    env = gym.make("DallyQueueSmall-v0", makespan_weight=3.0, makespan_credit=credit)
+    env = gym.make("DallyQueueSmall-v0", reward="jct-makespan", makespan_weight=3.0, makespan_credit=credit)
     episode = play(env, 4, random_masked)
     summary = episode[-1][3]["summary"]
     span = summary["makespan_s"] - env.unwrapped.initial_makespan_bound_s

@@ -109,3 +109,36 @@ def test_the_training_curve_says_what_its_return_is(tmp_path, config, label):
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert _return_label(tmp_path) == label
+
+
+@pytest.mark.slow
+def test_a_training_killed_in_a_directory_holding_an_agent_leaves_that_agent_whole(tmp_path, monkeypatch):
+    """The settings of the new run go to training.json; config.json and policy.pth stay the old
+    agent's until the new one is committed at the end."""
+    pytest.importorskip("sb3_contrib")
+    import shutil
+    from pathlib import Path
+
+    from sb3_contrib import MaskablePPO
+
+    from dallygym.cli import main
+    from dallygym.learn import LearnedAgent
+
+    committed = Path(__file__).resolve().parents[1] / "agents" / "runs" / "ppo-hidden"
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("policy.pth", "config.json"):
+        shutil.copy(committed / name, out / name)
+    before = {name: (out / name).read_bytes() for name in ("policy.pth", "config.json")}
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt  # the process dies in the middle of training
+
+    monkeypatch.setattr(MaskablePPO, "learn", killed)
+    with pytest.raises(KeyboardInterrupt):
+        main(["train", "--env-id", "DallySmall-v0", "--trace", "gen:small", "--racks", "2", "--machines-per-rack", "2",
+              "--total-timesteps", "96", "--n-envs", "2", "--n-steps", "48", "--eval-freq-steps", "1000000",
+              "--checkpoint-freq-steps", "1000000", "--no-progress", "--out", str(out)])
+    assert {name: (out / name).read_bytes() for name in before} == before
+    assert json.loads((out / "training.json").read_text())["env_id"] == "DallySmall-v0"
+    assert LearnedAgent(out).env_id == "Dally-v0"

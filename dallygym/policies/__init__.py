@@ -10,10 +10,12 @@ from __future__ import annotations
 from .base import Policy
 from .dally import DallyConsolidatedPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyPolicy
 from .fifo import FifoPolicy
-from .gandiva import GandivaPolicy
+from .gandiva import GandivaPolicy, GandivaTimeslicePolicy
 from .protected import ProtectedRemainingPolicy
 from .random_policy import RandomPolicy
+from .smallest_demand import SmallestDemandRemainingPolicy
 from .tiresias import TiresiasLasPolicy, TiresiasPolicy
+from .tuned import TunedPriorityPolicy
 
 #: Shipped policies by CLI name, in the order ``dallygym compare`` runs them.
 POLICIES: dict[str, type[Policy]] = {
@@ -26,7 +28,10 @@ POLICIES: dict[str, type[Policy]] = {
         TiresiasPolicy,
         TiresiasLasPolicy,
         GandivaPolicy,
+        GandivaTimeslicePolicy,
         ProtectedRemainingPolicy,
+        SmallestDemandRemainingPolicy,
+        TunedPriorityPolicy,
         FifoPolicy,
         RandomPolicy,
     )
@@ -54,10 +59,13 @@ __all__ = [
     "DallyPolicy",
     "FifoPolicy",
     "GandivaPolicy",
+    "GandivaTimeslicePolicy",
     "Policy",
     "ProtectedRemainingPolicy",
     "RandomPolicy",
+    "SmallestDemandRemainingPolicy",
     "TiresiasLasPolicy",
     "TiresiasPolicy",
+    "TunedPriorityPolicy",
     "make_policy",
 ]

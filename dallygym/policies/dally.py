@@ -4,14 +4,21 @@ The Dally paper (§IV-B) schedules with three pieces, all here:
 
 * **priority** (§IV-B1): offers go to jobs in increasing order of
   ``Nw_sens = W_compl / T_norm`` (the ideal time of the iterations done over the time run),
-  so the jobs most slowed by the network are offered first; a job that has never run has
-  ``Nw_sens = 0``. The engine computes it (:meth:`Engine.nw_sens`).
+  so the jobs most slowed by the network are offered first. For a job that has never run the
+  formula is 0/0; option ``never_run_nw_sens`` (:data:`NEVER_RUN_NW_SENS`) says what it is:
+  ``"zero"`` (default, the reference simulator's and SPEC's), ``"one"`` or ``"best"``. The
+  engine computes it (:meth:`Engine.nw_sens`, compiled and Python alike).
 * **delay scheduling** (Algorithm 1 "On Resource Offer"): accept a machine placement at
   once; otherwise wait until the job has starved ``T_Mc``, then accept a rack placement;
   otherwise wait until it has starved ``T_Rk``, then accept any placement.
 * **auto-tuner** (Algorithm 2 "Get Tuned Timers", :class:`AutoTuner`): the timers for a GPU
   demand are mean + 2 sample standard deviations of the starvation times with which recent
-  jobs of that demand accepted machine (for ``T_Mc``) or rack (for ``T_Rk``) placements.
+  jobs of that demand accepted machine (for ``T_Mc``) or rack (for ``T_Rk``) placements;
+  option ``tuner_limit`` (:data:`TUNER_LIMITS`) says what the "history time limit" bounds:
+  the recording time (``"window"``, default) or the recorded waits (``"value"``).
+
+The readings of the paper's open points, their sources and the profiles that group them:
+``docs/profiles.md`` and :mod:`dallygym.profiles`.
 
 The paper's variants (§V-C) share the priority and differ only in the timers:
 ``dally`` (auto-tuned), ``dally-manual`` (12 h / 24 h), ``dally-nowait`` (0 / 0) and
@@ -50,6 +57,18 @@ _MACHINE_LEVEL, _RACK_LEVEL = int(_MACHINE), int(_RACK)
 HISTORY_REFERENCE_HOURS = 24.0
 HISTORY_REFERENCE_GPUS = 512  # the paper's 8-rack cluster (8 racks x 8 machines x 8 GPUs)
 
+#: Readings of a never-run job's Nw_sens (0/0 in the paper's formula), see DallyPolicy:
+#: ``"zero"`` -- 0, the highest priority (the reference simulator's; SPEC §5.1);
+#: ``"one"`` -- 1, the value of a job that has endured no network slowdown;
+#: ``"best"`` -- the speed factor of the job's best possible placement (its Nw_sens after a
+#: first lease run there, with no restart overhead).
+NEVER_RUN_NW_SENS = ("zero", "one", "best")
+#: Readings of Algorithm 2's "history time limit" (lines 3-4 and 9-10), see AutoTuner:
+#: ``"window"`` -- entries recorded more than the limit ago are left out (a sliding window over
+#: recording time); ``"value"`` -- recorded waits longer than the limit are left out (the
+#: literal test ``time > HISTORY_TIME_LIMIT`` on the listed starvation times).
+TUNER_LIMITS = ("window", "value")
+
 #: Optional reference-simulator knobs (off by default: the paper has neither).
 FLOOR_MACHINE_LEASES = 6
 FLOOR_RACK_LEASES = 12
@@ -69,6 +88,20 @@ def default_history_s(spec: ClusterSpec) -> float:
     period there.
     """
     return HISTORY_REFERENCE_HOURS * HOUR_S * HISTORY_REFERENCE_GPUS / spec.num_gpus
+
+
+def best_placement_shape(num_gpus: int, spec: ClusterSpec) -> tuple:
+    """The shape of the most consolidated placement of ``num_gpus`` GPUs on ``spec``: whole
+    machines filled first, then whole racks (``((8, 8, 4),)`` for 20 GPUs on 8-GPU machines)."""
+    g = int(num_gpus)
+    gpm, gpr = spec.gpus_per_machine, spec.gpus_per_rack
+    racks = []
+    while g > 0:
+        in_rack = min(g, gpr)
+        machines = [gpm] * (in_rack // gpm) + ([in_rack % gpm] if in_rack % gpm else [])
+        racks.append(tuple(machines))
+        g -= in_rack
+    return tuple(racks)
 
 
 def _tuned_reference(values: np.ndarray) -> float:
@@ -105,6 +138,13 @@ class AutoTuner:
     tuned ``T_Mc <= 0.8 H`` and ``T_Rk <= H`` (``H = history_s``). They apply to tuned values,
     not to the manual fallback; a cap wins over a floor if they cross.
 
+    ``limit`` chooses the reading of Algorithm 2's test ``time > HISTORY_TIME_LIMIT`` (lines 3
+    and 9): ``"window"`` (default) is the recording-time window above; ``"value"`` takes the
+    test literally -- ``time`` is a listed starvation time, and one longer than ``history_s``
+    is removed (so never counted), whenever it was recorded. With ``"value"`` there is no
+    recording-time window: every wait up to the limit counts, and a tuned timer is at most
+    the limit plus two sample standard deviations of values in ``[0, limit]``.
+
     Entries must be recorded in non-decreasing ``now_s`` (the engine's clock). Queries are
     cheap: a binary search for the window start per list, and the statistics are recomputed
     only when a list's window changed (a new entry, or an old one expired).
@@ -114,6 +154,7 @@ class AutoTuner:
         t_machine_s, t_rack_s: manual fallback timers in seconds.
         lease_s: the lease, the unit of the floors.
         floors, caps: the reference simulator's knobs (see above).
+        limit: ``"window"`` or ``"value"`` (:data:`TUNER_LIMITS`, see above).
     """
 
     def __init__(
@@ -125,9 +166,14 @@ class AutoTuner:
         lease_s: float = HOUR_S,
         floors: bool = False,
         caps: bool = False,
+        limit: str = "window",
     ) -> None:
         if not (history_s > 0):  # also rejects NaN
             raise ValueError(f"history_s must be a positive number of seconds, got {history_s!r}")
+        if limit not in TUNER_LIMITS:
+            raise ValueError(f"unknown tuner_limit {limit!r}; choose one of {', '.join(TUNER_LIMITS)}")
+        self.limit = limit
+        self._by_value = limit == "value"
         for name, value in (("t_machine_s", t_machine_s), ("t_rack_s", t_rack_s), ("lease_s", lease_s)):
             if not (value >= 0):
                 raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}")
@@ -163,6 +209,8 @@ class AutoTuner:
             raise ValueError(f"entries must be recorded in time order: {now_s} after {self._last_s}")
         self._last_s = now_s
         self.stamp += 1
+        if self._by_value and starvation_s > self.history_s:
+            return  # Algorithm 2, lines 3-4 / 9-10, read literally: removed, never counted
         key = (int(tier), int(num_gpus))
         times = self._times.get(key)
         if times is None:
@@ -178,6 +226,7 @@ class AutoTuner:
         network = int(Tier.NETWORK)
         tuned, values = self._times, self._values
         last = self._last_s
+        by_value, limit = self._by_value, self.history_s
         try:
             for level, g, waited, at in zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
                                              np.asarray(starvation_s, dtype=np.float64).tolist(),
@@ -189,6 +238,9 @@ class AutoTuner:
                 if at < last:
                     raise ValueError(f"entries must be recorded in time order: {at} after {last}")
                 last = at
+                if by_value and waited > limit:
+                    self.stamp += 1
+                    continue  # as in record()
                 key = (level, g)
                 listed = tuned.get(key)
                 if listed is None:
@@ -216,8 +268,9 @@ class AutoTuner:
         if times is None:
             return fallback
         hi = len(times)
-        # Algorithm 2, lines 2-5 / 8-11: entries recorded before the window are left out.
-        lo = bisect_left(times, now_s - self.history_s)
+        # Algorithm 2, lines 2-5 / 8-11: entries recorded before the window are left out
+        # ("window"); with "value" the long waits were never kept (record) and all others count.
+        lo = 0 if self._by_value else bisect_left(times, now_s - self.history_s)
         if hi - lo < 2:
             return fallback
         cached = self._cache.get(key)
@@ -238,21 +291,22 @@ class AutoTuner:
         array: all of them, or only those inside the history window at ``now_s``."""
         key = (int(tier), int(num_gpus))
         times = self._times.get(key, [])
-        lo = 0 if now_s is None else bisect_left(times, now_s - self.history_s)
+        lo = 0 if now_s is None or self._by_value else bisect_left(times, now_s - self.history_s)
         out = np.array(self._values.get(key, [])[lo:], dtype=np.float64)
         out.flags.writeable = False
         return out
 
     def __repr__(self) -> str:
         return (f"AutoTuner(history_s={self.history_s:g}, t_machine_s={self.t_machine_s:g}, "
-                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps})")
+                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}, limit={self.limit!r})")
 
 
 class DallyPolicy(Policy):
     """Dally with auto-tuned delay timers (paper §IV-B; SPEC §5.1).
 
-    * Priority: ``Nw_sens`` (lower is offered first; never-run jobs have 0 and come first;
-      ties by earlier arrival, then job index -- the engine's rule).
+    * Priority: ``Nw_sens`` (lower is offered first; never-run jobs have the value of
+      ``never_run_nw_sens``, by default 0, so they come first; ties by earlier arrival, then
+      job index -- the engine's rule).
     * Offer decision: Algorithm 1 (see :meth:`decide`) with the timers of :meth:`timers`.
     * Bookkeeping: every new placement at MACHINE or RACK tier is recorded in the
       :class:`AutoTuner` (Algorithm 1, lines 7 and 15). The engine calls :meth:`on_start` for
@@ -266,6 +320,18 @@ class DallyPolicy(Policy):
         t_machine_s, t_rack_s: the manual timers, used while a list has fewer than two
             entries in the window (default 12 h and 24 h, the paper's values).
         floors, caps: the reference simulator's clamps of tuned timers (default off).
+        never_run_nw_sens: a never-run job's Nw_sens (the formula's 0/0), one of
+            :data:`NEVER_RUN_NW_SENS`: ``"zero"`` (default; the reference simulator's and
+            SPEC §5.1's: every new job outranks every job that has run), ``"one"`` (the value
+            of a job that has endured no network slowdown, so it ranks with jobs running at
+            full speed, ahead of every network-slowed one), ``"best"`` (the speed factor of its
+            best possible placement, :func:`best_placement_shape`: the Nw_sens it would have
+            after running there). Given to the engine through :meth:`never_run_nw_sens_of`.
+        tuner_limit: ``"window"`` (default) or ``"value"`` -- what the auto-tuner's history
+            limit bounds (:class:`AutoTuner`, ``limit``). Either way the limit is ``history_s``,
+            by default :func:`default_history_s` (24 h on the paper's 512 GPUs, scaled
+            inversely with the GPU count as §IV-B asks: "in larger clusters, a smaller history
+            time limit is advised").
 
     Choices the paper leaves open, and where the paper's reference simulator differs (SPEC §5):
 
@@ -301,7 +367,16 @@ class DallyPolicy(Policy):
         t_rack_s: float = MANUAL_T_RACK_S,
         floors: bool = False,
         caps: bool = False,
+        never_run_nw_sens: str = "zero",
+        tuner_limit: str = "window",
     ) -> None:
+        if never_run_nw_sens not in NEVER_RUN_NW_SENS:
+            raise ValueError(f"unknown never_run_nw_sens {never_run_nw_sens!r}; "
+                             f"choose one of {', '.join(NEVER_RUN_NW_SENS)}")
+        if tuner_limit not in TUNER_LIMITS:
+            raise ValueError(f"unknown tuner_limit {tuner_limit!r}; choose one of {', '.join(TUNER_LIMITS)}")
+        self.never_run_nw_sens = never_run_nw_sens
+        self.tuner_limit = tuner_limit
         if history_s is not None and not (history_s > 0):
             raise ValueError(f"history_s must be a positive number of seconds, got {history_s!r}")
         for name, value in (("t_machine_s", t_machine_s), ("t_rack_s", t_rack_s)):
@@ -324,7 +399,7 @@ class DallyPolicy(Policy):
         if self.auto_tuned:
             history = default_history_s(spec) if self.history_s is None else self.history_s
             self.tuner = AutoTuner(history, self.t_machine_s, self.t_rack_s, lease_s=view.config.lease_s,
-                                   floors=self.floors, caps=self.caps)
+                                   floors=self.floors, caps=self.caps, limit=self.tuner_limit)
         self._forget()
 
     def _forget(self) -> None:
@@ -335,8 +410,25 @@ class DallyPolicy(Policy):
         self._memo_stamp = -1
 
     def priority(self, view: Engine, jobs: np.ndarray) -> np.ndarray:
-        # §IV-B1: offers in increasing order of Nw_sens (0 for never-run jobs).
+        # §IV-B1: offers in increasing order of Nw_sens (never-run jobs: never_run_nw_sens_of).
         return view.nw_sens(jobs)
+
+    def never_run_nw_sens_of(self, view: Engine) -> float | np.ndarray:
+        """Each job's Nw_sens while it has never run (option ``never_run_nw_sens``); the engine
+        asks once, at the start of the run, and uses it wherever it computes Nw_sens."""
+        if self.never_run_nw_sens == "zero":
+            return 0.0
+        if self.never_run_nw_sens == "one":
+            return 1.0
+        spec, latency = view.spec, view.latency
+        speeds: dict[tuple[str, int], float] = {}
+        out = np.empty(view.n)
+        for j, (model, g) in enumerate(zip(view.model.tolist(), view.num_gpus.tolist())):
+            s = speeds.get((model, g))
+            if s is None:
+                s = speeds[(model, g)] = float(latency.speed_factor(model, best_placement_shape(g, spec)))
+            out[j] = s
+        return out
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         """``(T_Mc, T_Rk)`` before the size rules: the auto-tuner's (variants override). With a
@@ -417,9 +509,18 @@ class DallyPolicy(Policy):
         if self.tuner is not None and view.placement_kind != "upgrade":
             self.tuner.record_many(tiers, view.num_gpus[jobs], starvation_s, now_s)
 
+    def _options_repr(self) -> str:
+        """The reading options that differ from their defaults, for the reprs."""
+        out = ""
+        if self.never_run_nw_sens != "zero":
+            out += f", never_run_nw_sens={self.never_run_nw_sens!r}"
+        if self.tuner_limit != "window":
+            out += f", tuner_limit={self.tuner_limit!r}"
+        return out
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(history_s={self.history_s!r}, t_machine_s={self.t_machine_s:g}, "
-                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps})")
+                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}{self._options_repr()})")
 
 
 class DallyManualPolicy(DallyPolicy):
@@ -429,14 +530,16 @@ class DallyManualPolicy(DallyPolicy):
     name: ClassVar[str] = "dally-manual"
     auto_tuned: ClassVar[bool] = False
 
-    def __init__(self, t_machine_s: float = MANUAL_T_MACHINE_S, t_rack_s: float = MANUAL_T_RACK_S) -> None:
-        super().__init__(t_machine_s=t_machine_s, t_rack_s=t_rack_s)
+    def __init__(self, t_machine_s: float = MANUAL_T_MACHINE_S, t_rack_s: float = MANUAL_T_RACK_S,
+                 never_run_nw_sens: str = "zero") -> None:
+        super().__init__(t_machine_s=t_machine_s, t_rack_s=t_rack_s, never_run_nw_sens=never_run_nw_sens)
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         return self.t_machine_s, self.t_rack_s
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(t_machine_s={self.t_machine_s:g}, t_rack_s={self.t_rack_s:g})"
+        return (f"{type(self).__name__}(t_machine_s={self.t_machine_s:g}, t_rack_s={self.t_rack_s:g}"
+                f"{self._options_repr()})")
 
 
 class DallyNoWaitPolicy(DallyPolicy):
@@ -446,14 +549,14 @@ class DallyNoWaitPolicy(DallyPolicy):
     name: ClassVar[str] = "dally-nowait"
     auto_tuned: ClassVar[bool] = False
 
-    def __init__(self) -> None:
-        super().__init__(t_machine_s=0.0, t_rack_s=0.0)
+    def __init__(self, never_run_nw_sens: str = "zero") -> None:
+        super().__init__(t_machine_s=0.0, t_rack_s=0.0, never_run_nw_sens=never_run_nw_sens)
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         return 0.0, 0.0
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        return f"{type(self).__name__}({self._options_repr()[2:]})"
 
 
 class DallyConsolidatedPolicy(DallyPolicy):
@@ -465,11 +568,11 @@ class DallyConsolidatedPolicy(DallyPolicy):
     name: ClassVar[str] = "dally-consolidated"
     auto_tuned: ClassVar[bool] = False
 
-    def __init__(self) -> None:
-        super().__init__(t_machine_s=math.inf, t_rack_s=math.inf)
+    def __init__(self, never_run_nw_sens: str = "zero") -> None:
+        super().__init__(t_machine_s=math.inf, t_rack_s=math.inf, never_run_nw_sens=never_run_nw_sens)
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         return math.inf, math.inf
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        return f"{type(self).__name__}({self._options_repr()[2:]})"

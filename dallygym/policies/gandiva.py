@@ -32,6 +32,10 @@ Lease renewal (``EngineConfig.renewal``): in ``"upgrade"`` mode a running job ke
 through the pass (Gandiva improves placements by its migration below, not by renewal offers);
 in ``"rebid"`` mode it bids again like a waiting job.
 
+Time-slicing (Gandiva's suspend-resume under oversubscription) is the variant
+:class:`GandivaTimeslicePolicy` (``gandiva-timeslice``); this class, like the Dally paper's
+characterisation, has migration only.
+
 Migration (Gandiva's introspective migration, Dally paper §V-C: "migrating jobs to more
 favorable GPU consolidation whenever resources become available"): at every round boundary,
 after the pass, a running job spread over several machines moves to the most consolidated tier
@@ -48,6 +52,7 @@ from ..cluster import Tier
 from .base import PlannedPlacementPolicy
 
 _IDLE = -1  # ClusterState.mark of a free GPU nobody held at the last round boundary
+_RUNNING_STATE = 2  # engine.RUNNING (not imported: the engine imports the policies)
 
 
 class GandivaPolicy(PlannedPlacementPolicy):
@@ -123,3 +128,91 @@ class GandivaPolicy(PlannedPlacementPolicy):
         marks = c.mark[free]
         key = np.where(marks == _IDLE, np.iinfo(np.int64).max, marks)
         return free[np.argsort(-key, kind="stable")[:g]]
+
+
+class GandivaTimeslicePolicy(GandivaPolicy):
+    """Gandiva with suspend-resume time-slicing (Xiao et al., OSDI'18, §3-4), at lease granularity.
+
+    Gandiva's answer to oversubscription is to time-slice: a job that finds no free GPUs is
+    not left waiting behind the running ones; running jobs are suspended (checkpointed) and
+    resumed in turn, and jobs of the same size are packed onto the same GPUs so that one can be
+    swapped for another. The engine gives every GPU to one job at a time and ends every lease
+    at a round boundary, so the model here is suspend-resume at lease boundaries, one lease as
+    the quantum:
+
+    * **Turn order** (the priority): waiting jobs first, the one waiting longest first (since
+      its arrival, or since it was last suspended); then the lease-expired running jobs, the
+      one that started its current turn most recently first. So at a boundary, the jobs that
+      have run longest without a break are the first whose GPUs a waiting job takes: round
+      robin.
+    * **Placement**: Gandiva's (:meth:`GandivaPolicy.placement`) when the idle GPUs (held by
+      nobody, not up for renewal) suffice. Otherwise, at a round boundary, the waiting job
+      takes over the whole GPU set of a lease-expired running job *of the same GPU demand* --
+      the one latest in the turn order -- which is suspended (preempted; its progress is
+      kept): the two now share those GPUs, one lease each in turn, so each progresses at about
+      half its speed while two share. If no job of its size is up for renewal, it takes the
+      free GPUs Gandiva's placement gives (idle first, then those of the jobs latest in the
+      turn order). A job that arrived or was suspended at this very instant takes idle GPUs
+      only -- it has had no wait, so no turn is due to it, and a suspended job does not in
+      turn suspend another -- and waits for the next boundary otherwise.
+    * Migration and affinity are Gandiva's, unchanged.
+
+    Limits: the quantum is the lease (1 h by default; Gandiva's is about a minute), so two jobs
+    sharing GPUs alternate whole leases rather than interleave within one; there is no
+    co-running of two jobs on one GPU at once (no packing by memory or utilisation, Gandiva's
+    "packing" of jobs on the same GPU concurrently), no profiling of whether sharing pays off,
+    and a suspend-resume costs ``restart_overhead_s`` only when the job comes back on other
+    GPUs (the engine's rule; default 0, Gandiva reports ~100 ms-1 s). Between boundaries
+    (arrivals, completions) only idle GPUs are taken, so a newly arrived job that finds none
+    waits for the next boundary.
+    """
+
+    name = "gandiva-timeslice"
+    priority_keys = None  # priority() below: turn order
+
+    def priority(self, view, jobs):
+        now = view.now_s
+        running = view.state[jobs] == _RUNNING_STATE
+        waited = now - view.starve_anchor_s[jobs]  # a waiting job: how long since it last ran (or arrived)
+        stint = now - view.hold_start_s[jobs]  # a running job: how long its current turn has lasted
+        return np.where(running, stint, -waited)
+
+    def decide(self, offer, view):
+        if offer.renewal == "upgrade":
+            return None
+        gpus = self.placement(view, offer.job)
+        if gpus is None:
+            return None  # no turn yet: it has not waited at all (see placement)
+        tier = self.plan(offer, view, gpus)
+        return offer.best_tier if tier is None else tier
+
+    def placement(self, view, job: int) -> np.ndarray | None:
+        """Gandiva's placement on idle GPUs if they suffice; else, for a job that has waited
+        (its starvation time is positive), a same-size job's turn or Gandiva's placement on the
+        free GPUs; else None: a job that arrived or was suspended just now takes idle GPUs
+        only (a suspended job does not suspend another in the same pass)."""
+        c = view.cluster
+        g = int(view.num_gpus[job])
+        if int(c.idle_per_machine.sum()) < g:
+            if not view.now_s > view.starve_anchor_s[job]:
+                return None
+            swap = self._same_size_turn(view, g)
+            if swap is not None:
+                return swap
+        return super().placement(view, job)
+
+    def _same_size_turn(self, view, g: int) -> np.ndarray | None:
+        """The GPUs of the lease-expired job of demand ``g`` latest in the turn order whose
+        GPUs are all still free (unclaimed in this pass), or None."""
+        c = view.cluster
+        best, best_rank = None, None
+        for j in sorted(view.expired_unvisited):
+            if int(view.num_gpus[j]) != g:
+                continue
+            gpus = view.gpus[j]
+            if gpus is None or not (c.owner[gpus] == -1).all():
+                continue
+            rank = int(c.mark[gpus].max())
+            if best_rank is None or rank > best_rank:
+                best, best_rank = gpus, rank
+        return best
