@@ -1,4 +1,4 @@
-"""Compiled kernels for the engine's hot paths (numba, SPEC §4; issue 11).
+"""Compiled kernels for the engine's hot paths (numba, SPEC §4).
 
 Each kernel does, in one compiled call, what a method of :class:`dallygym.cluster.ClusterState`
 or :class:`dallygym.engine.Engine` does with many small numpy calls; :func:`run_events` runs

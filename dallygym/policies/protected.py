@@ -1,7 +1,7 @@
 """Protected remaining time: short remaining work first, the makespan-critical jobs protected.
 
-The strongest ordering heuristic found for issue 10 (``DallyQueue-v0``); it is the baseline a
-learned job-ordering agent is compared with. Its definition, from the issue, untuned:
+A strong ordering heuristic for ``DallyQueue-v0``, and a baseline a learned job-ordering agent
+is compared with. Its definition, untuned:
 
     "protected remaining time: estimate each job's remaining run time as remaining ideal time
     ÷ its observed Nw_sens (÷ 0.1 for a never-run job that spans more than one machine); jobs
@@ -18,7 +18,7 @@ import numpy as np
 from .dally import DallyConsolidatedPolicy
 
 #: Divisor of a never-run multi-machine job's remaining ideal time: its Nw_sens is unknown,
-#: and a job that spans machines may run far below its ideal speed (the issue's 0.1).
+#: and a job that spans machines may run far below its ideal speed (0.1, the rule's own choice).
 NEVER_RUN_MULTI_MACHINE_NW_SENS = 0.1
 #: Jobs whose estimate is at least this fraction of the largest estimate are protected.
 PROTECT_FRACTION = 0.5
@@ -35,9 +35,9 @@ class ProtectedRemainingPolicy(DallyConsolidatedPolicy):
       that decide the makespan) come first, longest first; the rest follow, shortest first.
       Ties by arrival, then job index (the engine's rule).
     * Offers: as ``dally-consolidated`` -- a job waits for the most consolidated tier it can
-      fit in (the rule the issue measured the order with); lease renewal likewise.
+      fit in (the rule the order was defined with); lease renewal likewise.
 
-    Nothing here was tuned on held-out traces: the ½ and the 0.1 are the issue's.
+    Nothing here was tuned on held-out traces: the ½ and the 0.1 are the rule's own, as first stated.
     """
 
     name: ClassVar[str] = "protected-remaining"

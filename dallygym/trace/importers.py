@@ -18,7 +18,7 @@ file:
    alone on the cluster at its most consolidated placement, communication included, so the
    compute-only time is ``duration * s_best`` with ``s_best`` the latency model's speed factor
    there (:func:`best_speed_factors`); ``durations="compute"`` takes the duration as
-   compute-only time (the reading before issue 12);
+   compute-only time (an earlier reading of these files);
 5. iterations: the file's count where it has one (Tiresias ``iterations``, Gavel steps), else
    ``round(compute_time / ITER_TIME_S[model])``; ``iter_time_s = compute_time / iterations``;
 6. job ids 0, 1, ... in arrival order (Tiresias keeps its ids), arrivals shifted so the first
