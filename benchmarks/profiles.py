@@ -237,6 +237,7 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
                           sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))))
                      .reset_index())
             lines += [f"Disagreements under `{profile}` (Dally / baseline over the draws):", "", _md(worst), ""]
+    lines += sensitivity_lines(directions, verdicts)
     lines += ["## The §VI claims (batch draws)", "", "Rules as in `benchmarks/compare.py`; cells agreeing over the "
               "three draws, per size:", ""]
     table = (verdicts[verdicts["setting"].isin(PROFILES)]
@@ -269,6 +270,30 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
         view["completion_p99_h"] = view.pop("completion_p99_s") / 3600
         lines += [_md(view, ".1f"), ""]
     return "\n".join(lines)
+
+
+def sensitivity_lines(directions: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
+    """Which reading moves which comparison: on the draws the flips ran on (seed 2001 of each
+    kind), cells agreeing per comparison under the default and with each reading flipped alone,
+    and under the paper profile on the same draws."""
+    flipped = [s for s in directions["setting"].unique() if s not in PROFILES]
+    if not flipped:
+        return []
+    draws = directions[directions["setting"] == flipped[0]]["draw"].unique()
+    sub = directions[directions["draw"].isin(draws) & directions["setting"].isin(["default", *flipped, "paper"])]
+    table = (sub.groupby(["metric", "baseline", "setting"], sort=False)["agrees"]
+             .agg(lambda a: f"{int(a.sum())}/{len(a)}").unstack("setting").reset_index())
+    table = table[["metric", "baseline", "default", *flipped, "paper"]]
+    claim_sub = verdicts[verdicts["draw"].isin(draws) & verdicts["setting"].isin(["default", *flipped, "paper"])]
+    claim_table = (claim_sub.groupby(["claim", "setting"], sort=False)["agrees"]
+                   .agg(lambda a: f"{int(a.sum())}/{len(a)}").unstack("setting").reset_index())
+    claim_table = claim_table[["claim", "default", *flipped, "paper"]]
+    return ["## Which reading moves which comparison", "",
+            f"On the draws the sensitivity rows ran on ({', '.join(sorted(draws))}), cells agreeing with the "
+            "paper's direction per comparison (over the four sizes, and the 8-rack table cells): under the "
+            "default, with one reading changed alone, and under the `paper` profile.", "",
+            _md(table), "", "The §VI claims on the same batch draw, per reading (over the four sizes):", "",
+            _md(claim_table), ""]
 
 
 def _kind_of(grid: pd.DataFrame):
