@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="replay a trace on a cluster under one policy and print its metrics")
     sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
     _run_args(sim)
-    sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR")
+    sim.add_argument("--out", metavar="DIR", help="also write jobs.csv, timeline.csv and summary.csv to DIR, "
+                     "and the run's figures as PNG and SVG when matplotlib is installed (the plots extra)")
     sim.add_argument("--no-progress", action="store_true",
                      help="no progress line on stderr (shown only on a terminal, and not when CI is set)")
 
@@ -206,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                       help="policies to run (default: every shipped policy)")
     _run_args(cmp_)
+    cmp_.add_argument("--out", metavar="DIR", help="also write the table (comparison.csv) and the comparison "
+                      "figure (comparison.png, .svg; needs the plots extra) to DIR")
     cmp_.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
                       help="no progress on stderr (per-policy lines, and a progress line during each run "
                            "on a terminal)")
@@ -405,7 +408,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     result = simulate(args.trace, spec, policy=policy, latency=args.latency, config=config,
                       progress=not args.no_progress)
     if args.out:
-        result.to_csv(args.out)
+        result.to_csv(args.out, extra=_run_figure_writer(result, spec))
     if args.format == "json":
         print(json.dumps(result.summary, indent=2))
     elif args.format == "csv":
@@ -416,6 +419,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
               f"renewal {args.renewal}" + (f", profile {args.profile}" if args.profile else ""))
         print(_summary_table(result.summary).to_string(index=False))
     return 0
+
+
+PLOTS_NOTE = "dallygym: note: install the plots extra to draw the run (pip install 'dallygym[plots]')"
+
+
+def _run_figure_writer(result, spec: ClusterSpec):
+    """What ``simulate --out`` adds to the run's staging directory: its figures as PNG and SVG,
+    or None (and a note on stderr) without matplotlib."""
+    from . import plots
+
+    if not plots.available():
+        print(PLOTS_NOTE, file=sys.stderr, flush=True)
+        return None
+    return lambda staging: plots.save_figures(plots.run_figures(result, spec), staging)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -429,14 +446,37 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from .profiles import make_profile_policy
 
         policies = [make_profile_policy(p, args.profile) for p in policies]
+    results: dict | None = {} if args.out else None  # each policy's run, for the figures
     frame = compare(args.trace, spec, policies, latency=args.latency, config=config,
-                    progress=None if args.quiet else stderr_progress)
+                    progress=None if args.quiet else stderr_progress, results=results)
     frame = frame.drop(columns="wall_s")  # wall time varies run to run; benchmarks keep it
+    if args.out:
+        _write_comparison(args.out, frame, results)
     _print_frame(hours_table(frame) if args.format == "table" else frame, args.format)
     note = contention_note(frame, spec)
     if note:  # on stderr even with --quiet: it is not progress, and stdout stays the table
         print(note, file=sys.stderr, flush=True)
     return 0
+
+
+def _write_comparison(directory: str, frame: pd.DataFrame, results: dict) -> None:
+    """``compare --out``: comparison.csv, and comparison.png / .svg when matplotlib is installed
+    (else a note on stderr). The directory is created if needed; other files in it are kept."""
+    from pathlib import Path
+
+    from . import plots
+    from .metrics import naming
+
+    out = Path(directory)
+    with naming(out):
+        out.mkdir(parents=True, exist_ok=True)
+    with naming(out / "comparison.csv"):
+        frame.to_csv(out / "comparison.csv", index=False)
+    if not plots.available():
+        print(PLOTS_NOTE, file=sys.stderr, flush=True)
+        return
+    with naming(out / "comparison.png"):
+        plots.save_figures({"comparison": plots.compare_figures(results)}, out)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

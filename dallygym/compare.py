@@ -28,6 +28,7 @@ def compare(
     config: EngineConfig | None = None,
     progress: Callable[[str], None] | None = None,
     profile: str | None = None,
+    results: dict | None = None,
 ) -> pd.DataFrame:
     """Simulate each policy on the same trace and cluster; one row per policy.
 
@@ -36,7 +37,8 @@ def compare(
     called with a line after each policy's run; when given, each run also shows a
     :class:`~dallygym.simulate.ProgressLine` (on a terminal). ``profile``: readings of the
     papers' open points applied to every policy given by name and to the config
-    (:mod:`dallygym.profiles`).
+    (:mod:`dallygym.profiles`). ``results``: a dict that, when given, receives each policy's
+    :class:`~dallygym.metrics.RunResult` by policy name (for figures).
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(racks=cluster)
     frame = load_trace(trace, cluster=spec)  # load and validate once for every policy
@@ -54,6 +56,8 @@ def compare(
         result = simulate(frame, spec, policy=policy, latency=latency_model, config=config,
                           progress=progress is not None)
         wall = time.perf_counter() - start
+        if results is not None:
+            results[policy.name] = result
         rows.append({"policy": policy.name, **{k: result.summary[k] for k in COMPARE_COLUMNS}, "wall_s": wall})
         if progress:
             progress(f"[{i}/{len(built)}] {policy.name}: {wall:.2f} s")

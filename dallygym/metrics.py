@@ -37,9 +37,9 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +73,12 @@ SUMMARY_KEYS: tuple[str, ...] = (
 )
 
 
+#: The figures ``dallygym simulate --out`` adds to a run's directory when matplotlib is installed
+#: (:func:`dallygym.plots.run_figures`); a directory holding them may be replaced.
+PLOT_FILES: frozenset[str] = frozenset(f"{stem}.{ext}" for stem in ("occupancy", "utilisation_queue", "jct_cdf",
+                                                                    "tiers_comm") for ext in ("png", "svg"))
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of one run.
@@ -82,20 +88,27 @@ class RunResult:
         timeline: one row per event time: ``time_s, gpus_used, utilization, running,
             waiting, remaining`` (state just after that instant's scheduling pass).
         summary: the flat per-run summary, keys :data:`SUMMARY_KEYS`.
+        placements: one row per GPU of each job's last placement (:func:`placement_frame`),
+            for the occupancy chart of :mod:`dallygym.plots`; None when not recorded. Not
+            written by :meth:`to_csv`.
     """
 
     jobs: pd.DataFrame
     timeline: pd.DataFrame
     summary: dict
+    placements: pd.DataFrame | None = field(default=None, compare=False, repr=False)
 
-    def to_csv(self, directory: str | Path) -> None:
-        self._write(directory, "csv")
+    def to_csv(self, directory: str | Path, extra: Callable[[Path], object] | None = None) -> None:
+        """``extra``: called with the staging directory after the tables are written, to add
+        more files (the figures of :mod:`dallygym.plots`, named as in :data:`PLOT_FILES`) that
+        the same swap then puts in place."""
+        self._write(directory, "csv", extra)
 
     def to_parquet(self, directory: str | Path) -> None:
         """Needs a parquet engine (pyarrow or fastparquet) installed."""
         self._write(directory, "parquet")
 
-    def _write(self, directory: str | Path, fmt: str) -> None:
+    def _write(self, directory: str | Path, fmt: str, extra: Callable[[Path], object] | None = None) -> None:
         """Write the three tables into ``directory`` all at once or not at all.
 
         They are written into a fresh staging directory beside it, which then takes its place
@@ -104,12 +117,14 @@ class RunResult:
         system can exchange two directories, as Linux can) never no output where there was
         one. A staging directory left by a killed run is removed by the next run writing
         beside it (:func:`remove_stale_staging`). ``directory`` may be new or hold only this
-        kind of output (files named ``jobs``, ``timeline``, ``summary``); any
-        other file in it is reason to refuse, since replacing the directory would delete it.
+        kind of output (files named ``jobs``, ``timeline``, ``summary``, or the figures
+        :data:`PLOT_FILES`); any other file in it is reason to refuse, since replacing the
+        directory would delete it.
         A failed write raises :class:`OutputError` naming the file.
         """
         out = Path(directory)
         names = {f"{name}.{ext}" for name in ("jobs", "timeline", "summary") for ext in ("csv", "parquet")}
+        names |= PLOT_FILES
         if out.exists():
             if not out.is_dir():
                 raise ValueError(f"--out {out}: exists and is not a directory")
@@ -133,6 +148,9 @@ class RunResult:
                         frame.to_csv(path, index=False)
                     else:
                         frame.to_parquet(path, index=False)
+            if extra is not None:
+                with naming(out):
+                    extra(staging)
             with naming(out):
                 _replace_directory(staging, target)
         except BaseException:
@@ -410,7 +428,35 @@ def summarize(engine: Engine, jobs: dict[str, np.ndarray] | None = None) -> dict
     }
 
 
+def placement_frame(engine: Engine, end: np.ndarray | None = None) -> pd.DataFrame:
+    """Each job's last placement, one row per GPU: ``job_id, gpu, tier`` (0 machine, 1 rack,
+    2 network), ``start_s, end_s`` and ``segments`` (1 + preemptions + migrations + upgrades).
+
+    The engine keeps only the GPUs a job held last. For a job placed once (``segments == 1``)
+    that is its whole GPU history, from ``start_s`` (its first start) to ``end_s``. For a job
+    placed more than once the GPUs of its earlier placements and the start of its last one
+    are not recorded: ``start_s`` is then ``end_s`` minus its whole time holding GPUs, the
+    earliest its last placement can have started; ``segments > 1`` marks such rows.
+    """
+    end = completion_times(engine) if end is None else end
+    num = engine.num_gpus.astype(np.int64)
+    offsets = np.asarray(engine._gpu_off_list, dtype=np.int64)
+    job = np.repeat(np.arange(engine.n), num)
+    within = np.arange(int(num.sum()), dtype=np.int64) - np.repeat(np.cumsum(num) - num, num)
+    gpus = np.asarray(engine._gpu_store)[np.repeat(offsets, num) + within]
+    segments = 1 + engine.preemptions + engine.migrations + engine.upgrades
+    return pd.DataFrame({
+        "job_id": np.asarray(engine.job_id)[job],
+        "gpu": gpus.astype(np.int64),
+        "tier": np.asarray(engine._last_tier)[job].astype(np.int64),
+        "start_s": np.where(segments == 1, engine.first_start_s, end - engine.run_s)[job],
+        "end_s": end[job],
+        "segments": np.asarray(segments)[job].astype(np.int64),
+    })
+
+
 def collect(engine: Engine) -> RunResult:
     """Metrics of a finished engine run."""
     jobs = _job_columns(engine)
-    return RunResult(jobs=pd.DataFrame(jobs), timeline=timeline_frame(engine), summary=summarize(engine, jobs))
+    return RunResult(jobs=pd.DataFrame(jobs), timeline=timeline_frame(engine), summary=summarize(engine, jobs),
+                     placements=placement_frame(engine, jobs["end_s"]))
