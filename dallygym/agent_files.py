@@ -36,6 +36,7 @@ what is wrong, which the command line prints as ``dallygym: error: ...`` with ex
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import io
@@ -516,7 +517,7 @@ def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None, env_i
             config["net_arch"] = inferred_net_arch(state)
         if family == "queue":  # the set network's value head is named critic; the pointer one's is not
             config["queue_net"] = "set" if "mlp_extractor.critic.0.weight" in state else "pointer"
-        config = {**{k: v for k, v in vars(TrainConfig(**config)).items()}, "out_dir": str(zip_path.parent)}
+        config = {**dataclasses.asdict(TrainConfig(**config)), "out_dir": str(zip_path.parent)}
         config = check_config(config, f"{zip_path} (settings from the command line)")
     out = Path(out_dir) if out_dir is not None else zip_path.parent
     # Check that the parameters fill the network the settings describe before writing anything.

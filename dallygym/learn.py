@@ -557,15 +557,12 @@ def _queue_policy_network(config: dict, where: str):
     config names."""
     import gymnasium as gym
 
-    from .agent_files import MAX_CANDIDATES
     from .nets import QUEUE_POLICIES
     from .queue_env import CLUSTER_DIM, JOB_DIM
 
     env_id = config.get("env_id", "DallyQueue-v0")
+    # Bounded by agent_files.check_config, which every config read from a file has passed.
     slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
-    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_CANDIDATES:
-        raise AgentLoadError(f"{where}: max_candidates must be an integer from 1 to {MAX_CANDIDATES:,}, "
-                             f"got {str(slots)[:60]}")
     obs_space = gym.spaces.Dict({
         "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
         "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
@@ -582,21 +579,16 @@ def _queue_policy_network(config: dict, where: str):
 
 def _empty_policy_network(config: dict, where: str):
     """The MaskablePPO policy network of ``config``'s architecture, its parameters not loaded.
-    Its size is bounded before it is built: the architecture is the file's author's to choose."""
+    ``config`` has passed :func:`dallygym.agent_files.check_config`, which bounds the network's
+    size before anything is built (the architecture is the file's author's to choose)."""
     from gymnasium import spaces
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-    from .agent_files import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, mlp_parameters
     from .env import OBS_DIM
 
     if is_queue_env(str(config.get("env_id", "Dally-v0"))):
         return _queue_policy_network(config, where)
     net_arch = config.get("net_arch", TrainConfig().net_arch)
-    if not (isinstance(net_arch, list) and 1 <= len(net_arch) <= MAX_LAYERS
-            and all(not isinstance(n, bool) and isinstance(n, int) and 1 <= n <= MAX_WIDTH for n in net_arch)
-            and mlp_parameters(net_arch, OBS_DIM, 4) <= MAX_PARAMETERS):
-        raise AgentLoadError(f"{where}: net_arch must be 1 to {MAX_LAYERS} layers of 1 to {MAX_WIDTH} units and at "
-                             f"most {MAX_PARAMETERS:,} parameters, got {str(net_arch)[:60]}")
     return MaskableActorCriticPolicy(
         spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
         lr_schedule=lambda _: 0.0, net_arch=list(net_arch), ortho_init=False,
