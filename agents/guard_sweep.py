@@ -36,8 +36,9 @@ def _cell(args: tuple[int, int, float, float | None]) -> dict:
     spec = ClusterSpec(racks, 8, 8)
     trace = generate_trace("batch-500", seed=seed)
     base = simulate(trace, spec, policy="dally").summary
-    summary = through_env("DallyQueue-v0", trace, spec, lambda rng, mask, obs: protected_share_action(obs, mask, share=share),
-                          guard_leases=guard, with_obs=True)
+    summary = through_env("DallyQueue-v0", trace, spec,
+                          lambda rng, mask, obs: protected_share_action(obs, mask, share=share),
+                          guard_leases=guard)
     return {"seed": seed, "racks": racks, "teacher_share": share, "guard_leases": "none" if guard is None else guard,
             "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
             "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1)}

@@ -1,41 +1,41 @@
-"""DallyQueue-v0 on held-out traces: learned agents against the heuristics and trivial baselines.
+"""DallyQueue-v0 agents on held-out traces, beside every baseline and the lower bound.
 
-    python agents/queue_baselines.py --agent agents/runs/queue-ppo-s0 [--agent ...] \
-        [--cell heldout/batch-500-seed2001:8 ...] [--out FILE.md] [--csv FILE.csv]
+    python agents/queue_baselines.py --agent agents/runs/queue-set-s0 [--agent ...] \
+        [--cell heldout/batch-500-seed2001:8 ...] [--workers 2] [--out FILE.md] [--csv FILE.csv]
     python agents/queue_baselines.py --racks 2 --machines-per-rack 2 --queue-env DallyQueueSmall-v0 \
         --generated small --seeds 2001 2002 ... [--agent RUN_DIR]
 
-A cell is a held-out trace (never trained on: other seeds of the generators, see
-``agents/make_heldout_traces.py``, or a shipped real trace) at a number of racks of 8 x 8 GPUs.
-The default cells are issue 10's grid: the three held-out ``batch-500`` draws at 2, 4, 8 and 16
-racks, the two held-out ``poisson-411`` draws at 8 racks, and the real ``philly-ee9e8c-14d``
-window at 2 and 4 racks (where it contends). Rows per cell:
+A cell is a held-out trace (never trained or tuned on) at a number of racks of 8 x 8 GPUs. The
+default grid: the ``batch-500`` and ``poisson-411`` draws of seeds 2001-2003 (the files of
+``traces/heldout/`` where shipped, else generated with that seed) at 2, 4, 8 and 16 racks, and
+each shipped real trace at every size of 2-16 racks where it contends (the rule of
+``benchmarks/compare.py``: its uncontended peak demand exceeds the GPUs). Rows per cell:
 
-* ``dally``, ``protected-remaining``, ``tiresias``, ``tiresias-las``, ``dally-consolidated``:
-  native runs (``simulate``);
-* ``random-picks``: seeded uniform masked actions through ``DallyQueue-v0`` (offer rule dally,
-  the default ``lease_picks="waiting"``); ``random-picks (lease picks)``: the same with
-  ``lease_picks="all"``;
-* ``protected-share picks``: :func:`dallygym.queue_env.protected_share_action` through
-  ``DallyQueue-v0`` (the protected-remaining order with "the largest" over every unfinished
-  job; offer rule dally) -- the teacher of the agents' imitation warm start;
-  ``guarded protected-share picks``: the same order protecting from an ``estimate_share`` of
-  ¼, with ``guard_leases=0.25`` -- the teacher of ``queue-ppo-guard-s*``;
-* ``full guard: ...``: the same environment with ``guard_waiting=True`` too (every candidate
-  whose ``estimate_share`` is at least ¼ is served without asking, longest first), the agent's
-  steps answered by the guarded teacher (``full guard: protected-share picks``, the teacher of
-  ``queue-ppo-fullguard-s*``), by seeded uniform masked actions (``full guard: random
-  picks``) or by action 0 (``full guard: constant-0``, the offer rule's order for the rest):
-  what the guard alone achieves, which a learned agent in it must beat;
-* ``constant-0``: always action 0 through ``DallyQueue-v0`` -- the slot the offer rule's order
-  puts first, i.e. exactly Dally (the equivalence the tests check); ``always-stop``: stop
-  whenever stopping is valid, else action 0;
-* ``always-wait (Dally-v0)``: the constant policy of issue 10 (action 0 = wait);
-* each ``--agent``: a saved learned agent in the environment of its config.
+* every shipped policy's native run (``simulate``), the Dally variants, Tiresias, Gandiva and
+  the queue heuristics (``protected-remaining``, ``smallest-demand-remaining``,
+  ``tuned-priority``) among them;
+* ``lower bound``: each job at its fastest placement from its arrival
+  (:func:`dallygym.bounds.lower_bound`), which no scheduler can beat;
+* through ``DallyQueue-v0`` (no guard), under the offer rule dally and under each learned
+  agent's offer rule (``NAME (RULE offers)``): ``constant-0`` (always slot 0, which is exactly
+  the offer rule's own order: Dally's, or ``protected-remaining``'s), ``random picks`` (seeded
+  uniform masked actions) and ``teacher`` (:func:`dallygym.queue_env.protected_share_action`,
+  the order the imitation warm start copies when one is asked for);
+* through ``Dally-v0`` (which tier each offer takes): ``always-wait (Dally-v0)`` (action 0,
+  decline every offer until a better tier frees) and ``random offers (Dally-v0)``;
+* each ``--agent`` run directory (of either environment), and its initial policy (``RUN/initial``, the parameters
+  before any update, written by ``dallygym train``) as ``RUN (initial)``: what the training
+  itself contributed.
 
-Mean JCT and makespan are also given relative to ``dally`` on the same cell, and a summary per
-agent and cell kind (mean, min, max over the cells' traces; learned agents whose run names
-differ only in a ``-sN`` seed suffix are also pooled over seeds).
+With ``--ablations`` the guarded environments (``guard_leases``/``guard_waiting`` at a share of
+¼) are added, answered by the guarded teacher, random picks and action 0.
+
+Each cell's verdict for each learned agent (computed from the rows, never typed): its makespan
+within +1 % of Dally's, and its mean JCT against the best native heuristic whose makespan is
+within +1 % of Dally's (the *best safe heuristic*): at most 0.9 x at 2 and 4 racks and on batch
+traces at 8 racks; no worse at 16 racks, on Poisson traces at 8 racks and on the real traces;
+and where the safe heuristics' mean JCTs differ by under 2 % (the cluster does not contend),
+within 2 % of the best.
 """
 
 from __future__ import annotations
@@ -52,119 +52,100 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec, simulate
+from dallygym.bounds import lower_bound
 from dallygym.learn import load_agent, run_agent
+from dallygym.policies import POLICIES
 from dallygym.queue_env import protected_share_action
 from dallygym.trace import generate_trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "traces" / "heldout"
-HELDOUT_BATCH = [HELDOUT / f"batch-500-seed{s}.csv" for s in (2001, 2002, 2003)]
-#: Issue 10's evaluation grid: (kind, trace, racks).
-DEFAULT_CELLS = (
-    [("batch", p, r) for r in (2, 4, 8, 16) for p in HELDOUT_BATCH]
-    + [("poisson", HELDOUT / f"poisson-411-seed{s}.csv", 8) for s in (2001, 2002)]
-    + [("real", "philly-ee9e8c-14d", r) for r in (2, 4)]
-)
-HEURISTICS = ("dally", "protected-remaining", "tiresias", "tiresias-las", "dally-consolidated")
+SEEDS = (2001, 2002, 2003)
+RACKS = (2, 4, 8, 16)
+#: Real traces and the sizes (racks of 8 x 8 GPUs, from 2 to 16) where they contend, by the rule
+#: of ``benchmarks/compare.py:contention_sizes`` (``benchmarks/results/real_traces.md``).
+REAL_CELLS = (("gavel-0e4a51", 2), ("gavel-0e4a51", 4), ("philly-ee9e8c-14d", 2), ("philly-ee9e8c-14d", 4),
+              ("philly-48h", 2), ("philly-48h", 4), ("philly-48h", 8))
+BOUND = "lower bound"
+MAKESPAN_TOLERANCE = 0.01
+#: Below this spread of the safe heuristics' mean JCTs a cell does not contend: matching is enough.
+NO_CONTENTION_SPREAD = 0.02
+#: The share of the guarded environments (``--ablations``).
+GUARD_SHARE = 0.25
 
 
-def constant(action: int):
-    return lambda rng, mask: action if mask[action] else int(np.flatnonzero(mask)[0])
+def default_cells() -> list[tuple[str, str, int]]:
+    cells = [(kind, f"{gen}:{seed}", r) for kind, gen in (("batch", "batch-500"), ("poisson", "poisson-411"))
+             for seed in SEEDS for r in RACKS]
+    return cells + [("real", name, r) for name, r in REAL_CELLS]
 
 
-def stop_when_valid(rng, mask):
-    return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
+def cell_trace(source: str, spec: ClusterSpec) -> tuple[pd.DataFrame, str]:
+    """A cell's trace and its name: ``GENERATOR:SEED`` (the held-out file if shipped, else
+    generated), a path, or a shipped trace name."""
+    gen, _, seed = source.rpartition(":")
+    if gen and seed.isdigit():
+        path = HELDOUT / f"{gen}-seed{seed}.csv"
+        if path.exists():
+            return load_trace(str(path), cluster=spec), f"{gen} seed {seed}"
+        return generate_trace(gen, seed=int(seed)), f"{gen} seed {seed} (generated)"
+    return load_trace(source, cluster=spec), Path(source).stem
 
 
-def random_masked(rng, mask):
+def target_factor(kind: str, racks: int) -> float:
+    """The goal's bound on mean JCT / best safe heuristic for a contending cell."""
+    if racks in (2, 4) and kind in ("batch", "poisson"):
+        return 0.9
+    if racks == 8 and kind == "batch":
+        return 0.9
+    return 1.0
+
+
+def random_masked(rng, mask, obs):
     return int(rng.choice(np.flatnonzero(mask)))
 
 
-def protected_share(rng, mask, obs):
+def constant_0(rng, mask, obs):
+    return 0 if mask[0] else int(np.flatnonzero(mask)[0])
+
+
+def teacher(rng, mask, obs):
     return protected_share_action(obs, mask)
 
 
-def protected_quarter(rng, mask, obs):
+def guarded_teacher(rng, mask, obs):
     return protected_share_action(obs, mask, share=GUARD_SHARE)
 
 
-#: The share of the guarded teacher row: it protects jobs from this estimate_share and runs
-#: with guard_leases at the same share (the recipe of agents/runs/queue-ppo-guard-s*; chosen
-#: on tuning draws of batch-500, seeds 5001-5008, never on the held-out ones).
-GUARD_SHARE = 0.25
-SEES_OBSERVATION = (protected_share, protected_quarter)
-
-
-def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0,
-                with_obs: bool | None = None, **kwargs) -> dict:
-    """Play one episode with ``choose(rng, mask)`` (or ``choose(rng, mask, obs)``: ``with_obs``,
-    by default for the teachers here); its summary."""
+def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
+    """Play one episode with ``choose(rng, mask, obs)``; its summary."""
     env = gym.make(env_id, racks=spec.racks, machines_per_rack=spec.machines_per_rack,
                    gpus_per_machine=spec.gpus_per_machine, trace=trace, **kwargs)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done = env.unwrapped._done
-    if with_obs is None:
-        with_obs = choose in SEES_OBSERVATION
     while not done:
-        action = choose(rng, info["action_mask"], obs) if with_obs else choose(rng, info["action_mask"])
-        obs, _, terminated, truncated, info = env.step(action)
+        obs, _, terminated, truncated, info = env.step(choose(rng, info["action_mask"], obs))
         done = terminated or truncated
     return dallygym.metrics.summarize(env.unwrapped.engine)
 
 
 def parse_cell(text: str) -> tuple[str, str, int]:
-    """``TRACE:RACKS`` (a path, a shipped name or ``heldout/NAME``) as a cell."""
+    """``TRACE:RACKS``: ``heldout/GENERATOR-seedN``, ``GENERATOR:SEED``, a path or a shipped name."""
     trace, _, racks = text.rpartition(":")
     if not trace or not racks.isdigit():
         raise argparse.ArgumentTypeError(f"a cell is TRACE:RACKS, got {text!r}")
-    if trace.startswith("heldout/"):
-        trace = str(HELDOUT / f"{trace.removeprefix('heldout/')}.csv")
+    match = re.fullmatch(r"heldout/(.+)-seed(\d+)", trace)
+    if match:
+        trace = f"{match[1]}:{match[2]}"
     stem = Path(trace).stem
-    kind = "batch" if stem.startswith("batch") else "poisson" if stem.startswith("poisson") else "other"
+    kind = "batch" if stem.startswith("batch") else "poisson" if stem.startswith("poisson") else "real"
     return kind, trace, int(racks)
 
 
 def seed_group(name: str) -> str:
-    """A learned agent's name without its seed suffix (``queue-ppo-s1`` -> ``queue-ppo``)."""
+    """A learned agent's name without its seed suffix (``queue-set-s1`` -> ``queue-set``)."""
     return re.sub(r"-s\d+$", "", name)
-
-
-def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_rack: int = 8) -> list[dict]:
-    """Every row of one cell ``(kind, trace, racks)``: the heuristics, the trivial baselines and
-    each saved agent (loaded from ``agent_paths``; a process loads each once)."""
-    kind, source, racks = cell
-    spec = ClusterSpec(racks, machines_per_rack, 8)
-    trace = load_trace(source, cluster=spec) if not isinstance(source, pd.DataFrame) else source
-    name = Path(str(source)).stem if not isinstance(source, pd.DataFrame) else kind
-    results = {h: simulate(trace, spec, policy=h).summary for h in HEURISTICS}
-    results["random-picks"] = through_env(queue_env, trace, spec, random_masked)
-    results["random-picks (lease picks)"] = through_env(queue_env, trace, spec, random_masked, lease_picks="all")
-    results["protected-share picks"] = through_env(queue_env, trace, spec, protected_share)
-    results["guarded protected-share picks"] = through_env(queue_env, trace, spec, protected_quarter,
-                                                           guard_leases=GUARD_SHARE)
-    full_guard = {"guard_leases": GUARD_SHARE, "guard_waiting": True}
-    results["full guard: protected-share picks"] = through_env(queue_env, trace, spec, protected_quarter, **full_guard)
-    results["full guard: random picks"] = through_env(queue_env, trace, spec, random_masked, **full_guard)
-    results["full guard: constant-0"] = through_env(queue_env, trace, spec, constant(0), **full_guard)
-    results["constant-0"] = through_env(queue_env, trace, spec, constant(0))
-    results["always-stop"] = through_env(queue_env, trace, spec, stop_when_valid)
-    results["always-wait (Dally-v0)"] = through_env("Dally-v0", trace, spec, constant(0))
-    for path in agent_paths:
-        results[Path(path).name] = run_agent(_loaded_agent(path), trace, spec).summary
-    base = results["dally"]
-    rows = []
-    for agent_name, summary in results.items():
-        rows.append({
-            "kind": kind, "trace": name, "racks": racks, "agent": agent_name,
-            "jct_mean_h": round(summary["jct_mean_s"] / 3600, 1),
-            "makespan_h": round(summary["makespan_s"] / 3600, 1),
-            "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
-            "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1),
-            "preemptions": summary["preemptions"],
-            "makespan_s": summary["makespan_s"], "dally_makespan_s": base["makespan_s"],
-        })
-    return rows
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,82 +153,188 @@ def _loaded_agent(path: str):
     return load_agent(path)
 
 
-def run_cells(cells, queue_env: str, agent_paths, machines_per_rack: int = 8, workers: int = 1) -> pd.DataFrame:
+def agent_rows(agent_paths) -> list[tuple[str, str]]:
+    """(row name, agent directory) of each agent and, where it was saved, its initial policy."""
+    rows = []
+    for path in agent_paths:
+        rows.append((Path(path).name, str(path)))
+        if (Path(path) / "initial" / "policy.pth").is_file():
+            rows.append((f"{Path(path).name} (initial)", str(Path(path) / "initial")))
+    return rows
+
+
+def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_rack: int = 8,
+             ablations: bool = False, policies: tuple[str, ...] | None = None,
+             offer_rules: tuple[str, ...] = ("dally",)) -> list[dict]:
+    """Every row of one cell ``(kind, trace, racks)``, with the cell's verdict columns; the
+    picking rows run under each of ``offer_rules``."""
+    kind, source, racks = cell
+    spec = ClusterSpec(racks, machines_per_rack, 8)
+    trace, name = (source, kind) if isinstance(source, pd.DataFrame) else cell_trace(source, spec)
+    results, kinds = {}, {}
+    for policy in policies or POLICIES:
+        results[policy], kinds[policy] = simulate(trace, spec, policy=policy).summary, "heuristic"
+    results[BOUND], kinds[BOUND] = lower_bound(trace, spec), "bound"
+    for rule in offer_rules:
+        suffix = "" if rule == "dally" else f" ({rule} offers)"
+        for row, choose in (("constant-0", constant_0), ("random picks", random_masked), ("teacher", teacher)):
+            results[row + suffix] = through_env(queue_env, trace, spec, choose, offer_rule=rule)
+            kinds[row + suffix] = "teacher" if row == "teacher" else "trivial"
+    for row, choose in (("always-wait (Dally-v0)", constant_0), ("random offers (Dally-v0)", random_masked)):
+        results[row], kinds[row] = through_env("Dally-v0", trace, spec, choose), "trivial"
+    if ablations:
+        guard = {"guard_leases": GUARD_SHARE}
+        full = {**guard, "guard_waiting": True}
+        for row, choose, kw in (("guard: teacher", guarded_teacher, guard),
+                                ("guard: random picks", random_masked, guard),
+                                ("full guard: teacher", guarded_teacher, full),
+                                ("full guard: random picks", random_masked, full),
+                                ("full guard: constant-0", constant_0, full)):
+            results[row], kinds[row] = through_env(queue_env, trace, spec, choose, **kw), "ablation"
+    for row, path in agent_rows(agent_paths):
+        results[row] = run_agent(_loaded_agent(path), trace, spec).summary
+        kinds[row] = "initial" if row.endswith("(initial)") else "agent"
+    return verdict_rows(kind, name, racks, results, kinds)
+
+
+def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kinds: dict[str, str]) -> list[dict]:
+    """One cell's rows from its summaries (``results``: row -> summary with ``jct_mean_s`` and
+    ``makespan_s``; ``kinds``: row -> heuristic, bound, trivial, teacher, ablation, agent or
+    initial): the ratios, the best safe heuristic, the cell's target and each learned row's verdict."""
+    dally = results["dally"]
+    safe = {p: s["jct_mean_s"] for p, s in results.items()
+            if kinds[p] == "heuristic" and s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]}
+    best = min(safe, key=safe.get)
+    spread = max(safe.values()) / min(safe.values()) - 1
+    contends = spread >= NO_CONTENTION_SPREAD
+    factor = target_factor(kind, racks) if contends else 1 + NO_CONTENTION_SPREAD
+    rows = []
+    for row, s in results.items():
+        makespan_ok = s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]
+        rows.append({
+            "kind": kind, "trace": name, "racks": racks, "row": row, "row_kind": kinds[row],
+            "jct_mean_h": s["jct_mean_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
+            "jct_vs_dally": s["jct_mean_s"] / dally["jct_mean_s"],
+            "makespan_vs_dally": s["makespan_s"] / dally["makespan_s"],
+            "jct_vs_bound": s["jct_mean_s"] / results[BOUND]["jct_mean_s"],
+            "jct_vs_best_safe": s["jct_mean_s"] / safe[best],
+            "makespan_ok": makespan_ok if row != BOUND else None,
+            "best_safe": best, "contends": contends, "target": factor,
+            "goal_met": (bool(makespan_ok and s["jct_mean_s"] <= factor * safe[best])
+                         if kinds[row] in ("agent", "initial") else None),
+        })
+    return rows
+
+
+def run_cells(cells, queue_env: str, agent_paths, machines_per_rack: int = 8, workers: int = 1,
+              ablations: bool = False, policies=None, offer_rules=("dally",)) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
     (the rows are the same: every run is seeded by its cell alone)."""
     from dallygym.sweep import run_ordered
 
     task = functools.partial(run_cell, queue_env=queue_env, agent_paths=tuple(agent_paths),
-                             machines_per_rack=machines_per_rack)
+                             machines_per_rack=machines_per_rack, ablations=ablations,
+                             policies=None if policies is None else tuple(policies), offer_rules=tuple(offer_rules))
     arrived = 0
 
     def progress(i, _rows):
         nonlocal arrived
         arrived += 1
-        print(f"cell {arrived}/{len(cells)} done: {Path(str(cells[i][1])).stem} at {cells[i][2]} racks",
-              file=sys.stderr, flush=True)
+        print(f"cell {arrived}/{len(cells)} done: {cells[i][1]} at {cells[i][2]} racks", file=sys.stderr, flush=True)
 
     return pd.DataFrame([row for rows in run_ordered(task, cells, workers, on_result=progress) for row in rows])
 
 
-def summary_table(frame: pd.DataFrame, learned: list[str]) -> pd.DataFrame:
-    """Mean, min and max of the relative columns per cell kind, racks and agent; learned agents
-    are also pooled over seeds (``NAME (n seeds)``)."""
-    pooled = frame[frame["agent"].isin(learned)].copy()
-    if pooled["agent"].nunique() > 1:
-        groups = pooled["agent"].map(seed_group)
-        counts = pooled.groupby(groups)["agent"].nunique()
-        pooled["agent"] = groups.map(lambda g: f"{g} ({counts[g]} seeds)")
-        frame = pd.concat([frame, pooled[pooled["agent"].str.contains(r"\(\d+ seeds\)")]])
-    cols = ["jct_vs_dally_%", "makespan_vs_dally_%"]
-    return frame.groupby(["kind", "racks", "agent"], sort=False)[cols].agg(["mean", "min", "max"]).round(1)
+def _geo(values) -> float:
+    return float(np.exp(np.log(np.asarray(values, dtype=float)).mean()))
 
 
-def goal_sentences(frame: pd.DataFrame, learned: list[str]) -> list[str]:
-    """Issue 10's goal, checked on the rows (computed, not typed): at 8 racks on held-out batch
-    traces mean JCT >= 30 % below Dally and makespan no worse on each trace; at 4 and 16 racks
-    makespan within +5 %."""
+def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per row over the cells: geometric means of the ratios, the worst makespan ratio, the
+    cells whose makespan is within +1 % of Dally's, and (learned rows) the cells meeting the goal."""
     out = []
-    strongest = "protected-remaining"
-    pooled = []
-    groups = {seed_group(a) for a in learned}
-    for group in sorted(groups):
-        members = [a for a in learned if seed_group(a) == group]
-        if len(members) > 1:
-            rows = frame[frame["agent"].isin(members)].assign(agent=f"{group} ({len(members)} seeds pooled)")
-            frame = pd.concat([frame, rows])
-            pooled.append(f"{group} ({len(members)} seeds pooled)")
-    baselines = [strongest, "protected-share picks", "guarded protected-share picks", "random-picks",
-                 "full guard: protected-share picks", "full guard: random picks", "full guard: constant-0"]
-    for agent in learned + pooled + baselines:
-        rows = frame[(frame["agent"] == agent) & (frame["kind"] == "batch")]
-        at8 = rows[rows["racks"] == 8]
-        if at8.empty:
-            continue
-        jct = at8["jct_vs_dally_%"]
-        span = at8["makespan_vs_dally_%"]
-        others = rows[rows["racks"].isin([4, 16])]["makespan_vs_dally_%"]
-        # "No worse" on the exact makespans (the percentages are rounded).
-        no_worse = (at8["makespan_s"] <= at8["dally_makespan_s"]).all()
-        ok = jct.mean() <= -30 and no_worse and not others.empty and (others <= 5).all()
-        spread = f"{others.min():+.1f} … {others.max():+.1f} %" if not others.empty else "not run"
-        out.append(
-            f"{agent}: at 8 racks mean JCT {jct.mean():+.1f} % (per trace {', '.join(f'{v:+.1f}' for v in jct)}), "
-            f"makespan per trace {', '.join(f'{v:+.1f}' for v in span)} %; at 4 and 16 racks makespan "
-            f"{spread} -> goal {'met' if ok else 'not met'}.")
-    return out
+    for row, g in frame.groupby("row", sort=False):
+        kind = g["row_kind"].iloc[0]
+        goal = g["goal_met"].dropna()
+        out.append({
+            "row": row, "kind": kind,
+            "JCT / Dally": _geo(g["jct_vs_dally"]), "JCT / best safe": _geo(g["jct_vs_best_safe"]),
+            "JCT / bound": _geo(g["jct_vs_bound"]), "makespan / Dally": _geo(g["makespan_vs_dally"]),
+            "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
+            "makespan within +1 %": "" if kind == "bound" else f"{int(g['makespan_ok'].sum())}/{len(g)}",
+            "goal met": f"{int(goal.sum())}/{len(goal)}" if len(goal) else "",
+        })
+    return pd.DataFrame(out)
+
+
+def per_size_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Learned rows and the best safe heuristic per cell kind and size: geometric mean of mean JCT
+    / best safe heuristic, worst makespan / Dally, cells meeting the goal."""
+    learned = frame[frame["row_kind"].isin(["agent", "initial"])]
+    out = []
+    for (kind, racks, row), g in learned.groupby(["kind", "racks", "row"], sort=False):
+        out.append({"cells": kind, "racks": racks, "row": row, "JCT / best safe": _geo(g["jct_vs_best_safe"]),
+                    "best safe / bound": _geo(g["jct_vs_bound"] / g["jct_vs_best_safe"]),
+                    "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
+                    "goal met": f"{int(g['goal_met'].sum())}/{len(g)}"})
+    return pd.DataFrame(out)
+
+
+def markdown(frame: pd.DataFrame, command: str) -> str:
+    fmt = {"JCT / Dally": "{:.3f}", "JCT / best safe": "{:.3f}", "JCT / bound": "{:.2f}",
+           "makespan / Dally": "{:.3f}", "worst makespan / Dally": "{:.3f}", "best safe / bound": "{:.2f}"}
+
+    def table(df: pd.DataFrame) -> list[str]:
+        lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+        for _, r in df.iterrows():
+            lines.append("| " + " | ".join(fmt[c].format(r[c]) if c in fmt else str(r[c]) for c in df.columns) + " |")
+        return lines
+
+    lines = ["# DallyQueue-v0 agents on held-out traces", "", f"Produced by `{command}`.", "",
+             "Ratios per cell to auto-tuned `dally`, to the lower bound (each job at its fastest placement from its "
+             "arrival) and to the *best safe heuristic* (the shipped policy with the lowest mean JCT among those whose "
+             "makespan is within +1 % of Dally's on that cell). Goal per cell (learned rows): makespan within +1 % of "
+             "Dally's and mean JCT at most 0.9 x the best safe heuristic at 2 and 4 racks and on batch traces at 8 "
+             "racks, at most 1.0 x at 16 racks, on Poisson traces at 8 racks and on the real traces, at most 1.02 x "
+             "where the safe heuristics differ by under 2 %.", "",
+             "## Over every cell (geometric means)", ""]
+    lines += table(summary_table(frame))
+    sizes = per_size_table(frame)
+    if not sizes.empty:
+        lines += ["", "## Learned rows per cell kind and size", ""] + table(sizes)
+    lines += ["", "## Every cell", ""]
+    for (_kind, trace, racks), g in frame.groupby(["kind", "trace", "racks"], sort=False):
+        first = g.iloc[0]
+        lines += [f"### {trace}, {racks} racks", "",
+                  f"Best safe heuristic: `{first['best_safe']}`; "
+                  + (f"target for learned rows: mean JCT ≤ {first['target']:.2f} x it." if first["contends"]
+                     else "the safe heuristics differ by under 2 % (no contention): within 2 % of it."),
+                  "",
+                  "| row | mean JCT (h) | makespan (h) | JCT / Dally | JCT / best safe | JCT / bound "
+                  "| makespan / Dally | makespan ok | goal |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for _, x in g.iterrows():
+            ok = "" if x["makespan_ok"] is None else ("✓" if x["makespan_ok"] else "✗")
+            goal = "" if x["goal_met"] is None or pd.isna(x["goal_met"]) else ("met" if x["goal_met"] else "not met")
+            lines.append(f"| {x['row']} | {x['jct_mean_h']:,.1f} | {x['makespan_h']:,.1f} | {x['jct_vs_dally']:.3f} | "
+                         f"{x['jct_vs_best_safe']:.3f} | {x['jct_vs_bound']:.2f} | {x['makespan_vs_dally']:.3f} | "
+                         f"{ok} | {goal} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cell", action="append", type=parse_cell, metavar="TRACE:RACKS",
-                        help="a trace at a number of racks (default: issue 10's grid, see the module docstring)")
+                        help="a trace at a number of racks (default: the grid of the module docstring)")
     parser.add_argument("--racks", type=int, default=8, help="with --generated: the racks")
     parser.add_argument("--machines-per-rack", type=int, default=8)
-    parser.add_argument("--queue-env", default="DallyQueue-v0", help="the id random and constant picks act in")
+    parser.add_argument("--queue-env", default="DallyQueue-v0", help="the id the picking rows act in")
     parser.add_argument("--generated", metavar="NAME", help="instead of cells: draws of this generator, at --seeds")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[2001, 2002, 2003])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--agent", action="append", default=[], help="saved learned agents (run directories)")
+    parser.add_argument("--policies", nargs="+", default=None, help="native rows (default: every shipped policy)")
+    parser.add_argument("--ablations", action="store_true", help="add the guarded environments' rows")
     parser.add_argument("--out", help="write the tables as Markdown here")
     parser.add_argument("--csv", help="write every row as CSV here")
     parser.add_argument("--workers", type=int, default=1, help="cells run in this many processes (default 1)")
@@ -255,23 +342,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.generated:
         cells = [(args.generated, generate_trace(args.generated, seed=s), args.racks) for s in args.seeds]
     else:
-        cells = args.cell or DEFAULT_CELLS
-    for path in args.agent:
+        cells = args.cell or default_cells()
+    for _, path in agent_rows(args.agent):
         _loaded_agent(path)  # a bad agent fails here, before any cell runs
-    learned = [Path(a).name for a in args.agent]
-    frame = run_cells(cells, args.queue_env, args.agent, args.machines_per_rack, args.workers)
-    means = summary_table(frame, learned)
-    goal = goal_sentences(frame, learned)
-    text = (f"```\n{frame.drop(columns=['makespan_s', 'dally_makespan_s']).to_string(index=False)}\n```\n\nPer cell kind, racks and agent (mean, min, max over "
-            f"the traces{' and seeds' if len(learned) > 1 else ''}):\n\n```\n{means.to_string()}\n```\n")
-    if goal:
-        text += "\nIssue 10's goal, computed from the rows above:\n\n" + "\n".join(f"- {s}" for s in goal) + "\n"
-    print(text)
+    agent_rules = {_loaded_agent(p).config.offer_rule for _, p in agent_rows(args.agent)}
+    offer_rules = ["dally"] + sorted(agent_rules - {"dally"})
+    frame = run_cells(cells, args.queue_env, args.agent, args.machines_per_rack, args.workers,
+                      args.ablations, args.policies, offer_rules)
+    command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(frame, command)
+    print(text.split("## Every cell")[0])
     if args.out:
-        Path(args.out).write_text(f"Produced by `python agents/queue_baselines.py {' '.join(argv or sys.argv[1:])}` "
-                                  f"(racks x {args.machines_per_rack} machines x 8 GPUs).\n\n{text}")
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
     if args.csv:
-        frame.to_csv(args.csv, index=False)
+        frame.to_csv(args.csv, index=False, float_format="%.6g")
     return 0
 
 

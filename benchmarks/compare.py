@@ -306,7 +306,8 @@ def seed_sweep(racks: list[int], workers: int | Backend) -> pd.DataFrame:
 
 def seed_improvements(sweep: pd.DataFrame) -> pd.DataFrame:
     """Per (racks, seed): Dally's improvement over each baseline, 1 − dally / baseline, in %."""
-    wide = sweep.pivot_table(index=["racks", "seed"], columns="policy", values=["makespan_s", "jct_mean_s", "comm_mean_s"])
+    wide = sweep.pivot_table(index=["racks", "seed"], columns="policy",
+                             values=["makespan_s", "jct_mean_s", "comm_mean_s"])
     out = {}
     for metric in ("makespan_s", "jct_mean_s", "comm_mean_s"):
         for baseline in ("tiresias", "gandiva"):
@@ -337,7 +338,8 @@ def lease_report(sweep: pd.DataFrame) -> str:
         makespan_h=sweep["makespan_s"] / 3600, jct_mean_h=sweep["jct_mean_s"] / 3600,
         jct_median_h=sweep["jct_median_s"] / 3600, queue_p95_h=sweep["queue_p95_s"] / 3600,
         comm_mean_h=sweep["comm_mean_s"] / 3600,
-    )[["racks", "lease_h", "policy", "makespan_h", "jct_mean_h", "jct_median_h", "queue_p95_h", "comm_mean_h", "preemptions"]]
+    )[["racks", "lease_h", "policy", "makespan_h", "jct_mean_h", "jct_median_h", "queue_p95_h", "comm_mean_h",
+       "preemptions"]]
     return "\n".join([
         "## Lease sensitivity (batch-500; the knob the paper leaves open)",
         "",
@@ -362,7 +364,8 @@ def _lease_lines(sweep: pd.DataFrame | None) -> list[str]:
     dally = sweep[sweep["policy"] == "dally"].sort_values("lease_h")
     short, long_ = dally["lease_h"].min(), dally["lease_h"].max()
     effect = "; ".join(
-        f"at {int(r)} racks its preemptions go from {int(c['preemptions'].iloc[0]):,} to {int(c['preemptions'].iloc[-1]):,} "
+        f"at {int(r)} racks its preemptions go from {int(c['preemptions'].iloc[0]):,} "
+        f"to {int(c['preemptions'].iloc[-1]):,} "
         f"and its mean JCT changes by {100 * (c['jct_mean_s'].iloc[-1] / c['jct_mean_s'].iloc[0] - 1):+.0f} %"
         for r, c in dally.groupby("racks"))
     if not kept:
@@ -412,7 +415,8 @@ def claim_holds(claim: str, cell: pd.DataFrame, racks: int) -> tuple[bool, str] 
             r = ratio("makespan_s", "dally-nowait", "tiresias")
             return (r < 1 if racks == 2 else r > 1), f"noWait/Tiresias {r:.2f}"
         if claim == "consolidated":
-            a, b = ratio("makespan_s", "dally-consolidated", "dally"), ratio("makespan_s", "dally-consolidated", "tiresias")
+            a = ratio("makespan_s", "dally-consolidated", "dally")
+            b = ratio("makespan_s", "dally-consolidated", "tiresias")
             return (a > 1 and b < 1), f"/Dally {a:.2f}, /Tiresias {b:.2f}"
         if claim == "gandiva":
             r = ratio("makespan_s", "gandiva", "dally")
@@ -564,13 +568,16 @@ def analysis(grid: pd.DataFrame, sweep: pd.DataFrame | None, history: pd.DataFra
         "",
         "Each sentence is computed from the default-mode grid above (1 − Dally / baseline; positive: Dally better).",
         "",
-        f"- *Makespan vs Tiresias* (paper: up to 69 % better): {_versus(imp('makespan_s', 'tiresias'), 'Tiresias', racks)}.",
-        f"- *Makespan vs Gandiva* (paper: up to 92 % better): {_versus(imp('makespan_s', 'gandiva'), 'Gandiva', racks)}.",
+        f"- *Makespan vs Tiresias* (paper: up to 69 % better): "
+        f"{_versus(imp('makespan_s', 'tiresias'), 'Tiresias', racks)}.",
+        f"- *Makespan vs Gandiva* (paper: up to 92 % better): "
+        f"{_versus(imp('makespan_s', 'gandiva'), 'Gandiva', racks)}.",
         f"- *Communication latency vs Tiresias* (paper: 53–83 % better): "
         f"{_versus(imp('comm_mean_s', 'tiresias'), 'Tiresias', racks)}.",
         f"- *Mean JCT vs Gandiva* (paper: 23–51 % better): {_versus(imp('jct_mean_s', 'gandiva'), 'Gandiva', racks)}; "
         f"{against_gandiva}.",
-        f"- *Mean JCT vs Tiresias* (paper: 19–36 % better): {_versus(imp('jct_mean_s', 'tiresias'), 'Tiresias', racks)}.",
+        f"- *Mean JCT vs Tiresias* (paper: 19–36 % better): "
+        f"{_versus(imp('jct_mean_s', 'tiresias'), 'Tiresias', racks)}.",
         *_gap_lines(gap),
         *_makespan_lines(gap),
         *_lease_lines(sweep),
@@ -676,7 +683,9 @@ def real_trace_names(names: list[str] | None = None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def alone_intervals(trace: pd.DataFrame, spec: ClusterSpec, latency: str = "dally-paper") -> tuple[np.ndarray, np.ndarray]:
+def alone_intervals(
+    trace: pd.DataFrame, spec: ClusterSpec, latency: str = "dally-paper"
+) -> tuple[np.ndarray, np.ndarray]:
     """Per job, (start, end) if it started on arrival and ran alone at its most consolidated
     placement on ``spec``: no queueing, no slowdown beyond its best tier."""
     from dallygym.latency import get_latency_model
@@ -1009,7 +1018,8 @@ def agent_table(rows: pd.DataFrame) -> pd.DataFrame:
                         "mean JCT (h)": r.jct_mean_s / 3600 if ok else math.nan,
                         "JCT vs dally (%)": 100 * (r.jct_mean_s / c.loc["dally", "jct_mean_s"] - 1) if ok else math.nan,
                         "makespan (h)": r.makespan_s / 3600 if ok else math.nan,
-                        "makespan vs dally (%)": 100 * (r.makespan_s / c.loc["dally", "makespan_s"] - 1) if ok else math.nan,
+                        "makespan vs dally (%)": (100 * (r.makespan_s / c.loc["dally", "makespan_s"] - 1)
+                                                  if ok else math.nan),
                         "status": r.status if ok else f"too slow: {r.status}"})
     return pd.DataFrame(out)
 
@@ -1096,7 +1106,8 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         row = {"direction (Dally lower than)": label, "paper": paper}
         for trace in dict.fromkeys(directions["trace"]):
             v = d[d["trace"] == trace]["verdict"]
-            row[trace] = f"{(v == 'agrees').sum()}/{len(v)}" + (f" ({(v == 'tie').sum()} tie)" if (v == "tie").any() else "")
+            ties = f" ({(v == 'tie').sum()} tie)" if (v == "tie").any() else ""
+            row[trace] = f"{(v == 'agrees').sum()}/{len(v)}" + ties
         per_dir.append(row)
     agents = agent_table(rows)
     lines = [
@@ -1192,17 +1203,16 @@ def real_main(args, given: list[str]) -> int:
         meta = json.loads((out / "real_traces_run.json").read_text())["produced"]
     else:
         with make_backend(args.backend, args.workers, args.address) as workers:
-            start = time.perf_counter()
             partial = out / "real_traces.partial.csv"
             kept = pd.read_csv(partial) if args.resume and partial.is_file() else None
             rows = run_real(sizes, args.policies, args.agents, workers, args.agent_time_limit, out, kept)
-            total = time.perf_counter() - start
         rows.to_csv(out / "real_traces.csv", index=False)
         (out / "real_traces.partial.csv").unlink(missing_ok=True)
         meta = (f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
                 f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
                 f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
-                + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)" if kept is not None else "")
+                + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)"
+                   if kept is not None else "")
                 + "; every run's time is in `real_traces.csv`. Wall times, and so which learned-agent runs "
                   "hit the time limit, depend on the machine's load.")
         (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")

@@ -14,7 +14,10 @@ sensitivity table). Writes ``profiles.csv`` (one row per run) and ``profiles.md`
 * the §VI qualitative claims (``benchmarks/compare.py``'s rules) per size;
 * the Table II analogue (batch, 8 racks) beside the paper's numbers;
 * what sets the makespan (the time by which 99 % of jobs are done, and the job that finishes
-  last, when the summary has them).
+  last, when the summary has them);
+* the remaining disagreements: every scored cell that disagrees under each profile, with the
+  causes measured from the runs (a near-tie, a reading that flips it, one job setting the
+  makespan, the draw, queueing) or "unexplained" (:func:`disagreements`).
 
 Every sentence of the report is computed from the runs in ``profiles.csv``.
 """
@@ -22,6 +25,7 @@ Every sentence of the report is computed from the runs in ``profiles.csv``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import sys
@@ -32,8 +36,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compare import CLOSE_WITHIN, MUCH_WORSE, PAPER_CLAIMS, PAPER_JCT, SECTION_VI_CLAIMS, _md, claim_holds  # noqa: E402
+
 import dallygym  # noqa: E402
-from compare import PAPER_CLAIMS, PAPER_JCT, SECTION_VI_CLAIMS, _md, claim_holds  # noqa: E402
 from dallygym import ClusterSpec  # noqa: E402
 from dallygym.compare import compare  # noqa: E402
 from dallygym.profiles import PROFILES, READINGS  # noqa: E402
@@ -134,9 +139,11 @@ def paper_directions() -> list[dict]:
     """The comparisons the paper reports, each as (trace, racks or None for every size, metric,
     baseline, whether Dally's value is lower, where it says so)."""
     cells = {}
-    for metric, baseline, trace, label, _ in PAPER_CLAIMS:
+    for metric, baseline, trace, label, (lo, hi) in PAPER_CLAIMS:
         if baseline in SCORED:
-            cells[(trace, None, metric, baseline)] = {"lower": True, "source": label}
+            gain = f"up to {hi} %" if lo is None else f"{lo}-{hi} %"
+            cells[(trace, None, metric, baseline)] = {"lower": True, "source": label,
+                                                      "magnitude": f"Dally better by {gain}"}
     for trace, table in PAPER_JCT.items():
         for baseline in SCORED:
             for i, stat in enumerate(METRIC_OF_STAT):
@@ -144,8 +151,10 @@ def paper_directions() -> list[dict]:
                 if (trace, None, metric, baseline) in cells:
                     continue  # the headline claim covers 8 racks too
                 lower = table["dally"][i] < table[baseline][i]
+                gain = 1 - table["dally"][i] / table[baseline][i]
                 cells[(trace, 8, metric, baseline)] = {
-                    "lower": lower, "source": f"Table {'II' if trace == 'batch-500' else 'III'} {stat} JCT"}
+                    "lower": lower, "source": f"Table {'II' if trace == 'batch-500' else 'III'} {stat} JCT",
+                    "magnitude": f"Dally {'better' if gain > 0 else 'worse'} by {abs(gain):.1%}"}
     return [{"trace": t, "racks": r, "metric": m, "baseline": b, **v} for (t, r, m, b), v in cells.items()]
 
 
@@ -178,6 +187,371 @@ def claims(grid: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"setting": setting, "draw": draw, "racks": racks, "claim": text,
                              "agrees": verdict[0], "why": verdict[1]})
     return pd.DataFrame(rows)
+
+
+# --- the remaining disagreements: a measured cause for each ----------------------------------
+
+#: A disagreement is a near-tie when Dally / baseline (or a §VI claim's deciding ratio) is
+#: within this fraction of the threshold it misses.
+NEAR_TIE = 0.02
+#: One job sets a makespan when the job that finishes last ran (``makespan_job_share``: its
+#: running time over the makespan) for at least this share of the makespan.
+ONE_JOB_SHARE = 0.5
+#: The causes, in the order a disagreement's primary cause is taken (every cause that applies is
+#: listed beside it).
+CAUSES = (
+    ("near-tie", f"near-tie (within {NEAR_TIE:.0%})"),
+    ("reading", "flips with one reading"),
+    ("readings", "flips only with several readings changed together"),
+    ("one-job", "one job sets both makespans or the mean-JCT gap"),
+    ("draw", "direction changes with the draw"),
+    ("queueing", "the mean-JCT gap is all queueing"),
+    ("unexplained", "unexplained"),
+)
+#: The policies each §VI claim compares; the first three are makespan claims.
+CLAIM_POLICIES = {"nowait-vs-tiresias": ("dally-nowait", "tiresias"),
+                  "consolidated": ("dally-consolidated", "dally", "tiresias"),
+                  "gandiva": ("gandiva", "dally"),
+                  "comm": ("dally", "tiresias", "gandiva", "dally-manual")}
+MAKESPAN_CLAIMS = ("nowait-vs-tiresias", "consolidated", "gandiva")
+
+
+def setting_readings() -> dict[str, dict]:
+    """Every setting's full readings: the profiles, and the default with one reading changed."""
+    out = {name: dict(PROFILES[name]) for name in PROFILES}
+    for name, change in flips():
+        out[name] = {**PROFILES["default"], **change}
+    return out
+
+
+def _affecting(policy: str) -> tuple[str, ...]:
+    return tuple(r for r in READINGS if policy in AFFECTS.get(r, ()))
+
+
+def _key(policy: str, readings: dict) -> tuple:
+    return tuple((r, str(readings[r])) for r in _affecting(policy))
+
+
+def run_index(runs: pd.DataFrame) -> dict:
+    """Each run under the readings that can change it: (draw, racks, policy, those readings) ->
+    the run's row. A policy's run under one setting stands for every setting that agrees with it
+    on the readings that affect that policy (``AFFECTS``), e.g. Tiresias under ``default`` is
+    Tiresias under ``paper`` (the same renewal)."""
+    readings = setting_readings()
+    runs = runs.assign(policy=runs["policy"].replace({"gandiva-timeslice": "gandiva"}))
+    index = {}
+    for row in runs.to_dict("records"):
+        if row["setting"] in readings:
+            index.setdefault((row["draw"], int(row["racks"]), row["policy"], _key(row["policy"],
+                                                                              readings[row["setting"]])), row)
+    return index
+
+
+def _cell_under(index: dict, draw: str, racks: int, readings: dict, policies) -> pd.DataFrame | None:
+    rows = []
+    for policy in policies:
+        row = index.get((draw, racks, policy, _key(policy, readings)))
+        if row is None:
+            return None
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("policy")
+
+
+def checks() -> list[dict]:
+    """Every comparison that is scored: the paper's directions and the §VI claims (batch)."""
+    out = []
+    for d in paper_directions():
+        out.append({"kind": "direction", "trace": d["trace"], "racks": d["racks"], "metric": d["metric"],
+                    "baseline": d["baseline"], "lower": d["lower"], "source": d["source"],
+                    "paper": f"{'lower' if d['lower'] else 'higher'} ({d['magnitude']})",
+                    "policies": ("dally", d["baseline"]), "makespan": d["metric"] == "makespan_s"})
+    for claim, text in SECTION_VI_CLAIMS:
+        out.append({"kind": "claim", "trace": "batch-500", "racks": None, "claim": claim, "metric": text,
+                    "baseline": "", "source": "§VI", "paper": "holds", "policies": CLAIM_POLICIES[claim],
+                    "makespan": claim in MAKESPAN_CLAIMS})
+    return out
+
+
+def claim_margin(claim: str, cell: pd.DataFrame, racks: int) -> float:
+    """How far a §VI claim's deciding ratios are from the thresholds they miss (relative; 0 if
+    the claim holds): the largest distance over the conditions that fail."""
+    def ratio(metric, a, b):
+        return cell.loc[a, metric] / cell.loc[b, metric]
+
+    misses = []
+    if claim == "nowait-vs-tiresias":
+        r = ratio("makespan_s", "dally-nowait", "tiresias")
+        if (r >= 1) if racks == 2 else (r <= 1):
+            misses.append(abs(r - 1))
+    elif claim == "consolidated":
+        a, b = ratio("makespan_s", "dally-consolidated", "dally"), ratio("makespan_s", "dally-consolidated", "tiresias")
+        if a <= 1:
+            misses.append(1 - a)
+        if b >= 1:
+            misses.append(b - 1)
+    elif claim == "gandiva":
+        r = ratio("makespan_s", "gandiva", "dally")
+        if racks == 2:
+            if r > 1 + CLOSE_WITHIN:
+                misses.append(r / (1 + CLOSE_WITHIN) - 1)
+            elif r < 1 - CLOSE_WITHIN:
+                misses.append(1 - r / (1 - CLOSE_WITHIN))
+        elif r < MUCH_WORSE:
+            misses.append(1 - r / MUCH_WORSE)
+    elif claim == "comm":
+        r = max(ratio("comm_mean_s", "dally", o) for o in ("tiresias", "gandiva", "dally-manual"))
+        if r > 1:
+            misses.append(r - 1)
+    else:
+        raise ValueError(f"unknown claim {claim!r}")
+    return max(misses, default=0.0)
+
+
+def verdict(check: dict, cell: pd.DataFrame, racks: int) -> tuple[bool, float, str]:
+    """(agrees, margin, what we measure) for one check on one cell (indexed by policy)."""
+    if check["kind"] == "direction":
+        ratio = cell.loc["dally", check["metric"]] / cell.loc[check["baseline"], check["metric"]]
+        agrees = (ratio < 0.999) if check["lower"] else (ratio > 1.001)
+        gain = 1 - ratio
+        return agrees, abs(ratio - 1), f"Dally / baseline {ratio:.3f} (Dally {'better' if gain > 0 else 'worse'} " \
+                                       f"by {abs(gain):.1%})"
+    holds, why = claim_holds(check["claim"], cell, racks)
+    return holds, claim_margin(check["claim"], cell, racks), why
+
+
+def _one_job(cell: pd.DataFrame, policies) -> bool:
+    sub = cell.loc[list(policies)]
+    return bool(sub["makespan_job"].nunique() == 1 and (sub["makespan_job_share"] >= ONE_JOB_SHARE).all())
+
+
+def _last_job_share_of_gap(cell: pd.DataFrame, baseline: str) -> float | None:
+    """When the same job finishes last under Dally and the baseline, the share of Dally's mean-JCT
+    gap that job's later finish accounts for: its arrival is the same under both, so its JCT
+    differs by the makespans' difference, which adds that over the job count to the mean. None if
+    different jobs finish last or Dally's mean JCT is not higher."""
+    dally, base = cell.loc["dally"], cell.loc[baseline]
+    gap = dally["jct_mean_s"] - base["jct_mean_s"]
+    if dally["makespan_job"] != base["makespan_job"] or gap <= 0:
+        return None
+    return float((dally["makespan_s"] - base["makespan_s"]) / dally["jobs"] / gap)
+
+
+def flipping_changes(index: dict, check: dict, draw: str, racks: int, readings: dict) -> list[tuple[str, ...]]:
+    """The smallest changes of readings, among the runs made, that bring this cell to the
+    paper's side: every combination of the readings that affect the compared policies is tried,
+    and kept if each compared policy was run under it on this draw and size."""
+    relevant = [r for r in READINGS if any(r in _affecting(p) for p in check["policies"])]
+    found = []
+    for values in itertools.product(*(READINGS[r] for r in relevant)):
+        changed = tuple(f"{r}={v}" for r, v in zip(relevant, values) if str(v) != str(readings[r]))
+        if not changed:
+            continue
+        cell = _cell_under(index, draw, racks, {**readings, **dict(zip(relevant, values))}, check["policies"])
+        if cell is not None and verdict(check, cell, racks)[0]:
+            found.append(changed)
+    if not found:
+        return []
+    least = min(map(len, found))
+    return sorted(c for c in found if len(c) == least)
+
+
+def disagreements(runs: pd.DataFrame, profiles=tuple(PROFILES)) -> pd.DataFrame:
+    """Every scored cell that disagrees with the paper under each profile, with each measured
+    cause that applies and the primary one (the first in ``CAUSES``)."""
+    index = run_index(runs)
+    readings = setting_readings()
+    runs = runs.assign(policy=runs["policy"].replace({"gandiva-timeslice": "gandiva"}))
+    draws = runs[["trace", "draw"]].drop_duplicates()
+    rows = []
+    for profile in profiles:
+        for check in checks():
+            for draw in draws[draws["trace"] == check["trace"]]["draw"]:
+                sizes = sorted(runs[(runs["draw"] == draw) & (runs["setting"] == profile)]["racks"].unique())
+                for racks in sizes if check["racks"] is None else [check["racks"]]:
+                    racks = int(racks)
+                    cell = _cell_under(index, draw, racks, readings[profile], check["policies"])
+                    if cell is None:
+                        continue
+                    agrees, margin, ours = verdict(check, cell, racks)
+                    if agrees:
+                        continue
+                    causes = {}
+                    changes = flipping_changes(index, check, draw, racks, readings[profile])
+                    if changes and len(changes[0]) == 1:
+                        causes["reading"] = ", ".join(c[0] for c in changes)
+                    elif changes:
+                        causes["readings"] = "; ".join(" + ".join(c) for c in changes)
+                    notes = []
+                    if check["makespan"] and _one_job(cell, check["policies"]):
+                        job = int(cell["makespan_job"].iloc[0])
+                        share = cell.loc[list(check["policies"]), "makespan_job_share"].min()
+                        causes["one-job"] = f"job {job}, running at least {share:.0%} of each makespan"
+                    elif check["makespan"]:
+                        notes.append("last jobs " + ", ".join(
+                            f"{p} {int(cell.loc[p, 'makespan_job'])} ({cell.loc[p, 'makespan_job_share']:.0%})"
+                            for p in check["policies"]))
+                    if check["kind"] == "direction" and check["metric"] == "jct_mean_s":
+                        part = _last_job_share_of_gap(cell, check["baseline"])
+                        if part is not None and part >= 1:
+                            causes["one-job"] = (f"job {int(cell.loc['dally', 'makespan_job'])}'s later finish "
+                                                 f"is {part:.0%} of the gap")
+                        elif part is not None and part > 0:
+                            notes.append(f"last job {int(cell.loc['dally', 'makespan_job'])}: {part:.0%} of the gap")
+                        dally, base = cell.loc["dally"], cell.loc[check["baseline"]]
+                        gap = dally["jct_mean_s"] - base["jct_mean_s"]
+                        queue = dally["queue_mean_s"] - base["queue_mean_s"]
+                        if gap > 0 and queue >= gap:
+                            causes["queueing"] = (f"mean queueing {queue / 3600:+.1f} h against a JCT gap of "
+                                                  f"{gap / 3600:+.1f} h")
+                    if margin < NEAR_TIE:
+                        causes["near-tie"] = f"{margin:.2%} from the threshold"
+                    others = []
+                    for other in draws[(draws["trace"] == check["trace"]) & (draws["draw"] != draw)]["draw"]:
+                        other_cell = _cell_under(index, other, racks, readings[profile], check["policies"])
+                        if other_cell is not None and verdict(check, other_cell, racks)[0]:
+                            others.append(other.split("-seed")[1])
+                    if others:
+                        causes["draw"] = "agrees on seed " + ", ".join(others)
+                    primary = next((c for c, _ in CAUSES if c in causes), "unexplained")
+                    rows.append({"profile": profile, "kind": check["kind"], "source": check["source"],
+                                 "comparison": check.get("claim", f"{check['metric']} vs {check['baseline']}"),
+                                 "metric": check["metric"], "baseline": check["baseline"], "trace": check["trace"],
+                                 "seed": draw.split("-seed")[1], "racks": racks, "paper": check["paper"],
+                                 "ours": ours, "margin": margin, "cause": primary,
+                                 "causes": "; ".join([f"{c}: {v}" for c, v in causes.items()]
+                                                     + [f"(not a cause: {n})" for n in notes]) or "none measured"})
+    columns = ["profile", "kind", "source", "comparison", "metric", "baseline", "trace", "seed", "racks", "paper",
+               "ours", "margin", "cause", "causes"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def seed_spread(directions: pd.DataFrame, setting: str) -> float:
+    """The median over (comparison, trace, size) of the range of Dally / baseline over the draws."""
+    sub = directions[directions["setting"] == setting]
+    spread = sub.groupby(["metric", "baseline", "trace", "racks"])["ratio"].agg(lambda r: r.max() - r.min())
+    return float(spread.median())
+
+
+def _reading_counts(frame: pd.DataFrame) -> str:
+    names = frame["causes"].str.extract(r"reading: ([^;]*)")[0].dropna()
+    counts = names.str.split(", ").explode().str.split("=").str[0].value_counts()
+    return ", ".join(f"{n} with `{r}`" for r, n in counts.items())
+
+
+def one_job_prevalence(runs: pd.DataFrame) -> str:
+    """How often one job sets both makespans in the makespan comparisons, agreeing or not."""
+    index, readings = run_index(runs), setting_readings()
+    runs = runs.assign(policy=runs["policy"].replace({"gandiva-timeslice": "gandiva"}))
+    parts = []
+    for profile in PROFILES:
+        hits = total = 0
+        for check in (c for c in checks() if c["makespan"]):
+            for draw, racks in (runs[(runs["setting"] == profile) & (runs["trace"] == check["trace"])]
+                                [["draw", "racks"]].drop_duplicates().itertuples(index=False)):
+                if check["racks"] is not None and racks != check["racks"]:
+                    continue
+                cell = _cell_under(index, draw, int(racks), readings[profile], check["policies"])
+                if cell is not None:
+                    total += 1
+                    hits += _one_job(cell, check["policies"])
+        parts.append(f"{hits} of {total} under `{profile}`")
+    return ("Of the makespan comparisons, agreeing or not, one job sets both makespans in " + ", ".join(parts)
+            + ": the cause says what such a comparison measures (one job's placement), not why it goes the "
+            "paper's way or the other.")
+
+
+def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.DataFrame) -> list[str]:
+    labels = dict(CAUSES)
+    lines = [
+        "## The remaining disagreements",
+        "",
+        "Every scored cell that disagrees with the paper (a direction or a §VI claim on one draw and size), "
+        "with the causes measured from the runs in `profiles.csv`. The causes, tried in this order (the first "
+        "that applies is the primary cause; every one that applies is listed):",
+        "",
+        f"* **near-tie**: Dally / baseline (for a claim, its deciding ratio) is within {NEAR_TIE:.0%} of the "
+        "threshold it misses: the cell has no direction to explain;",
+        "* **flips with one reading**: the cell is on the paper's side with one reading changed, all else as "
+        "in the profile, in runs that exist for this draw and size. A policy's run stands for every setting "
+        "that agrees with it on the readings that can change that policy (`AFFECTS`: Tiresias's run under "
+        "`default` is its run under `paper`; Dally's under `never_run_nw_sens=one` is `paper`'s with "
+        "`tuner_limit=window`); the sensitivity runs exist for seed 2001 only, so on the other draws only "
+        "the changes that the profiles' own runs cover can be seen, and from `reference` (three readings away "
+        "from the default for Dally) no single change is covered at all;",
+        "* **flips only with several readings changed together**: the smallest change that does it, among the "
+        "runs made, changes more than one reading (on seeds 2002 and 2003 typically another profile's runs); "
+        "the readings named are not isolated;",
+        f"* **one job sets both makespans or the mean-JCT gap**: for a makespan comparison, the same job "
+        f"finishes last under every compared policy and ran for at least {ONE_JOB_SHARE:.0%} of each makespan "
+        "(`makespan_job`, `makespan_job_share`), so the comparison is that one job's placement, not the "
+        "schedule's; for mean JCT, the same job finishes last under Dally and the baseline and its later "
+        "finish under Dally (the makespans' difference over the job count) is at least the whole gap;",
+        "* **direction changes with the draw**: the same comparison, size and profile agrees on another "
+        "draw of the same trace (the disagreement is inside the seed-to-seed spread);",
+        "* **the mean-JCT gap is all queueing** (mean JCT only): Dally's mean queueing delay exceeds the "
+        "baseline's by at least the JCT gap, so its jobs run no slower once placed and the gap is waiting "
+        "(this locates the gap; it does not say which rule makes Dally's jobs wait);",
+        "* **unexplained**: none of the above.",
+        "",
+        "Median seed-to-seed spread of Dally / baseline (max − min over the draws of one comparison, trace "
+        "and size): " + ", ".join(f"{seed_spread(directions, p):.3f} under `{p}`" for p in PROFILES)
+        + f"; the near-tie threshold is {NEAR_TIE:.0%}. " + one_job_prevalence(runs),
+        "",
+    ]
+    counts = []
+    for profile in PROFILES:
+        sub = table[table["profile"] == profile]
+        row = {"profile": profile, "disagreements": len(sub),
+               "directions": int((sub["kind"] == "direction").sum()), "§VI claims": int((sub["kind"] == "claim").sum())}
+        for cause, label in CAUSES:
+            row[label] = int((sub["cause"] == cause).sum())
+        counts.append(row)
+    lines += ["Primary cause, per profile:", "", _md(pd.DataFrame(counts)), ""]
+    every = []
+    for profile in PROFILES:
+        sub = table[table["profile"] == profile]
+        row = {"profile": profile}
+        for cause, label in CAUSES[:-1]:
+            row[label] = int(sub["causes"].str.contains(rf"(?:^|; ){cause}:").sum())
+        every.append(row)
+    lines += ["Every cause that applies (a cell can count under several):", "", _md(pd.DataFrame(every)), ""]
+    for profile in PROFILES:
+        sub = table[table["profile"] == profile]
+        parts = []
+        for cause, label in CAUSES:
+            part = sub[sub["cause"] == cause]
+            if len(part):
+                text = f"{len(part)} {label}"
+                if cause == "reading":
+                    text += (f" ({_reading_counts(part)}; "
+                             "a cell that flips with either of two readings counts under both)")
+                if cause == "readings":
+                    sizes = part["causes"].str.extract(r"readings: ([^;]*)")[0].str.count(r" \+ ") + 1
+                    by_size = sorted(sizes.value_counts().items())
+                    text += " (" + ", ".join(f"{n} with {k} readings" for k, n in by_size) + ")"
+                parts.append(text)
+        lines += [f"Of the {len(sub)} disagreements under `{profile}` ({int((sub['kind'] == 'direction').sum())} "
+                  f"scored direction cells, {int((sub['kind'] == 'claim').sum())} §VI claim cells): "
+                  + ("; ".join(parts) if parts else "none") + ".", ""]
+    paper = table[table["profile"] == "paper"]
+    if len(paper):
+        view = paper.drop(columns=["profile", "metric", "baseline", "margin"]).copy()
+        view["comparison"] = [c if k == "direction" else dict(SECTION_VI_CLAIMS)[c]
+                              for c, k in zip(view["comparison"], view["kind"])]
+        view["cause"] = view["cause"].map(labels)
+        lines += ["Every disagreement under `paper` (seed: the draw; ours: Dally / baseline for a direction, "
+                  "the deciding ratio for a claim):", "", _md(view), ""]
+    for profile in [p for p in PROFILES if p != "paper"]:
+        sub = table[table["profile"] == profile]
+        if len(sub):
+            grouped = (sub.assign(cause=sub["cause"].map(labels))
+                       .groupby(["kind", "comparison", "trace", "cause"], sort=False)
+                       .agg(cells=("racks", "size"), sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))),
+                            seeds=("seed", lambda s: ", ".join(sorted(set(s)))))
+                       .reset_index())
+            lines += [f"Disagreements under `{profile}`, grouped by comparison and primary cause:", "",
+                      _md(grouped), ""]
+    return lines
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -269,6 +643,7 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
         view["makespan_h"] = view.pop("makespan_s") / 3600
         view["completion_p99_h"] = view.pop("completion_p99_s") / 3600
         lines += [_md(view, ".1f"), ""]
+    lines += disagreement_lines(disagreements(runs), runs, directions)
     return "\n".join(lines)
 
 
@@ -318,7 +693,8 @@ def main() -> None:
         runs.to_csv(out / "profiles.csv", index=False)
         (out / "profiles_run.json").write_text(json.dumps({"wall_s": round(wall_s, 1), "workers": args.workers}) + "\n")
     (out / "profiles.md").write_text(report(runs, wall_s) + "\n")
-    print(f"wrote {out / 'profiles.csv'} and {out / 'profiles.md'}")
+    print(f"wrote {out / 'profiles.md'}" if args.report_only
+          else f"wrote {out / 'profiles.csv'} and {out / 'profiles.md'}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""Copy the benchmark results the README quotes into it, so its tables cannot drift from them.
+"""Copy the benchmark results and the registries the README and the docs quote into them, so
+their tables cannot drift from them.
 
-    python benchmarks/readme_sync.py          # rewrite the README's result blocks
-    python benchmarks/readme_sync.py --check  # exit 1 if a block differs from the results
+    python benchmarks/readme_sync.py           # rewrite the generated blocks of README.md and docs/
+    python benchmarks/readme_sync.py --check   # exit 1 if a block differs from its source
+    python benchmarks/readme_sync.py --tables  # print the environments and policies tables
 
-A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
-``<!-- /results -->``; its content is rebuilt from the committed outputs of
-``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/report.py``:
+A generated block in ``README.md`` or a page of ``docs/`` sits between ``<!-- results:NAME -->``
+and ``<!-- /results -->``; its content is rebuilt from the registries or from the committed
+outputs of ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/report.py``:
 
+* ``environments``: the Gymnasium registry's entries whose id starts with ``Dally`` (id, class,
+  cluster, trace drawn at each reset, candidate slots);
+* ``policies``: ``dallygym.policies.POLICIES`` (name, class, the first sentence of its docstring);
 * ``speed``: the measured lines and the tables of ``results/speed.md`` (simulate, environments,
   DallyQueue), the table of ``results/episode_cost.md`` (episode cost per heuristic) and that
   of ``results/scaling.md``;
@@ -15,13 +20,16 @@ A result block in ``README.md`` sits between ``<!-- results:NAME -->`` and
 * ``section-vi``: the summary line of the paper's qualitative §VI claims and their table's rows
   for the default renewal mode, from ``results/compare.md``;
 * ``jct-gap``: the computed sentences on the JCT gap to Tiresias in ``results/compare.md``;
-* ``agents``: the learned agents and the main heuristics from the table of
-  ``results/report/report.md``'s section "The question: does a learned agent beat auto-tuned Dally?";
 * ``real-traces``: the overall count, the table of the paper's directions per real trace and
   the computed headline sentences of ``results/real_traces.md`` (``compare.py --real-traces``);
-* ``real-agents``: the computed sentences on the learned agents in ``results/real_traces.md``.
+* ``real-agents``: the computed sentences on the learned agents in ``results/real_traces.md``;
+* ``agents``: the learned agents and the main heuristics from the table of
+  ``results/report/report.md``'s section "The question: does a learned agent beat auto-tuned Dally?";
+* ``agents-headline``: a few of its rows (``AGENT_HEADLINE_ROWS``), for the README.
 
-The tests run the check, so a rerun of a benchmark without a sync fails CI.
+The results pages of the site also include the committed ``benchmarks/results/*.md`` whole (the
+``pymdownx.snippets`` extension); these blocks are their summaries. The tests run the check, so a rerun of a
+benchmark or a new policy or environment without a sync fails CI.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 RESULTS = ROOT / "benchmarks" / "results"
 BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.DOTALL)
 
@@ -75,17 +84,17 @@ def speed_block() -> str:
     text = (RESULTS / "speed.md").read_text()
     measured = [line for line in text.splitlines() if line.startswith("- ")]
     simulate, env, *more = code_blocks(text)
-    queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order and with "
-                   "random masked picks:", "", "```text\n" + more[0] + "```"] if more else []
+    queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order "
+                   "and with random masked picks:", "", "```text\n" + more[0] + "```"] if more else []
     cost = RESULTS / "episode_cost.md"
     cost_lines = ["", "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps "
                   "(`python benchmarks/speed.py --episode-cost`, the median of three fresh processes, with the least "
-                  "and the most; [benchmarks/results/episode_cost.md](benchmarks/results/episode_cost.md)):",
+                  "and the most; `benchmarks/results/episode_cost.md`):",
                   "", "```text\n" + code_blocks(cost.read_text())[0] + "```"] if cost.exists() else []
     scaling = RESULTS / "scaling.md"
     scaling_lines = ["", "`dallygym simulate` on philly-like traces of 10,000 to 100,000 jobs, one process per run "
                      "(`python benchmarks/speed.py --scaling`, "
-                     "[benchmarks/results/scaling.md](benchmarks/results/scaling.md)):", "",
+                     "`benchmarks/results/scaling.md`):", "",
                      "```text\n" + code_blocks(scaling.read_text())[0] + "```"] if scaling.exists() else []
     return "\n".join([
         *measured,
@@ -110,10 +119,15 @@ def makespan_block() -> str:
     return "\n".join(first_table(section(text, "### batch-500"))) + "\n"
 
 
+
+
+
+
+
+
 def claims_block() -> str:
     text = (RESULTS / "compare.md").read_text()
     return "\n".join(first_table(section(text, "## The paper's claims beside ours"))) + "\n"
-
 
 def section_vi_block() -> str:
     body = section((RESULTS / "compare.md").read_text(), "## The paper's qualitative claims")
@@ -125,30 +139,13 @@ def section_vi_block() -> str:
     rows = ["|" + "|".join(cell for i, cell in enumerate(line.split("|")[1:]) if i != 1) for line in rows]
     return "\n".join([summary, "", f"Under `{default}`:", "", *head, *rows]) + "\n"
 
-
 def jct_gap_block() -> str:
     body = section((RESULTS / "compare.md").read_text(), "## Headline numbers against the paper")
     lines = [line for line in body.splitlines() if line.startswith(("- *Why Tiresias", "- *JCT against Tiresias"))]
     return "\n".join(lines) + "\n"
 
-
-def agents_block() -> str:
-    text = section((RESULTS / "report" / "report.md").read_text(), "## The question: does a learned agent beat")
-    rows = {}
-    for line in first_table(text)[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells
-    out = ["| agent | mean JCT (h) | vs Dally | makespan (h) | vs Dally |", "|---|---|---|---|---|"]
-    for name in AGENT_ROWS:
-        _, jct, jct_vs, makespan, makespan_vs, *_ = rows[name]
-        out.append(f"| {name} | {float(jct):,.1f} | {float(jct_vs):+.1f} % | {float(makespan):,.0f} | "
-                   f"{float(makespan_vs):+.1f} % |")
-    return "\n".join(out) + "\n"
-
-
 def _bullets(body: str) -> list[str]:
     return [line for line in body.splitlines() if line.startswith("- **")]
-
 
 def real_traces_block() -> str:
     text = (RESULTS / "real_traces.md").read_text()
@@ -157,15 +154,99 @@ def real_traces_block() -> str:
     headline = _bullets(section(text, "## Headline numbers per trace"))
     return "\n".join([overall, "", *first_table(body), "", *headline]) + "\n"
 
-
 def real_agents_block() -> str:
     text = (RESULTS / "real_traces.md").read_text()
     return "\n".join(_bullets(section(text, "## Learned agents on the real traces"))) + "\n"
 
 
-BLOCKS = {"speed": speed_block, "makespan": makespan_block, "claims": claims_block, "agents": agents_block,
-          "section-vi": section_vi_block, "jct-gap": jct_gap_block, "real-traces": real_traces_block,
-          "real-agents": real_agents_block}
+#: The README's short version: the best learned recipe, the offer agent and the main heuristics.
+AGENT_HEADLINE_ROWS = ("ppo-hidden", "queue-ppo-fullguard-s0", "queue-ppo-fullguard-s1", "queue-ppo-fullguard-s2",
+                       "dally", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
+
+
+def agents_headline_block() -> str:
+    return agents_block(AGENT_HEADLINE_ROWS)
+
+
+def agents_block(names: tuple[str, ...] = AGENT_ROWS) -> str:
+    text = section((RESULTS / "report" / "report.md").read_text(), "## The question: does a learned agent beat")
+    rows = {}
+    for line in first_table(text)[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    out = ["| agent | mean JCT (h) | vs Dally | makespan (h) | vs Dally |", "|---|---|---|---|---|"]
+    for name in names:
+        _, jct, jct_vs, makespan, makespan_vs, *_ = rows[name]
+        out.append(f"| {name} | {float(jct):,.1f} | {float(jct_vs):+.1f} % | {float(makespan):,.0f} | "
+                   f"{float(makespan_vs):+.1f} % |")
+    return "\n".join(out) + "\n"
+
+
+
+
+
+
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
+
+
+def _first_sentence(doc: str) -> str:
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    match = re.search(r"(?<=[a-z0-9)\]`])\. ", paragraph)
+    return paragraph[: match.start() + 1] if match else paragraph
+
+
+def environments_table() -> str:
+    """The registered ``Dally*`` Gymnasium environments as a Markdown table."""
+    import inspect
+
+    import gymnasium as gym
+
+    import dallygym  # noqa: F401  (registers the environments)
+
+    out = ["| id | class | cluster (racks × machines × GPUs) | trace at each reset | candidate slots |",
+           "|---|---|---|---|---|"]
+    for env_id, spec in gym.registry.items():
+        if not env_id.startswith("Dally"):
+            continue
+        module, _, name = str(spec.entry_point).partition(":")
+        cls = getattr(__import__(module, fromlist=[name]), name)
+        defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+        kw = {**defaults, **spec.kwargs}
+        cluster = f"{kw['racks']} × {kw['machines_per_rack']} × {kw['gpus_per_machine']}"
+        slots = str(kw["max_candidates"]) if "max_candidates" in kw else "—"
+        out.append(f"| `{env_id}` | `{module}.{name}` | {cluster} | `{kw['trace']}` | {slots} |")
+    return "\n".join(out) + "\n"
+
+
+def policies_table() -> str:
+    """The shipped policies (``dallygym.policies.POLICIES``) as a Markdown table."""
+    import inspect
+
+    from dallygym.policies import POLICIES
+
+    out = ["| name | class | what it does |", "|---|---|---|"]
+    for name, cls in POLICIES.items():
+        out.append(f"| `{name}` | `{cls.__name__}` | {_cell(_first_sentence(inspect.getdoc(cls) or ''))} |")
+    return "\n".join(out) + "\n"
+
+
+BLOCKS = {
+    "environments": environments_table,
+    "policies": policies_table,
+    "speed": speed_block,
+    "makespan": makespan_block,
+    "claims": claims_block,
+    "section-vi": section_vi_block,
+    "jct-gap": jct_gap_block,
+    "real-traces": real_traces_block,
+    "real-agents": real_agents_block,
+    "agents": agents_block,
+    "agents-headline": agents_headline_block,
+}
 
 
 def synced(readme: str) -> str:
@@ -179,21 +260,38 @@ def synced(readme: str) -> str:
     return BLOCK.sub(fill, readme)
 
 
+def files() -> list[Path]:
+    """The files whose generated blocks are kept in step: README.md and every page of docs/."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only report whether the README is in step")
+    parser.add_argument("--check", action="store_true", help="only report whether the files are in step")
+    parser.add_argument("--tables", action="store_true", help="print the environments and policies tables")
     args = parser.parse_args(argv)
-    text = README.read_text()
-    new = synced(text)
-    if args.check:
-        stale = [m["name"] for m, n in zip(BLOCK.finditer(text), BLOCK.finditer(new)) if m["body"] != n["body"]]
-        if stale:
-            print(f"README result blocks out of step with benchmarks/results: {', '.join(stale)}; "
-                  "run python benchmarks/readme_sync.py")
-            return 1
+    if args.tables:
+        print(environments_table())
+        print(policies_table(), end="")
         return 0
-    README.write_text(new)
-    print(f"README: {len(BLOCK.findall(new))} result blocks written")
+    stale_files = []
+    for path in files():
+        text = path.read_text()
+        if not BLOCK.search(text):
+            continue
+        new = synced(text)
+        rel = path.relative_to(ROOT)
+        if args.check:
+            stale = [m["name"] for m, n in zip(BLOCK.finditer(text), BLOCK.finditer(new)) if m["body"] != n["body"]]
+            if stale:
+                stale_files.append(f"{rel} ({', '.join(stale)})")
+        elif new != text:
+            path.write_text(new)
+            print(f"{rel}: {len(BLOCK.findall(new))} generated blocks, rewritten")
+    if stale_files:
+        print(f"generated blocks out of step with their sources: {'; '.join(stale_files)}; "
+              "run python benchmarks/readme_sync.py")
+        return 1
     return 0
 
 

@@ -242,7 +242,8 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
               "the engine's priority rule.")
     if same:
         action += (f" Under Dally's Nw_sens order {_and(same)} converged to the same policy as "
-                   "`dally-consolidated`, always waiting for the best tier (identical metrics on every held-out trace).")
+                   "`dally-consolidated`, always waiting for the best tier "
+                   "(identical metrics on every held-out trace).")
     waiting = _validation(runs.get(same[0])) if same else None
     batch = rows[(rows["workload"] == "batch") & (rows["racks"] == goal_racks)].set_index("agent")
     for a in differ:
@@ -263,7 +264,8 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
         beaten = [p for p in probes if jct[p] < jct["dally-consolidated"]]
         action += (" Knowing the true speed factors does not beat always waiting either: the oracle-threshold probes, "
                    "which accept a worse tier when its speed factor is high, do worse." if not beaten else
-                   f" An oracle-threshold probe does beat always waiting: {', '.join(f'{p} {jct[p]:+.1f} %' for p in beaten)}.")
+                   " An oracle-threshold probe does beat always waiting: "
+                   f"{', '.join(f'{p} {jct[p]:+.1f} %' for p in beaten)}.")
     if same:
         action += (" Why waiting wins: a spread placement of a network-sensitive model costs many-fold (Table I: "
                    "MobileNetV3 runs about 11 times slower across the machines of a rack and about 185 times slower "
@@ -304,8 +306,8 @@ def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], r
     batch = rows[rows["workload"] == "batch"]
     dally = batch[batch["agent"] == "dally"].set_index(["trace", "racks"])["makespan_s"]
     heuristics = [a for a in g.index if a in POLICIES]
-    best = min(heuristics, key=lambda a: g.loc[a, "JCT vs dally (%)"] if g.loc[a, "worst-trace makespan vs dally (%)"] <= 0
-               else np.inf)
+    best = min(heuristics, key=lambda a: (g.loc[a, "JCT vs dally (%)"]
+                                          if g.loc[a, "worst-trace makespan vs dally (%)"] <= 0 else np.inf))
     table = g.loc[[*queue, best, "dally"]].reset_index()
     lines = [f"## Which job next: DallyQueue-v0 agents against auto-tuned Dally ({racks} racks, held-out batch traces)",
              "", "Goal (issue 10): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
@@ -313,7 +315,8 @@ def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], r
              "mean JCT among those whose makespan is no worse than Dally's on any trace.", "", _md(table), ""]
     for agent in queue:
         other = batch[(batch["agent"] == agent) & batch["racks"].isin([racks // 2, racks * 2])]
-        ratio = 100 * (other.set_index(["trace", "racks"])["makespan_s"] / dally.loc[other.set_index(["trace", "racks"]).index] - 1)
+        other_by_cell = other.set_index(["trace", "racks"])
+        ratio = 100 * (other_by_cell["makespan_s"] / dally.loc[other_by_cell.index] - 1)
         # Every held-out batch trace must have run at both other sizes, or the goal is not decided.
         complete = len(ratio) == 2 * batch["trace"].nunique()
         holds = (g.loc[agent, "JCT vs dally (%)"] <= -30 and g.loc[agent, "worst-trace makespan vs dally (%)"] <= 0
@@ -357,9 +360,11 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
             if agent in set(goal["agent"]):
                 g = goal[goal["agent"] == agent].iloc[0]
                 met = g["JCT vs dally (%)"] <= -10 and g["worst-trace makespan vs dally (%)"] <= 0
+                worst = g["worst-trace makespan vs dally (%)"]
                 lines.append(f"- **{agent}** (offers in {args.priorities.get(agent, 'dally')}'s priority order, "
-                             f"observation mode {args.modes.get(agent, 'hidden')}): mean JCT {g['JCT vs dally (%)']:+.1f} % against Dally, makespan "
-                             f"{g['makespan vs dally (%)']:+.1f} % (worst trace {g['worst-trace makespan vs dally (%)']:+.1f} %): "
+                             f"observation mode {args.modes.get(agent, 'hidden')}): "
+                             f"mean JCT {g['JCT vs dally (%)']:+.1f} % against Dally, makespan "
+                             f"{g['makespan vs dally (%)']:+.1f} % (worst trace {worst:+.1f} %): "
                              f"goal {'met' if met else 'not met'}.")
         lines.append("")
         g = goal.set_index("agent")["JCT vs dally (%)"]
@@ -377,7 +382,8 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
             ]
         other = [a for a in learned if args.priorities.get(a) != "dally" and a in g.index]
         if modes and "dally-consolidated" in g.index:
-            lines += ["### What limits it", "", *_limits(rows, goal, args.goal_racks, modes, other, probes, args.runs), ""]
+            lines += ["### What limits it", "",
+                      *_limits(rows, goal, args.goal_racks, modes, other, probes, args.runs), ""]
     if imported is not None and not imported.empty:
         lines += ["## Imported Helios-format trace (distribution shift), "
                   f"{args.goal_racks} racks", "", _md(imported), ""]
@@ -405,7 +411,8 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agent", action="append", default=None, help="learned agent run dir or model (default: agents/runs/ppo-*)")
+    parser.add_argument("--agent", action="append", default=None,
+                        help="learned agent run dir or model (default: agents/runs/ppo-*)")
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--machines-per-rack", type=int, default=8)

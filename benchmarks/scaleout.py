@@ -71,7 +71,8 @@ def run(part: str, label: str, backend: list[str], scratch: Path) -> dict:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     table = out / ("results.csv" if part == "grid" else "report.csv")
     row = {"part": part, "backend": label, "wall_s": round(wall, 1), "table_sha256": digest(table),
-           "command": " ".join("python" if c == sys.executable else c.replace(f"{ROOT}/", "") for c in cmd[:-1]) + " DIR"}
+           "command": " ".join("python" if c == sys.executable else c.replace(f"{ROOT}/", "") for c in cmd[:-1])
+           + " DIR"}
     print(f"{part:6s} {label:16s} {wall:8.1f} s  {row['table_sha256']}", flush=True)
     return row
 
@@ -84,7 +85,7 @@ def write(rows: list[dict], out: Path) -> None:
         old = pd.read_csv(out / "scaleout.csv", dtype={"table_sha256": str})
         old = old[~old["part"].isin(frame["part"])][frame.columns.drop(["speedup", "same_table"], errors="ignore")]
         frame = pd.concat([old, frame], ignore_index=True)
-    for part, group in frame.groupby("part", sort=False):
+    for _part, group in frame.groupby("part", sort=False):
         base = group["wall_s"].iloc[0]
         frame.loc[group.index, "speedup"] = (base / group["wall_s"]).round(2)
         frame.loc[group.index, "same_table"] = group["table_sha256"] == group["table_sha256"].iloc[0]

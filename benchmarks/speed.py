@@ -249,6 +249,7 @@ def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
     """``DallyQueue`` steps per second with the Dally order (slot 0) and random masked picks,
     and their ratio to CartPole's step rate ``1 / step_s``."""
     rows = []
+    load_before = os.getloadavg()[0]
     for env_id, trace in QUEUE_ENVS.items():
         for lease_picks, agent in itertools.product(("waiting", "all"), ("dally", "random")):
             runs = sorted((env_steps_per_s(env_id, agent, trace=trace, lease_picks=lease_picks)
@@ -258,7 +259,10 @@ def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
             rows.append(row)
             print(f"{env_id:18s} {agent:7s} {row['steps_per_s']:9,} steps/s", flush=True)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # The machine may be shared: its load says how much the rates (and CartPole's) are worth.
+    frame.attrs["load"] = (load_before, os.getloadavg()[0], os.cpu_count())
+    return frame
 
 
 def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
@@ -271,6 +275,9 @@ def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
         "",
         "```\n" + queue_frame.to_string(index=False) + "\n```",
         "",
+        *([f"1-minute load average {load[0]:.1f} at the start of these measurements and {load[1]:.1f} at "
+           f"their end ({load[2]} CPUs): on a shared machine the rates and CartPole's drop together, "
+           "the ratios less.", ""] if (load := queue_frame.attrs.get("load")) else []),
     ]
 
 
@@ -609,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
                     "policy": policy, "trace": trace, "racks": racks, "wall_s": round(wall, 4),
                     "cartpole_steps_equivalent": round(wall / step_s),
                     "makespan_h": round(summary["makespan_s"] / 3600, 1),
-                    "placements": summary["placements_machine"] + summary["placements_rack"] + summary["placements_network"],
+                    "placements": (summary["placements_machine"] + summary["placements_rack"]
+                                   + summary["placements_network"]),
                 })
                 print(f"{policy:8s} {trace:12s} {racks:3d} racks  {wall:7.3f} s", flush=True)
     cli_s = time_cli(["simulate", "--policy", "fifo", "--racks", "8", "--trace", "batch-500"])
@@ -636,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Speed benchmark",
         "",
-        f"Produced by `python benchmarks/speed.py --repeats {args.repeats} --env-repeats {args.env_repeats}` (dallygym {dallygym.__version__}, "
+        f"Produced by `python benchmarks/speed.py --repeats {args.repeats} --env-repeats {args.env_repeats}` "
+        f"(dallygym {dallygym.__version__}, "
         f"Python {platform.python_version()}, {platform.machine()}).",
         "",
         f"- CartPole-v1 raw step (gym.make, random actions): {step_s * 1e6:.2f} µs "
@@ -660,10 +669,12 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- A `Dally-v0` step with the Dally agent, split: {split['engine_us']} µs in the engine (the simulation "
         f"between two decisions), {split['environment_us']} µs in the environment (observation, mask, info, "
-        f"the step's own code), {split['agent_us']} µs in the agent; a reset takes {split['reset_ms']} ms (7 episodes, timers "
+        f"the step's own code), {split['agent_us']} µs in the agent; a reset takes {split['reset_ms']} ms "
+        "(7 episodes, timers "
         "around the engine's decision generator).",
         f"- A step of an environment that does nothing (`Dally-v0`'s spaces, a constant observation and info) "
-        f"through `gym.make`, registered as `Dally-v0` is (no pass-through wrappers), with a constant agent: {idle_s * 1e6:.2f} µs, {idle_s / step_s:.2f} CartPole steps "
+        f"through `gym.make`, registered as `Dally-v0` is (no pass-through wrappers), with a constant agent: "
+        f"{idle_s * 1e6:.2f} µs, {idle_s / step_s:.2f} CartPole steps "
         "(the least of 20 episodes of 2,868 steps): what any decision costs before the environment, the agent or "
         "the simulation does anything.",
         "",

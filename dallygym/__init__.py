@@ -7,12 +7,12 @@ Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
 from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
 from .env import DallyEnv, InvalidActionWarning, ResetNeeded
-from .queue_env import DallyQueueEnv
 from .heuristics import evaluate, heuristic_agent
 from .latency import LatencyModel, get_latency_model
 from .metrics import SUMMARY_KEYS, RunResult, collect
 from .models import MODEL_NAMES, ModelProfile, UnknownModelError
 from .policies import POLICIES, Policy, make_policy
+from .queue_env import DallyQueueEnv
 from .simulate import build_engine, simulate
 from .trace import TraceError, load_trace
 

@@ -213,7 +213,7 @@ def _option_choices() -> dict[str, tuple[str, ...]]:
     from .queue_env import MAKESPAN_CREDITS, OFFER_RULES, QUEUE_REWARDS
 
     return {
-        "priority": tuple(POLICIES), "sensitivity": SENSITIVITY_MODES,
+        "priority": tuple(POLICIES), "makespan_reference": tuple(POLICIES), "sensitivity": SENSITIVITY_MODES,
         "reward": tuple(dict.fromkeys((*REWARDS, *QUEUE_REWARDS))),
         "offer_rule": tuple(dict.fromkeys((*OFFER_RULES, *POLICIES))),
         "lease_picks": tuple(LEASE_PICKS), "makespan_credit": MAKESPAN_CREDITS,
@@ -294,7 +294,8 @@ def check_config(config: object, where: str) -> dict:
         if value is not None and value not in choices:
             raise AgentLoadError(f"{where}: {key} {_short(value)} is not one of {', '.join(choices)}")
     try:
-        ClusterSpec(config.get("racks", TrainConfig.racks), config.get("machines_per_rack", TrainConfig.machines_per_rack),
+        ClusterSpec(config.get("racks", TrainConfig.racks),
+                    config.get("machines_per_rack", TrainConfig.machines_per_rack),
                     config.get("gpus_per_machine", TrainConfig.gpus_per_machine))
     except (ClusterError, ValueError) as exc:
         raise AgentLoadError(f"{where}: {str(exc).splitlines()[0][:200]}") from None

@@ -3,7 +3,8 @@
     dallygym simulate --policy dally --racks 8 --trace batch-500 [--format table|json|csv]
     dallygym compare --racks 8 --trace batch-500 [--policies ...] [--format table|csv|json]
     dallygym sweep --policies ... --traces ... --racks ... [--seeds ...] --backend local|ray --out DIR
-    dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle] [--time-limit-min 60] [--out DIR]
+    dallygym train [--env-id Dally-v0|DallyQueue-v0] [--sensitivity hidden|observed|oracle]
+                   [--time-limit-min 60] [--out DIR]
     dallygym train-sweep --seeds 0 1 2 [--sensitivity ...] --backend local|ray --out DIR
     dallygym evaluate --agent NAME_OR_PATH [--agent ...] --racks 8 --trace NAME_OR_PATH [--format ...]
     dallygym agent convert MODEL_ZIP [--out DIR] [--env-id ID] [--racks R ...]
@@ -98,11 +99,13 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                         "(default: --racks only)")
     p.add_argument("--machines-per-rack", type=int, default=defaults.machines_per_rack)
     p.add_argument("--gpus-per-machine", type=int, default=defaults.gpus_per_machine)
-    p.add_argument("--trace", default=defaults.trace, help="training traces (default: a fresh batch-500 draw per reset)")
+    p.add_argument("--trace", default=defaults.trace,
+                   help="training traces (default: a fresh batch-500 draw per reset)")
     p.add_argument("--priority", default=defaults.priority,
                    help="the engine's priority rule the agent's offers come in (default dally: Nw_sens)")
     p.add_argument("--offer-rule", default=defaults.offer_rule,
-                   help="DallyQueue: the rule that answers offers (dally, consolidated, nowait, manual or a policy name)")
+                   help="DallyQueue: the rule that answers offers "
+                        "(dally, consolidated, nowait, manual or a policy name)")
     p.add_argument("--reward", choices=("relative-jct", "jct", "makespan", "comm", "jct-makespan"),
                    default=defaults.reward,
                    help="default: the environment's, relative-jct (the improvement over a native Dally run of the "
@@ -110,6 +113,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--makespan-penalty", type=float, default=defaults.makespan_penalty,
                    help="relative-jct reward: weight of each %% of makespan beyond Dally's (default: the "
                         "environment's, 3)")
+    p.add_argument("--makespan-reference", metavar="POLICY", default=defaults.makespan_reference,
+                   help="relative-jct reward: charge makespan beyond this policy's native run of the same trace "
+                        "(default: beyond the reference run's, the offer rule's or priority's)")
     p.add_argument("--makespan-weight", type=float, default=defaults.makespan_weight,
                    help="DallyQueue jct-makespan reward: weight of the makespan (default: the environment's, 1)")
     p.add_argument("--max-candidates", type=int, default=defaults.max_candidates,
@@ -145,6 +151,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-freq-steps", type=int, default=defaults.checkpoint_freq_steps)
     p.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
                    help=f"PPO's (and the warm start's) Adam step size (default {defaults.learning_rate:g})")
+    p.add_argument("--n-epochs", type=int, default=defaults.n_epochs,
+                   help=f"PPO epochs per rollout (default {defaults.n_epochs})")
+    p.add_argument("--gamma", type=float, default=defaults.gamma, help=f"discount (default {defaults.gamma})")
     p.add_argument("--batch-size", type=int, default=defaults.batch_size,
                    help=f"minibatch size of PPO and of the warm start (default {defaults.batch_size})")
     p.add_argument("--ent-coef", type=float, default=defaults.ent_coef,
@@ -173,10 +182,12 @@ def _train_config(args: argparse.Namespace, **given):
         offer_rule=args.offer_rule, makespan_weight=args.makespan_weight, max_candidates=args.max_candidates,
         lease_picks=args.lease_picks, makespan_credit=args.makespan_credit,
         guard_leases=args.guard_leases, guard_waiting=args.guard_waiting, teacher_share=args.teacher_share,
-        reward=args.reward, makespan_penalty=args.makespan_penalty, total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
+        reward=args.reward, makespan_penalty=args.makespan_penalty, makespan_reference=args.makespan_reference,
+        total_timesteps=args.total_timesteps, time_limit_min=args.time_limit_min,
         n_envs=args.n_envs, n_steps=args.n_steps, vec_env=args.vec_env, torch_threads=args.torch_threads,
         eval_freq_steps=args.eval_freq_steps, checkpoint_freq_steps=args.checkpoint_freq_steps,
         learning_rate=args.learning_rate, batch_size=args.batch_size, ent_coef=args.ent_coef,
+        n_epochs=args.n_epochs, gamma=args.gamma,
         imitate_episodes=args.imitate_episodes, imitate_epochs=args.imitate_epochs,
         imitate_learning_rate=args.imitate_learning_rate, keep=args.keep, queue_net=args.queue_net,
     )
@@ -241,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
 
-    tr_ = sub.add_parser("train", help="train a MaskablePPO agent on Dally-v0 or DallyQueue-v0 (needs the agents extra)")
+    tr_ = sub.add_parser("train",
+                         help="train a MaskablePPO agent on Dally-v0 or DallyQueue-v0 (needs the agents extra)")
     _train_args(tr_)
     tr_.add_argument("--sensitivity", choices=SENSITIVITIES, default="hidden")
     tr_.add_argument("--seed", type=int, default=0)
@@ -351,6 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="jobs larger than the cluster: error (default), drop, or clamp to the cluster")
     imp.add_argument("--model-map", action="append", metavar="NAME=MODEL", default=[],
                      help="map a model name of the file to a known model (repeat for several)")
+
+    rep = sub.add_parser(
+        "report", help="one self-contained HTML page of runs, comparisons and trained agents",
+        description="Write one HTML file (figures embedded as PNG, tables, each directory's settings, the "
+                    "package version; no external files or fetches) of the given directories: 'simulate --out' "
+                    "runs, 'compare --out' comparisons and 'train --out' agent runs.")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="a simulate --out, compare --out or train --out directory")
+    rep.add_argument("--html", required=True, metavar="OUT.html", help="the HTML file to write")
+    rep.add_argument("--title", default=None, help="the page's title (default: the directories' names)")
     return parser
 
 
@@ -408,7 +429,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     result = simulate(args.trace, spec, policy=policy, latency=args.latency, config=config,
                       progress=not args.no_progress)
     if args.out:
-        result.to_csv(args.out, extra=_run_figure_writer(result, spec))
+        result.to_csv(args.out, extra=_run_output_writer(result, spec, args))
     if args.format == "json":
         print(json.dumps(result.summary, indent=2))
     elif args.format == "csv":
@@ -424,15 +445,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 PLOTS_NOTE = "dallygym: note: install the plots extra to draw the run (pip install 'dallygym[plots]')"
 
 
-def _run_figure_writer(result, spec: ClusterSpec):
-    """What ``simulate --out`` adds to the run's staging directory: its figures as PNG and SVG,
-    or None (and a note on stderr) without matplotlib."""
-    from . import plots
+def _settings(args: argparse.Namespace, spec: ClusterSpec, policy) -> dict:
+    """The settings ``dallygym report`` shows for a ``simulate`` or ``compare`` output."""
+    return {"trace": args.trace, "cluster": spec, "policy": policy, "profile": args.profile,
+            "latency": args.latency, "lease_s": args.lease_s, "renewal": args.renewal,
+            "restart_overhead_s": args.restart_overhead_s, "seed": args.seed}
 
-    if not plots.available():
+
+def _run_output_writer(result, spec: ClusterSpec, args: argparse.Namespace):
+    """What ``simulate --out`` adds to the run's staging directory: ``settings.json``, and its
+    figures as PNG and SVG (without matplotlib, a note on stderr instead)."""
+    from . import plots
+    from .report import write_settings
+
+    draw = plots.available()
+    if not draw:
         print(PLOTS_NOTE, file=sys.stderr, flush=True)
-        return None
-    return lambda staging: plots.save_figures(plots.run_figures(result, spec), staging)
+
+    def write(staging) -> None:
+        write_settings(staging, **_settings(args, spec, args.policy))
+        if draw:
+            plots.save_figures(plots.run_figures(result, spec), staging)
+
+    return write
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -451,7 +486,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                     progress=None if args.quiet else stderr_progress, results=results)
     frame = frame.drop(columns="wall_s")  # wall time varies run to run; benchmarks keep it
     if args.out:
-        _write_comparison(args.out, frame, results)
+        _write_comparison(args.out, frame, results, _settings(args, spec, [str(p) for p in args.policies or POLICIES]))
     _print_frame(hours_table(frame) if args.format == "table" else frame, args.format)
     note = contention_note(frame, spec)
     if note:  # on stderr even with --quiet: it is not progress, and stdout stays the table
@@ -459,19 +494,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_comparison(directory: str, frame: pd.DataFrame, results: dict) -> None:
-    """``compare --out``: comparison.csv, and comparison.png / .svg when matplotlib is installed
-    (else a note on stderr). The directory is created if needed; other files in it are kept."""
+def _write_comparison(directory: str, frame: pd.DataFrame, results: dict, settings: dict) -> None:
+    """``compare --out``: comparison.csv, settings.json, and comparison.png / .svg when
+    matplotlib is installed (else a note on stderr). The directory is created if needed; other
+    files in it are kept."""
     from pathlib import Path
 
     from . import plots
     from .metrics import naming
+    from .report import write_settings
 
     out = Path(directory)
     with naming(out):
         out.mkdir(parents=True, exist_ok=True)
     with naming(out / "comparison.csv"):
         frame.to_csv(out / "comparison.csv", index=False)
+    write_settings(out, **settings)
     if not plots.available():
         print(PLOTS_NOTE, file=sys.stderr, flush=True)
         return
@@ -640,13 +678,22 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(args.dirs, args.html, title=args.title)
+    print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} kB)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .trace import TraceError
 
     args = build_parser().parse_args(argv)
     handlers = {"simulate": _cmd_simulate, "compare": _cmd_compare, "sweep": _cmd_sweep, "train": _cmd_train,
                 "train-sweep": _cmd_train_sweep,
-                "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace}
+                "evaluate": _cmd_evaluate, "agent": _cmd_agent, "latency": _cmd_latency, "trace": _cmd_trace,
+                "report": _cmd_report}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:

@@ -549,7 +549,8 @@ def _fewest_units(
     The units with the most free capacity are used whole, largest first; the remainder goes to
     the unit with the fewest free GPUs that can hold it (best fit). Ties go to the unit with the
     most idle GPUs (``idle``: free and unmarked, at a round boundary; default ``free``), so an
-    equally good split displaces as few lease-expired jobs as it can, then to the lowest id. When ``min_units`` is 2 and one unit could hold everything, the job is split as
+    equally good split displaces as few lease-expired jobs as it can, then to the lowest id.
+    When ``min_units`` is 2 and one unit could hold everything, the job is split as
     (largest share that leaves the rest on a second unit) -- the most consolidated shape that
     still spans two units. Returns ``[(unit index, count), ...]`` or None if impossible.
     """

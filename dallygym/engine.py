@@ -60,8 +60,7 @@ import pandas as pd
 
 from . import kernels
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
-from .policies.base import (Policy, auto_accept_of, hooks_on_start, priority_keys_of, start_batch_hook,
-                            starts_in_batches)
+from .policies.base import Policy, auto_accept_of, hooks_on_start, priority_keys_of, start_batch_hook, starts_in_batches
 
 if TYPE_CHECKING:
     from .latency import LatencyModel
@@ -685,6 +684,11 @@ class Engine:
         # loop stopped in, (visit plan, positions of the leases): see expired_unvisited.
         self._expired: set[int] = set()
         self._expired_from: tuple[np.ndarray, np.ndarray] | None = None
+        # _picked_visits: a flag per job (all False between passes), and the last Pick with its
+        # candidates as an array (the environment's observation reads it).
+        self._lease_flags = np.zeros(n, dtype=bool)
+        self._queue_position = np.zeros(n, dtype=np.int64)  # by job: its position in the pass's queue
+        self._pick_jobs: tuple[Pick, np.ndarray] | None = None
 
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
@@ -1393,7 +1397,8 @@ class Engine:
             )
         return _TIERS[int(answer)]
 
-    def _picked_visits(self, queue: list[int], t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
+    def _picked_visits(self, queue: list[int] | np.ndarray, t: float,
+                       boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass whose order an agent chooses (``agent_picks``): see :class:`Pick`.
 
         ``queue`` is the pass's jobs in the policy's priority order. While the order matters
@@ -1404,50 +1409,63 @@ class Engine:
         With ``lease_picks="waiting"`` the lease-expired jobs are not candidates: serving a
         waiting job first serves, in order, every lease-expired job ranked ahead of it.
         Answering every pick with ``candidates[0]`` is exactly the native pass.
+
+        The jobs not served yet are two masks over the queue's positions: ``waiting`` and
+        ``leases`` (lease-expired: a job leaves the lease-expired set only when it is served,
+        so the flag holds while it is in the pass), with their counts and GPU demand kept as
+        counters. A pick costs a few array operations, no Python loop over the queue.
         """
         cluster = self.cluster
         expired = self.expired_unvisited
-        num_gpus = self._num_gpus_list
         pick_leases = self.pick_leases
-        remaining = queue
+        q = np.asarray(queue, dtype=np.int64)
+        g = self.num_gpus[q]
+        flags = self._lease_flags
+        if expired:
+            marked = np.fromiter(expired, dtype=np.int64, count=len(expired))
+            flags[marked] = True
+            leases = flags[q]
+            flags[marked] = False
+        else:
+            leases = np.zeros(q.size, dtype=bool)
+        waiting = ~leases
         if boundary and expired and self.lease_guard is not None:
             # Guarded leases are served before any pick: nobody can claim their GPUs.
-            leases = [j for j in remaining if j in expired]
-            guarded = np.asarray(self.lease_guard(self, np.array(leases, dtype=np.int64)), dtype=bool)
-            if guarded.shape != (len(leases),):
-                raise EngineError(f"lease_guard returned {guarded.shape} flags for {len(leases)} lease-expired jobs")
-            first = [j for j, g in zip(leases, guarded.tolist()) if g]
-            if first:
-                served = set(first)
-                remaining = [j for j in remaining if j not in served]
-                for j in first:
+            at_lease = np.flatnonzero(leases)
+            guarded = np.asarray(self.lease_guard(self, q[at_lease]), dtype=bool)
+            if guarded.shape != (at_lease.size,):
+                raise EngineError(f"lease_guard returned {guarded.shape} flags for {at_lease.size} lease-expired jobs")
+            first = at_lease[guarded]
+            if first.size:
+                leases[first] = False
+                for j in q[first].tolist():
                     yield from self._visit(j, t)
-        demand = sum(num_gpus[j] for j in remaining)
-        biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
-        while remaining:
+        n_leases = int(np.count_nonzero(leases))
+        n_waiting = int(np.count_nonzero(waiting))
+        lease_demand = int(np.add.reduce(g, where=leases))
+        demand = lease_demand + int(np.add.reduce(g, where=waiting))
+        biggest_waiting = int(np.max(g, where=waiting, initial=0))
+        position = self._queue_position
+        position[q] = np.arange(q.size)
+        while n_waiting or n_leases:
             free = cluster.free_total
             if biggest_waiting > free:
                 # A waiting job too big for the free GPUs now stays too big all pass long.
-                remaining = [j for j in remaining if j in expired or num_gpus[j] <= free]
-                demand = sum(num_gpus[j] for j in remaining)
-                biggest_waiting = max((num_gpus[j] for j in remaining if j not in expired), default=0)
-            candidates = remaining if pick_leases else [j for j in remaining if j not in expired]
+                waiting &= g <= free
+                n_waiting = int(np.count_nonzero(waiting))
+                demand = lease_demand + int(np.add.reduce(g, where=waiting))
+                biggest_waiting = int(np.max(g, where=waiting, initial=0))
+            at_cand = np.flatnonzero(waiting | leases if pick_leases else waiting)
+            n_cand = at_cand.size
             # One candidate is a choice only between serving it and stopping (waiting picks).
-            may_stop = demand > free and (len(candidates) > 1 or not pick_leases) and self._may_stop()
-            if demand <= free or not candidates or (len(candidates) < 2 and not may_stop):
-                run: list[int] = []  # consecutive expired leases: their turns go together
-                for j in remaining:
-                    if j in expired:
-                        run.append(j)
-                        continue
-                    if run:
-                        yield from self._expired_turns(np.array(run), t)
-                        run = []
-                    yield from self._visit(j, t)
-                if run:
-                    yield from self._expired_turns(np.array(run), t)
+            may_stop = demand > free and (n_cand > 1 or not pick_leases) and self._may_stop()
+            if demand <= free or not n_cand or (n_cand < 2 and not may_stop):
+                alive = waiting | leases
+                yield from self._visits_in_order(q[alive], leases[alive], t)
                 return
+            candidates = q[at_cand].tolist()
             pick = Pick(t, tuple(candidates), may_stop, boundary)
+            self._pick_jobs = (pick, q[at_cand])  # for the environment's observation
             answer = None if self.pick_guard is None else self.pick_guard(self, candidates)
             if answer is None:
                 answer = yield pick
@@ -1457,27 +1475,64 @@ class Engine:
                 if not pick.may_stop:
                     raise EngineError(f"stopped the pass at {pick!r}, where stopping is not allowed "
                                       f"(nothing would keep running)")
-                self._stop_pass(remaining)
+                self._stop_pass(q[waiting | leases].tolist())
                 return
-            try:
-                at = remaining.index(answer)
-            except ValueError:
-                at = -1
-            if at < 0 or (not pick_leases and answer in expired):
+            at = self._position_in(q, position, answer)
+            if at < 0 or not (waiting[at] or (pick_leases and leases[at])):
                 raise EngineError(f"picked {answer!r}, which is not a candidate of {pick!r}") from None
-            # Without lease picks, the lease-expired jobs ranked ahead of the answer go first.
-            ahead = [] if pick_leases else [j for j in remaining[:at] if j in expired]
-            served = set(ahead)
-            served.add(answer)
-            remaining = [j for j in remaining if j not in served]
             # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
-            # The leases ahead take their turns with nothing between them (the jobs ranked
-            # between two of them wait or were served already): together where they can be.
-            if ahead:
-                demand -= sum(num_gpus[j] for j in ahead)
-                yield from self._expired_turns(np.array(ahead), t)
-            demand -= num_gpus[answer]
-            yield from self._visit(answer, t)
+            if leases[at]:
+                leases[at] = False
+                n_leases -= 1
+                lease_demand -= g.item(at)
+            else:
+                waiting[at] = False
+                n_waiting -= 1
+            demand -= g.item(at)
+            # Without lease picks, the lease-expired jobs ranked ahead of the answer go first:
+            # they take their turns with nothing between them (the jobs ranked between two of
+            # them wait or were served already), together where they can be.
+            if not pick_leases:
+                ahead = np.flatnonzero(leases[:at])
+                if ahead.size:
+                    leases[ahead] = False
+                    n_leases -= ahead.size
+                    ahead_demand = int(np.add.reduce(g[ahead]))
+                    lease_demand -= ahead_demand
+                    demand -= ahead_demand
+                    yield from self._expired_turns(q[ahead], t)
+            yield from self._visit(q.item(at), t)
+
+    def _position_in(self, q: np.ndarray, position: np.ndarray, answer) -> int:
+        """The position in ``q`` of job ``answer`` (``position``: by job, set for ``q``'s jobs),
+        or -1 if it is not in ``q``."""
+        if isinstance(answer, (int, np.integer)) and not isinstance(answer, bool) and 0 <= answer < self.n:
+            at = position.item(answer)
+            return at if at < q.size and q.item(at) == answer else -1
+        try:  # (anything else equal to a job index, as list.index finds it)
+            hits = np.flatnonzero(q == answer)
+        except (TypeError, ValueError):
+            return -1
+        return int(hits[0]) if hits.size == 1 else -1
+
+    def _visits_in_order(self, jobs: np.ndarray, leases: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
+        """The rest of a picked pass in priority order, once the order no longer matters:
+        ``jobs`` in order, ``leases`` flagging the lease-expired ones, whose consecutive runs
+        take their turns together."""
+        if not leases.any():
+            for j in jobs.tolist():
+                yield from self._visit(j, t)
+            return
+        # Runs of consecutive flags: [start, end) of each run of leases and of waiting jobs.
+        edges = np.flatnonzero(np.diff(leases.view(np.int8))) + 1
+        starts = [0, *edges.tolist()]
+        ends = [*edges.tolist(), jobs.size]
+        for start, end in zip(starts, ends):
+            if leases.item(start):
+                yield from self._expired_turns(jobs[start:end], t)
+            else:
+                for j in jobs[start:end].tolist():
+                    yield from self._visit(j, t)
 
     def _may_stop(self) -> bool:
         """Would some job still hold GPUs if the pass stopped now? (Then a later event comes.)"""
@@ -1678,8 +1733,9 @@ class Engine:
                         t: float) -> tuple[int, bool]:
         """The turns of a pass from position ``pos`` of its visit plan, compiled
         (:func:`dallygym.kernels.pass_turns`), up to the first that needs Python: its position
-        (-1 if the pass is over) and whether it asks the caller a question. Completes here what the kernel cannot do (job sets, GPU
-        lists, the finish heap, the policy's ``on_start``), from its log."""
+        (-1 if the pass is over) and whether it asks the caller a question. Completes here what
+        the kernel cannot do (job sets, GPU lists, the finish heap, the policy's ``on_start``),
+        from its log."""
         c = self.cluster
         tables = self._tables
         stop, asks, n_log, n_renewed, free_total, ops = kernels.pass_turns(

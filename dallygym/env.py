@@ -279,7 +279,7 @@ class DallyEnv(gym.Env):
     | 9 | job_remaining_ideal | remaining ideal run time (iterations left x iter_time_s) |
     | 10–12 | offer_machine, offer_rack, offer_network | 1 if the gang fits at that tier now |
     | 13–15 | speed_machine, speed_rack, speed_network | speed factor at that tier; see ``sensitivity`` |
-    | 16–17 | timer_machine, timer_rack | the priority policy's delay timers T_Mc, T_Rk for this GPU demand (Dally's auto-tuned ones by default; 0 if the policy has none; an infinite timer shows as 1) |
+    | 16–17 | timer_machine, timer_rack | the priority policy's delay timers T_Mc, T_Rk for this GPU demand |
     | 18–19 | past_timer_machine, past_timer_rack | 1 if starvation >= T_Mc (resp. T_Rk) |
     | 20 | free_gpus | free GPUs / cluster GPUs |
     | 21 | machines_that_fit | machines with room for the gang / machines |
@@ -292,7 +292,11 @@ class DallyEnv(gym.Env):
     | 28 | jobs_remaining | unfinished jobs / jobs in the trace |
     | 29 | time_elapsed | time since the first arrival |
     | 30 | time_in_round | position in the current lease, in [0, 1) |
-    | 31 | job_current_tier | 0 for a waiting job; for a renewal offer (a running job whose lease expired) the tier it holds: 1/3 machine, 2/3 rack, 1 network |
+    | 31 | job_current_tier | 0 for a waiting job; for a renewal offer, the tier it holds |
+
+    The timers of features 16–17 are Dally's auto-tuned ones by default; 0 if the policy has
+    none; an infinite timer shows as 1. A renewal offer (feature 31) is an offer to a running
+    job whose lease expired; the tier it holds shows as 1/3 machine, 2/3 rack, 1 network.
 
     Network sensitivity (``sensitivity``) decides features 13–15. ``"hidden"`` (default; the
     paper's constraint that the scheduler does not know the model): all 0. ``"observed"``: the
@@ -321,7 +325,10 @@ class DallyEnv(gym.Env):
     gets 0 at every step. The episode ends at the last decision: the rest of the run is then
     determined and is simulated to the end within that step, which pays the remaining
     difference (and the makespan excess) -- a part fixed by the earlier actions, not a sum every
-    policy pays. Measured on ``gen:batch-500`` draws at 2 and 8 racks: "always wait" (action
+    policy pays. ``makespan_reference`` (a policy name, default None) moves the makespan limit:
+    the limit and U_span are then that policy's native run's makespan of the same trace (one
+    native run more per reset), and the return's makespan term reads max(0, makespan − that
+    makespan) / that makespan. Measured on ``gen:batch-500`` draws at 2 and 8 racks: "always wait" (action
     0) scores about +10 on average (0 to +35 by draw), random answers about −25 to −30 (down
     to −250 where they stretch the makespan). With ``reward_scale_s`` given, the units are
     seconds instead: U_jct = jobs x ``reward_scale_s`` (so the JCT part is the mean-JCT
@@ -360,7 +367,8 @@ class DallyEnv(gym.Env):
     ``gym.make("Dally-v0", racks=8, machines_per_rack=8, gpus_per_machine=8,
     trace="batch-500", priority="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", reward_scale_s=None,
-    makespan_penalty=3.0, sensitivity="hidden", strict=False, render_mode=None)``
+    makespan_penalty=3.0, sensitivity="hidden", strict=False, render_mode=None, profile=None,
+    makespan_reference=None)``
 
     * ``trace``: a shipped trace name or CSV path; a DataFrame; a generator name prefixed with
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
@@ -372,7 +380,7 @@ class DallyEnv(gym.Env):
     * ``priority``: the policy whose priority order (and hooks) the engine uses; default
       ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed). Its native run is
       the ``"relative-jct"`` reward's reference.
-    * ``reward``, ``reward_scale_s``, ``makespan_penalty``: see Rewards.
+    * ``reward``, ``reward_scale_s``, ``makespan_penalty``, ``makespan_reference``: see Rewards.
     * The rest as in ``dallygym simulate``.
 
     The baseline to beat is the constant policy "always wait" (action 0): it equals
@@ -407,6 +415,7 @@ class DallyEnv(gym.Env):
         strict: bool = False,
         render_mode: str | None = None,
         profile: str | None = None,
+        makespan_reference: str | None = None,
     ) -> None:
         if not hasattr(self, "_init_kwargs"):  # a subclass may have recorded its own
             self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
@@ -424,6 +433,11 @@ class DallyEnv(gym.Env):
             raise ValueError(f"makespan_penalty must be a non-negative number, got {makespan_penalty!r}")
         if not isinstance(strict, (bool, np.bool_)):
             raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
+        if makespan_reference is not None:
+            if not isinstance(makespan_reference, str):
+                raise TypeError(f"makespan_reference must be a policy name or None, "
+                                f"got {type(makespan_reference).__name__} {makespan_reference!r}")
+            make_policy(makespan_reference)  # fail now on an unknown name, not at reset
         if not isinstance(priority, (str, Policy)):
             raise TypeError(f"priority must be a policy name or a Policy, got {type(priority).__name__} {priority!r}")
         if not isinstance(latency, (str, LatencyModel)):
@@ -443,8 +457,12 @@ class DallyEnv(gym.Env):
         self.reward_kind = reward
         self.reward_scale_s = reward_scale_s
         self.makespan_penalty = float(makespan_penalty)
+        self.makespan_reference = makespan_reference
         #: The reference run of the current episode's trace (reward "relative-jct"), else None.
         self.reference_run: ReferenceRun | None = None
+        #: The makespan the "relative-jct" reward charges beyond (the reference run's, or that of
+        #: ``makespan_reference``'s native run of the same trace), in seconds.
+        self.makespan_limit_s: float | None = None
         self._reference_cache: OrderedDict = OrderedDict()  # see _reference_for
         self.sensitivity = sensitivity
         self.strict = bool(strict)
@@ -661,7 +679,9 @@ class DallyEnv(gym.Env):
 
         if self.engine is None:
             raise ResetNeeded("call reset() before render()")
-        return render_ansi(self.engine, self.offer) if self.render_mode == "ansi" else render_rgb(self.engine, self.offer)
+        if self.render_mode == "ansi":
+            return render_ansi(self.engine, self.offer)
+        return render_rgb(self.engine, self.offer)
 
     # --- the adapter -----------------------------------------------------------------------
 
@@ -689,25 +709,28 @@ class DallyEnv(gym.Env):
         if self.reward_kind != RELATIVE_JCT:
             self.reference_run = None
             return
-        ref = self.reference_run = self._reference_for(trace, config)
-        if self.reward_scale_s is None:  # percent of the reference's total JCT and makespan
+        ref = self.reference_run = self._reference_for(trace, config, self._priority)
+        self.makespan_limit_s = ref.makespan_s
+        if self.makespan_reference is not None:
+            self.makespan_limit_s = self._reference_for(trace, config, self.makespan_reference).makespan_s
+        if self.reward_scale_s is None:  # percent of the reference's total JCT and of the makespan limit
             self._jct_unit = ref.area_s / 100.0
-            self._span_unit = ref.makespan_s / 100.0
+            self._span_unit = self.makespan_limit_s / 100.0
         else:  # mean-JCT seconds and makespan seconds, per reward_scale_s
             self._jct_unit = ref.n * self.reward_scale_s
             self._span_unit = self.reward_scale_s
 
-    def _reference_for(self, trace, config: EngineConfig) -> ReferenceRun:
-        """The native run of ``trace`` under the environment's policy (``priority``; the offer
-        rule in ``DallyQueue-v0``) with ``config`` -- the engine seed of the episode, so a
-        policy that draws random numbers draws the same ones. Kept for the last few traces
-        (by identity: a fixed trace, or a generated one drawn again for the same seed); the
-        seed is part of the key unless the policy is one of Dally's, which draws none."""
+    def _reference_for(self, trace, config: EngineConfig, policy: str | Policy) -> ReferenceRun:
+        """The native run of ``trace`` under ``policy`` (the environment's ``priority``, the
+        offer rule in ``DallyQueue-v0``, or ``makespan_reference``) with ``config`` -- the
+        engine seed of the episode, so a policy that draws random numbers draws the same ones.
+        Kept for the last few traces and policies (by identity: a fixed trace, or a generated
+        one drawn again for the same seed); the seed is part of the key unless the policy is
+        one of Dally's, which draws none."""
         from .policies.dally import DallyPolicy
 
-        policy = self._priority
         deterministic = isinstance(make_policy(policy) if isinstance(policy, str) else policy, DallyPolicy)
-        key = (id(trace), None if deterministic else config.seed)
+        key = (id(trace), id(policy) if not isinstance(policy, str) else policy, None if deterministic else config.seed)
         cache = self._reference_cache
         hit = cache.get(key)
         if hit is not None and hit[0] is trace:
@@ -715,7 +738,7 @@ class DallyEnv(gym.Env):
             return hit[1]
         ref = ReferenceRun.of(trace, self.spec_cluster, policy, self.latency, config)
         cache[key] = (trace, ref)  # (holding the trace keeps its id from being reused)
-        if len(cache) > GeneratedTraces.keep:
+        if len(cache) > 2 * GeneratedTraces.keep:
             cache.popitem(last=False)
         return ref
 
@@ -732,12 +755,18 @@ class DallyEnv(gym.Env):
             span = float(np.max(e.end_s)) - e.first_arrival_s
         else:
             excess_jct = e.in_system_area_s - ref.area_until(e.now_s)
-            span = e.now_s - e.first_arrival_s
-        excess_span = span - ref.makespan_s
+            span = self._makespan_so_far_s()
+        excess_span = span - self.makespan_limit_s
         total = excess_jct / self._jct_unit
         if excess_span > 0:
             total += self.makespan_penalty * excess_span / self._span_unit
         return total
+
+    def _makespan_so_far_s(self) -> float:
+        """The makespan the ``"relative-jct"`` reward has charged up to now (before the end):
+        the time elapsed since the first arrival. At the end it is the makespan, whatever this
+        returns on the way, so the return does not depend on it; only when the excess is paid."""
+        return self.engine.now_s - self.engine.first_arrival_s
 
     def _relative_reward(self) -> float:
         total = self._relative_total()

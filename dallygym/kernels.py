@@ -838,7 +838,8 @@ JOB_INTS = ("num_gpus", "best_possible_tier", "_model_id", "tier", "_last_tier",
             "_declined_key", "_shape_entry")
 (F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
  F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END, F_SCRATCH, F_NEVER) = range(len(JOB_FLOATS))
-I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED, I_SHAPE = range(len(JOB_INTS))
+(I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED,
+ I_SHAPE) = range(len(JOB_INTS))
 #: ``Engine._shape_entry`` of a job whose last placement's shape is in ``Engine.last_shape``
 #: (a start made in Python); otherwise its shape table entry, or -1 for one machine.
 SHAPE_LISTED = -2
@@ -1035,7 +1036,8 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
     to a waiting job. Returns (position of that
     turn, or -1 when the pass is over; whether that turn asks the caller a question -- an
     offer or a renewal offer -- rather than needing a placement only Python makes; log rows
-    written; jobs renewed in place; free GPUs; cluster changes). The log holds the preemptions and the starts in order (LOG_*);
+    written; jobs renewed in place; free GPUs; cluster changes). The log holds the preemptions
+    and the starts in order (LOG_*);
     ``renewed`` the jobs renewed in place.
     """
     owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
@@ -1339,8 +1341,8 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     boundary where nobody may act (every lease renewed as it stands); 2: a pass over the
     queue. With ``keyed`` (KEYS_NW_SENS only), ``waiting`` is already in priority order, by
     their keys ``wkey[j]`` then index (a waiting job's Nw_sens does not change while it waits):
-    only the running jobs are sorted, and merged in. (Arrays go to the caller's buffers, which are reused: returning one costs about a
-    microsecond, and a copy of a long queue more.)
+    only the running jobs are sorted, and merged in. (Arrays go to the caller's buffers, which
+    are reused: returning one costs about a microsecond, and a copy of a long queue more.)
     """
     num_gpus = jobi[I_GPUS]
     order = plan[0]
@@ -1941,6 +1943,73 @@ def queue_job_features(c, now, lease, cluster_gpus, gpm, never_multi_nw, largest
         scale = 1e-9
     for r in range(k):
         jobs[r, 19] = estimates[r] / scale
+
+
+@njit(cache=True, nogil=True)
+def queue_shown_rows(c, every, rows, row_estimate, now, largest, jobf, jobi, free_of, limits_of, timed, jobs, mask,
+                     shown):
+    """DallyQueueEnv._observe's job rows at a pick from rows kept by job (see
+    DallyQueueEnv._job_features_cached): candidate ``c[r]``'s kept row into row ``r`` of
+    ``jobs``, with what the pick changes computed as :func:`queue_job_features` does (feature 4
+    from ``free_of``, 17-18 from ``limits_of`` if ``timed``, 19 from ``row_estimate`` and
+    ``largest``); ``mask`` 1 there. Rows ``c.size`` to ``shown`` (shown before, empty now) are
+    cleared. Returns the summed GPU demand of ``every`` (all the candidates, shown or not)."""
+    k = c.size
+    width = rows.shape[1]
+    most = -np.inf
+    for r in range(k):
+        estimate = row_estimate[c[r]]
+        if estimate > most:
+            most = estimate
+    scale = largest
+    if most > scale:
+        scale = most
+    if 1e-9 > scale:
+        scale = 1e-9
+    for r in range(k):
+        j = c[r]
+        row = jobs[r]
+        kept = rows[j]
+        for f in range(width):
+            row[f] = kept[f]
+        g = jobi[I_GPUS, j]
+        row[4] = free_of[g]
+        if timed:
+            starvation = now - jobf[F_ANCHOR, j]
+            row[17] = starvation >= limits_of[g, 0]
+            row[18] = starvation >= limits_of[g, 1]
+        row[19] = row_estimate[j] / scale
+        mask[r] = 1.0
+    for r in range(k, shown):
+        for f in range(width):
+            jobs[r, f] = 0.0
+        mask[r] = 0.0
+    demand = 0
+    for i in range(every.size):
+        demand += jobi[I_GPUS, every[i]]
+    return demand
+
+
+@njit(cache=True, nogil=True)
+def largest_estimate(running, waiting, jobf, jobi, gpm, never_multi_nw):
+    """The largest remaining estimate of the jobs ``running`` and ``waiting`` (DallyQueueEnv's
+    largest_estimate_s: ProtectedRemainingPolicy.remaining_estimate_s, the arithmetic of
+    :func:`queue_job_features`); 0 when there are none."""
+    most = -np.inf
+    for jobs in (running, waiting):
+        for i in range(jobs.size):
+            j = jobs[i]
+            nw = _nw_sens_of(j, jobf)
+            remaining = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j]
+            if nw > 0:
+                estimate = remaining / nw
+            elif jobi[I_GPUS, j] > gpm:
+                estimate = remaining / never_multi_nw
+            else:
+                estimate = remaining / 1.0
+            if estimate > most:
+                most = estimate
+    return most if running.size + waiting.size else 0.0
 
 
 @njit(cache=True, nogil=True)

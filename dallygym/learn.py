@@ -24,20 +24,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .agent_files import (  # noqa: F401 - re-exported: dallygym.learn is where users found them
+    CONFIG_FILE,
+    POLICY_FILE,
+    AgentLoadError,
+    commit_agent,
+    convert_agent,
+    policy_limit,
+    read_config,
+    read_policy,
+    write_atomic,
+)
 from .cluster import ClusterSpec
+from .env import RELATIVE_JCT
 from .metrics import SUMMARY_KEYS
 from .policies import POLICIES
 from .simulate import simulate
 from .trace import generate_trace, load_trace
-from .env import RELATIVE_JCT
-from .agent_files import (  # noqa: F401 - re-exported: dallygym.learn is where users found them
-    CONFIG_FILE, POLICY_FILE, AgentLoadError, commit_agent, convert_agent, policy_limit, read_config, read_policy,
-    write_atomic,
-)
 
 #: The settings of a training in progress (``config.json`` is written beside the parameters
 #: when it ends).
 TRAINING_FILE = "training.json"
+#: The run directory's subdirectory holding the initial policy (before any update) as an agent.
+INITIAL_DIR = "initial"
 
 #: Seeds of the validation traces used during training (never the held-out test seeds).
 VALIDATION_SEEDS = (100, 101)
@@ -86,7 +95,7 @@ class TrainConfig:
     environment the agent is trained and evaluated in, as is ``guard_waiting`` (True: the guard
     serves every protected candidate, not only leases; needs ``guard_leases``). ``teacher_share``: the
     ``estimate_share`` from which the warm start's teacher protects a job (``share`` of
-    :func:`~dallygym.queue_env.protected_share_action`; the issue's ½ by default).
+    :func:`~dallygym.queue_env.protected_share_action`; ½ by default).
     """
 
     env_id: str = "Dally-v0"
@@ -101,6 +110,7 @@ class TrainConfig:
     offer_rule: str = "dally"
     makespan_weight: float | None = None
     makespan_penalty: float | None = None
+    makespan_reference: str | None = None
     max_candidates: int | None = None
     lease_picks: str | None = None
     makespan_credit: str | None = None
@@ -141,7 +151,7 @@ class TrainConfig:
             "racks": self.racks if racks is None else racks, "machines_per_rack": self.machines_per_rack,
             "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
             "sensitivity": self.sensitivity, "reward": self.reward,
-            "makespan_penalty": self.makespan_penalty,
+            "makespan_penalty": self.makespan_penalty, "makespan_reference": self.makespan_reference,
         }
         if is_queue_env(self.env_id):
             kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
@@ -193,7 +203,8 @@ def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
     environment steps once per vectorised step.
     """
     if total_timesteps < 1 or n_envs < 1 or n_steps < 1:
-        raise ValueError(f"total_timesteps, n_envs and n_steps must be positive, got {total_timesteps}, {n_envs}, {n_steps}")
+        raise ValueError("total_timesteps, n_envs and n_steps must be positive, "
+                         f"got {total_timesteps}, {n_envs}, {n_steps}")
     if total_timesteps % n_envs:
         raise ValueError(f"total_timesteps ({total_timesteps}) must be a multiple of n_envs ({n_envs}): every "
                          f"environment takes one step per vectorised step")
@@ -221,8 +232,9 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     sample: the candidates' rows (stored without the empty slots), the cluster features,
     whether stopping was valid, the teacher's action and the discounted return from that step
     (``config.gamma``). Then ``imitate_epochs`` epochs of minibatches (``config.batch_size``,
-    shuffled by the model's seed; Adam step ``imitate_learning_rate``) minimise −log π(teacher action) + ``vf_coef`` x (V − return)²
-    / Var(returns) with the model's optimiser, masks applied as in PPO.
+    shuffled by the model's seed; Adam step ``imitate_learning_rate``) minimise
+    −log π(teacher action) + ``vf_coef`` x (V − return)² / Var(returns) with the model's
+    optimiser, masks applied as in PPO.
     """
     import gymnasium as gym
     import torch as th
@@ -309,7 +321,8 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     return {"teacher": "protected_share_action", "teacher_share": config.teacher_share,
             "episodes": config.imitate_episodes,
             "samples": n, "steps_per_episode": steps_per_episode, "epochs": config.imitate_epochs,
-            "learning_rate": config.imitate_learning_rate, "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
+            "learning_rate": config.imitate_learning_rate,
+            "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
             "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
             "return_std": round(float(np.sqrt(return_var)), 4)}
 
@@ -322,13 +335,12 @@ def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
 def train(config: TrainConfig) -> Path:
     """Train MaskablePPO as configured; return the path of the saved model (``model.zip``)."""
     import gymnasium as gym
+    import torch
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
     from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-
-    import torch
 
     torch.set_num_threads(config.torch_threads)
     config.check_train_racks()
@@ -403,6 +415,10 @@ def train(config: TrainConfig) -> Path:
         ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed, rollout_buffer_class=buffer_class,
         tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
     )
+
+    # The initial policy, as an agent of its own (RUN/initial): what the training contributed is
+    # measured against it.
+    commit_agent(out / INITIAL_DIR, model.policy.state_dict(), asdict(config))
 
     # 3b. Optional warm start by behaviour cloning, before any PPO update.
     start = time.perf_counter()
@@ -532,7 +548,8 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
     if not episodes.empty:
         ax.plot(episodes["timesteps"], episodes["r"], ".", alpha=0.3, label="training episodes")
         window = max(1, len(episodes) // 20)
-        ax.plot(episodes["timesteps"], episodes["r"].rolling(window, min_periods=1).mean(), label="training (rolling mean)")
+        ax.plot(episodes["timesteps"], episodes["r"].rolling(window, min_periods=1).mean(),
+                label="training (rolling mean)")
     if not evals.empty:
         ax.plot(evals["timesteps"], evals["mean_return"], "o-", label="validation traces")
     ax.set_xlabel("timesteps (decisions)")

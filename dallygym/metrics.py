@@ -28,7 +28,6 @@ Definitions (seconds throughout):
 
 from __future__ import annotations
 
-
 import ctypes
 import errno
 import os
@@ -117,14 +116,14 @@ class RunResult:
         system can exchange two directories, as Linux can) never no output where there was
         one. A staging directory left by a killed run is removed by the next run writing
         beside it (:func:`remove_stale_staging`). ``directory`` may be new or hold only this
-        kind of output (files named ``jobs``, ``timeline``, ``summary``, or the figures
-        :data:`PLOT_FILES`); any other file in it is reason to refuse, since replacing the
+        kind of output (files named ``jobs``, ``timeline``, ``summary``, ``settings.json``, or
+        the figures :data:`PLOT_FILES`); any other file in it is reason to refuse, since replacing the
         directory would delete it.
         A failed write raises :class:`OutputError` naming the file.
         """
         out = Path(directory)
         names = {f"{name}.{ext}" for name in ("jobs", "timeline", "summary") for ext in ("csv", "parquet")}
-        names |= PLOT_FILES
+        names |= PLOT_FILES | {"settings.json"}
         if out.exists():
             if not out.is_dir():
                 raise ValueError(f"--out {out}: exists and is not a directory")

@@ -170,10 +170,16 @@ class JobSetEncoder(BaseFeaturesExtractor):
         """Scores of encodings ``h`` (``(..., job_dim)``) given their sample's context term
         ``ctx_part`` (:meth:`_context_part`, broadcast against ``h``). The first layer of the
         pointer head reads ``[h, ctx]``: its product splits into one with ``h``, per job, and
-        one with ``ctx``, per sample, so the context is multiplied once per sample, not per job."""
+        one with ``ctx``, per sample, so the context is multiplied once per sample, not per job.
+        For a matrix of rows with one context row each (the live rows), the sum is one fused
+        ``addmm``, which saves a pass over the rows."""
         layer = self.score_hidden[0]
-        own = h @ layer.weight[:, : self.job_dim].T
-        return self.score_out(th.relu(own + ctx_part)).squeeze(-1)
+        weight = layer.weight[:, : self.job_dim].T
+        if h.dim() == 2 and ctx_part.shape == h.shape:
+            hidden = th.addmm(ctx_part, h, weight)
+        else:
+            hidden = h @ weight + ctx_part
+        return self.score_out(th.relu(hidden)).squeeze(-1)
 
     def _context_part(self, ctx: th.Tensor) -> th.Tensor:
         """The context's share of the pointer head's first layer (its bias included)."""
@@ -196,8 +202,10 @@ class JobSetEncoder(BaseFeaturesExtractor):
         else:
             sample, slot = (mask > 0).nonzero(as_tuple=True)  # live slots, sample by sample
             h = self.phi(jobs[sample, slot])  # (live, job_dim)
-            # Weighted by the mask as in the full computation (the environment's masks are 1).
-            kept = h * mask[sample, slot].unsqueeze(-1)
+            # Weighted by the mask as in the full computation. The environment's masks are 1,
+            # and then the product is h itself: skipped (a pass over the rows, and its backward).
+            weight = mask[sample, slot]
+            kept = h if bool((weight == 1).all()) else h * weight.unsqueeze(-1)
             index = sample.unsqueeze(-1).expand(-1, self.job_dim)
             total = kept.new_zeros(batch, self.job_dim).index_add(0, sample, kept)
             # Encodings are >= 0 (ReLU): a max from 0 is the max of the live ones, 0 if none.

@@ -19,7 +19,9 @@ Colours
 One palette, Okabe & Ito's colour-blind-safe set (:data:`PALETTE`). The placement tiers have
 fixed colours chosen so that they also differ in lightness, and so stay apart in greyscale
 (:data:`TIER_COLOURS`): machine sky blue (light), rack vermillion (mid), network black
-(dark); bars of the tiers also carry different hatching. Runs in a comparison take the
+(dark); bars of the tiers also carry different hatching. The environments' ``rgb_array``
+frames (:mod:`dallygym.render`) paint GPUs with the same colours (:data:`TIER_RGB`; a free GPU
+light grey, :data:`FREE_RGB`) under the same legend labels. Runs in a comparison take the
 palette in order (:data:`SERIES_COLOURS`) and, for greyscale, different line styles. Heat maps
 use ``cividis``, a colour map whose lightness rises monotonically and which reads the same to
 the common colour-vision deficiencies.
@@ -58,6 +60,21 @@ TIER_COLOURS: dict[str, str] = {"machine": PALETTE["sky blue"], "rack": PALETTE[
                                 "network": PALETTE["black"]}
 TIER_HATCHES: dict[str, str] = {"machine": "", "rack": "//", "network": "xx"}
 
+
+def hex_rgb(colour: str) -> tuple[int, int, int]:
+    """``"#RRGGBB"`` as an (r, g, b) tuple of 0-255 ints."""
+    value = colour.lstrip("#")
+    return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
+
+
+#: The same tier colours as 0-255 RGB, in tier order: what :mod:`dallygym.render` paints the
+#: GPUs of the environments' ``rgb_array`` frames with, so frames and charts read alike.
+TIER_RGB: tuple[tuple[int, int, int], ...] = tuple(hex_rgb(TIER_COLOURS[t]) for t in TIER_NAMES)
+#: A free GPU in those frames (the charts leave free GPU time blank): a light grey, lighter than
+#: every tier colour so that greyscale keeps it apart too.
+FREE_COLOUR = "#E4E4E8"
+FREE_RGB: tuple[int, int, int] = hex_rgb(FREE_COLOUR)
+
 #: Colours of the runs of a comparison, in order; line styles for greyscale.
 SERIES_COLOURS: tuple[str, ...] = tuple(PALETTE[k] for k in (
     "blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black", "yellow"))
@@ -72,6 +89,10 @@ MAX_GPUS = 512
 
 #: The figures of one run, by file stem (:func:`run_figures`).
 RUN_FIGURES: tuple[str, ...] = ("occupancy", "utilisation_queue", "jct_cdf", "tiers_comm")
+
+#: Above this many points a line is thinned to about this many (:func:`thin_steps`, :func:`_cdf`):
+#: more than a figure's pixels across, so it looks the same and saves in a fraction of the time.
+MAX_LINE_POINTS = 8000
 
 HOUR = 3600.0
 
@@ -268,8 +289,8 @@ def _occupancy_heatmap(result: RunResult, placements: pd.DataFrame, racks: int, 
     bar = fig.colorbar(image, ax=ax, label=f"busy GPUs (share of the {unit}'s GPUs)")
     bar.ax.yaxis.set_major_formatter(_percent_formatter())
     # A legend for the figure's one encoding, so that every figure carries one.
-    from matplotlib.patches import Patch
     from matplotlib import colormaps
+    from matplotlib.patches import Patch
 
     cmap = colormaps[HEATMAP_CMAP]
     ax.legend(handles=[Patch(facecolor=cmap(0.0), label="idle"), Patch(facecolor=cmap(1.0), label="all GPUs busy")],
@@ -292,13 +313,14 @@ def utilisation_queue(result: RunResult | str | Path) -> Figure:
     t = (tl["time_s"].to_numpy(float) - _origin(result)) / HOUR
     fig = _figure(figsize=(10, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True)
-    top.step(t, 100 * tl["utilization"].to_numpy(float), where="post", color=SERIES_COLOURS[0],
+    top.step(*thin_steps(t, 100 * tl["utilization"].to_numpy(float)), where="post", color=SERIES_COLOURS[0],
              label="GPU utilisation")
     top.set_ylabel("GPU utilisation (%)")
     top.set_ylim(0, 105)
     top.legend(loc="upper right")
-    bottom.step(t, tl["waiting"].to_numpy(float), where="post", color=PALETTE["vermillion"], label="waiting (queue)")
-    bottom.step(t, tl["running"].to_numpy(float), where="post", color=PALETTE["blue"], linestyle="--",
+    bottom.step(*thin_steps(t, tl["waiting"].to_numpy(float)), where="post", color=PALETTE["vermillion"],
+                label="waiting (queue)")
+    bottom.step(*thin_steps(t, tl["running"].to_numpy(float)), where="post", color=PALETTE["blue"], linestyle="--",
                 label="running")
     bottom.set_ylabel("jobs")
     from matplotlib.ticker import MaxNLocator
@@ -310,9 +332,34 @@ def utilisation_queue(result: RunResult | str | Path) -> Figure:
     return fig
 
 
-def _cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def thin_steps(x: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """A step series (``where="post"``, ``x`` ascending) of at most about ``max_points`` points
+    that draws the same picture: ``x``'s range in ``max_points // 4`` equal bins, each drawn at its
+    first point as its first value, its maximum, its minimum and its last value (a vertical
+    stroke over the bin's range, then its last value held). Every extreme stays; shifts are
+    under one bin's width. Series of at most ``max_points`` points are returned as they are."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size <= max_points:
+        return x, y
+    bins = max(1, max_points // 4)
+    edges = np.linspace(x[0], x[-1], bins + 1)[:-1]
+    starts = np.unique(np.searchsorted(x, edges, side="left"))
+    starts = starts[starts < x.size]
+    ends = np.r_[starts[1:], x.size] - 1
+    values = np.stack([y[starts], np.maximum.reduceat(y, starts), np.minimum.reduceat(y, starts), y[ends]], axis=1)
+    return np.repeat(x[starts], 4), values.reshape(-1)
+
+
+def _cdf(values: np.ndarray, max_points: int = MAX_LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF's steps; above ``max_points`` values, only the order statistics at
+    ``max_points`` evenly spaced ranks (the first and last included), which moves the curve by
+    less than ``1 / max_points`` of the jobs."""
     x = np.sort(values)
-    return x, np.arange(1, x.size + 1) / max(1, x.size)
+    y = np.arange(1, x.size + 1) / max(1, x.size)
+    if x.size > max_points:
+        keep = np.unique(np.linspace(0, x.size - 1, max_points).round().astype(np.int64))
+        x, y = x[keep], y[keep]
+    return x, y
 
 
 def jct_cdf(result: RunResult | str | Path) -> Figure:
@@ -396,7 +443,8 @@ def compare_figures(results: Mapping[str, RunResult | str | Path]) -> Figure:
         cdf_ax.step(x, y, where="post", color=colour, linestyle=style, label=label)
         log = log or bool(jct.size and jct.min() > 0 and jct.max() / jct.min() > 100)
         tl = r.timeline
-        util_ax.step((tl["time_s"].to_numpy(float) - _origin(r)) / HOUR, 100 * tl["utilization"].to_numpy(float),
+        util_ax.step(*thin_steps((tl["time_s"].to_numpy(float) - _origin(r)) / HOUR,
+                                 100 * tl["utilization"].to_numpy(float)),
                      where="post", color=colour, linestyle=style, label=label)
     if log:
         cdf_ax.set_xscale("log")

@@ -45,7 +45,7 @@ MAKESPAN_CREDITS = ("bound", "elapsed")
 #: Default reward scale in leases: returns of a few tens at 8 racks (a makespan of thousands of
 #: hours would otherwise give value targets in the thousands, which swamp a shared network).
 REWARD_SCALE_LEASES = 100.0
-#: Short names of the offer rules the issue asks for (any shipped policy name works too).
+#: Short names of the Dally variants as offer rules (any shipped policy name works too).
 OFFER_RULES = {"dally": "dally", "consolidated": "dally-consolidated", "nowait": "dally-nowait",
                "manual": "dally-manual"}
 
@@ -86,7 +86,7 @@ PROTECT_SHARE = 0.5
 
 def protected_share_action(obs: dict, action_mask: np.ndarray | None = None, share: float = PROTECT_SHARE) -> int:
     """The protected-remaining order read from a ``DallyQueue`` observation: serve the
-    candidate whose ``estimate_share`` is at least ``share`` (½, the issue's, by default) with
+    candidate whose ``estimate_share`` is at least ``share`` (½ by default) with
     the longest remaining estimate, or, if none is protected, the one with the shortest; ties
     go to the earlier slot. Never stops.
 
@@ -191,18 +191,26 @@ class DallyQueueEnv(DallyEnv):
     | 0 | gpus | log2(1 + GPU demand) / log2(1 + cluster GPUs) |
     | 1–3 | best_machine, best_rack, best_network | one-hot: the best tier this job can ever have |
     | 4 | best_tier_free | 1 if that best tier is free for it now (lease-expired jobs' GPUs counted) |
-    | 5 | starvation | time since arrival or since it last lost its GPUs (0 for a running job... its clock runs from its last start) |
+    | 5 | starvation | time since arrival or since it last lost its GPUs (see below) |
     | 6 | nw_sens | Nw_sens = ideal time of completed work / time run (0 if never ran) |
     | 7 | progress | completed iterations / total iterations |
     | 8 | remaining_ideal | remaining ideal run time (iterations left x iter_time_s) |
-    | 9 | remaining_estimate | remaining ideal time / Nw_sens (never run: / 1 if it fits a machine, / 0.1 otherwise), the protected-remaining heuristic's estimate |
+    | 9 | remaining_estimate | remaining ideal time / Nw_sens, the protected-remaining estimate (see below) |
     | 10 | attained_service | GPUs x time run, as a time per cluster GPU |
     | 11 | preemptions | min(preemptions, 20) / 20 |
-    | 12 | holds_lease | 1 for a lease-expired running job, 0 for a waiting job (always 0 with ``lease_picks="waiting"``) |
+    | 12 | holds_lease | 1 for a lease-expired running job, 0 for a waiting job |
     | 13 | current_tier | tier it holds: 1/3 machine, 2/3 rack, 1 network; 0 if waiting |
     | 14–16 | speed_machine, speed_rack, speed_network | speed factors, see ``sensitivity`` |
-    | 17–18 | past_timer_machine, past_timer_rack | 1 if starvation >= the offer rule's T_Mc (resp. T_Rk) for its demand; 0 if the rule has no timers |
-    | 19 | estimate_share | its remaining estimate (feature 9, in seconds) / the largest remaining estimate of any unfinished job, running ones included: the jobs near 1 are the ones that decide the makespan |
+    | 17–18 | past_timer_machine, past_timer_rack | 1 if starvation >= the offer rule's T_Mc (resp. T_Rk) |
+    | 19 | estimate_share | remaining estimate / the largest of any unfinished job (see below) |
+
+    Starvation (5) runs from arrival, or from the last time the job lost its GPUs; a running
+    job's clock runs from its last start. The remaining estimate (9) divides by Nw_sens; a
+    never-run job's by 1 if it fits a machine, else by 0.1. ``holds_lease`` (12) is always 0
+    with ``lease_picks="waiting"``. The timer flags (17–18) compare with the offer rule's
+    timers for the job's demand, and are 0 if the rule has none. ``estimate_share`` (19) divides
+    the remaining estimate (in seconds) by the largest remaining estimate of any unfinished job,
+    running ones included: the jobs near 1 are the ones that decide the makespan.
 
     | # | cluster feature | meaning |
     |---|---|---|
@@ -239,12 +247,18 @@ class DallyQueueEnv(DallyEnv):
         −[(A(t) − A(t')) − (R(t) − R(t'))] / U_jct − ``makespan_penalty`` x [X(t) − X(t')] / U_span,
 
     t' and t being the previous and the current pick, A and R the job-seconds spent in the
-    system up to a time by the agent's run and the reference run, X(t) = max(0, t − first
-    arrival − reference makespan); U_jct = the reference's total JCT / 100 and U_span = its
-    makespan / 100. The **return is −100 x (agent's total JCT − reference's) / reference's
-    total JCT − makespan_penalty x 100 x max(0, makespan − reference makespan) / reference
-    makespan**: the mean-JCT improvement over the offer rule's own order in percent, minus
-    ``makespan_penalty`` (default 3) points per percent of makespan beyond the reference's.
+    system up to a time by the agent's run and the reference run, X(t) = max(0, M(t) − limit)
+    with M(t) the makespan so far and the limit the reference's makespan (or that of
+    ``makespan_reference``'s native run, a policy name: e.g. ``"dally"`` to hold the makespan
+    to Dally's while the offer rule is another); U_jct = the reference's total JCT / 100 and
+    U_span = the limit / 100. ``makespan_credit`` says what M(t) is: ``"bound"`` (default) the
+    makespan bound (:meth:`makespan_bound_s`) minus the first arrival, so a pick that delays
+    the job that will set the makespan is charged at that pick; ``"elapsed"`` the time since
+    the first arrival, so the excess is paid only as the clock runs past the limit. Both end at
+    the makespan. The **return is −100 x (agent's total JCT − reference's) / reference's
+    total JCT − makespan_penalty x 100 x max(0, makespan − limit) / limit**: the mean-JCT
+    improvement over the offer rule's own order in percent, minus ``makespan_penalty``
+    (default 3) points per percent of makespan beyond the limit.
     The makespan is a constraint: only an excess is charged, a shorter one earns nothing.
     Action 0 at every step (no guard) gets 0 at every step. The episode ends at the last pick:
     the rest of the run is then determined and is simulated to the end within that step,
@@ -303,7 +317,7 @@ class DallyQueueEnv(DallyEnv):
     restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", makespan_weight=1.0,
     reward_scale_s=None, makespan_penalty=3.0, max_candidates=512, sensitivity="hidden",
     lease_picks="waiting", makespan_credit="bound", guard_leases=None, guard_waiting=False,
-    strict=False, render_mode=None)``
+    strict=False, render_mode=None, profile=None, makespan_reference=None)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -316,8 +330,9 @@ class DallyQueueEnv(DallyEnv):
     * ``lease_picks``: ``"waiting"`` or ``"all"``, see Description.
     * ``reward``, ``reward_scale_s``, ``makespan_penalty`` (``"relative-jct"``),
       ``makespan_weight`` (``"jct-makespan"``): see Rewards.
-    * ``makespan_credit``: ``"bound"`` or ``"elapsed"``, see Rewards (not used by
-      ``"relative-jct"``).
+    * ``makespan_credit``: ``"bound"`` or ``"elapsed"``, see Rewards.
+    * ``makespan_reference``: None or a policy name, the ``"relative-jct"`` makespan limit (see
+      Rewards).
     * ``guard_leases``: None or a share in (0, 1], see Description.
     * ``guard_waiting``: False, or True to guard every protected candidate (needs
       ``guard_leases``), see Description.
@@ -357,6 +372,7 @@ class DallyQueueEnv(DallyEnv):
         strict: bool = False,
         render_mode: str | None = None,
         profile: str | None = None,
+        makespan_reference: str | None = None,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if reward not in QUEUE_REWARDS:
@@ -369,7 +385,8 @@ class DallyQueueEnv(DallyEnv):
             raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
         max_candidates = int(max_candidates)  # (a numpy integer too: the spaces and slots want an int)
         if makespan_credit not in MAKESPAN_CREDITS:
-            raise ValueError(f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}")
+            raise ValueError(f"unknown makespan_credit {makespan_credit!r}; "
+                             f"choose one of {', '.join(MAKESPAN_CREDITS)}")
         if lease_picks not in LEASE_PICKS:
             raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
         if guard_leases is not None and (isinstance(guard_leases, bool) or not isinstance(guard_leases, (int, float))
@@ -385,7 +402,7 @@ class DallyQueueEnv(DallyEnv):
             restart_overhead_s=restart_overhead_s, renewal=renewal, reward="jct", reward_scale_s=reward_scale_s,
             makespan_penalty=makespan_penalty,
             sensitivity=sensitivity,
-            strict=strict, render_mode=render_mode, profile=profile,
+            strict=strict, render_mode=render_mode, profile=profile, makespan_reference=makespan_reference,
         )
         self.reward_kind = reward
         self.makespan_weight = float(makespan_weight)
@@ -414,6 +431,13 @@ class DallyQueueEnv(DallyEnv):
         self._demand_limits = np.zeros((size, 2))
         self._demand_list = np.zeros(size, dtype=np.int64)
         self._estimates = np.zeros(max_candidates)
+        # The observation's buffers, rewritten in place at each pick (only the shown rows, and
+        # the rows shown before but not now cleared): _observation hands out copies.
+        self._jobs_buf = np.zeros((max_candidates, JOB_DIM), dtype=np.float32)
+        self._mask_buf = np.zeros(max_candidates, dtype=np.float32)
+        self._shown = 0  # rows of the buffers that may be non-zero
+        self._rows_of = None  # the engine whose jobs _rows describes (see _job_features_cached)
+        self._elapsed_cache = None  # (engine, time, cluster feature 10)
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -536,6 +560,15 @@ class DallyQueueEnv(DallyEnv):
         self._reported = total
         return -delta / self._reward_scale_s
 
+    def _makespan_so_far_s(self) -> float:
+        """The ``"relative-jct"`` reward's makespan so far: with ``makespan_credit="bound"``
+        the makespan bound (:meth:`makespan_bound_s`) since the first arrival, so a pick that
+        delays the job that will set the makespan is charged when it does so; with
+        ``"elapsed"`` the time since the first arrival."""
+        if self.makespan_credit == "bound":
+            return self.makespan_bound_s() - self.engine.first_arrival_s
+        return super()._makespan_so_far_s()
+
     def makespan_bound_s(self) -> float:
         """The time the last job known now would finish if nothing changed: the latest end of
         a running job at its current speed, and for each waiting job now + its remaining ideal
@@ -579,25 +612,29 @@ class DallyQueueEnv(DallyEnv):
         e = self.engine
         spec = self.spec_cluster
         k_max = self.max_candidates
-        shown = pick.candidates[:k_max]
-        k = len(shown)
-        self._beyond = len(pick.candidates) - k
-        c = np.fromiter(shown, dtype=np.int64, count=k)
+        every = self._candidate_array(pick)
+        k = min(every.size, k_max)
+        self._beyond = every.size - k
+        c = every[:k]
         now = e.now_s
-        jobs = np.zeros((k_max, JOB_DIM), dtype=np.float32)
+        jobs = self._jobs_buf
+        mask = self._mask_buf
         if e.cluster.compiled:
-            self._job_features_compiled(c, now, jobs)
+            demand_all = self._job_features_cached(c, every, now, jobs, mask)
         else:
+            if self._shown > k:  # rows shown at the previous pick and empty now
+                jobs[k:self._shown] = 0.0
+                mask[k:self._shown] = 0.0
+            jobs[:k, 14:17] = 0.0  # (the only columns _job_features leaves alone)
             self._job_features(c, now, jobs)
+            mask[:k] = 1.0
+            demand_all = int(np.add.reduce(e.num_gpus[every]))
+        self._shown = k
         if self.sensitivity != "hidden":
             jobs[:k, 14:17] = self._job_speeds(c)
 
-        mask = np.zeros(k_max, dtype=np.float32)
-        mask[:k] = 1.0
         cl = e.cluster
         free = cl.free_total
-        every = c if not self._beyond else np.fromiter(pick.candidates, dtype=np.int64)
-        demand_all = int(np.add.reduce(e.num_gpus[every]))
         elapsed = now - e.first_arrival_s
         lease = self._lease_s
         cluster = np.array((
@@ -605,13 +642,13 @@ class DallyQueueEnv(DallyEnv):
             float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
             cl.free_per_machine.max() / spec.gpus_per_machine,
             cl.free_per_rack.max() / spec.gpus_per_rack,
-            math.log1p(len(pick.candidates)) / _LOG_1000,
+            math.log1p(every.size) / _LOG_1000,
             min(demand_all / max(free, 1), 10.0) / 10.0,
             math.log1p(e.n_waiting) / _LOG_1000,
             min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
             math.log1p(e.n_running) / _LOG_1000,
             (e.n - e.finished) / e.n,
-            float(self._time(np.float64(elapsed))),
+            self._elapsed_shown(now, elapsed),
             (elapsed % lease) / lease,
             pick.boundary,
             pick.may_stop,
@@ -621,6 +658,13 @@ class DallyQueueEnv(DallyEnv):
         self._mask[:] = False
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
+
+    def _candidate_array(self, pick: Pick) -> np.ndarray:
+        """``pick.candidates`` as an int64 array: the engine's own when it kept it."""
+        kept = getattr(self.engine, "_pick_jobs", None)
+        if kept is not None and kept[0] is pick:
+            return kept[1]
+        return np.fromiter(pick.candidates, dtype=np.int64, count=len(pick.candidates))
 
     def _demand_tables(self, demands: list[int], best_tiers: list[int], now: float) -> bool:
         """For each distinct GPU demand of the candidates (with its best possible tier): whether
@@ -695,16 +739,13 @@ class DallyQueueEnv(DallyEnv):
         view[:, 18] = past_rack
         view[:, 19] = estimate / max(self.largest_estimate_s(), float(estimate.max()), 1e-9)
 
-    def _job_features_compiled(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
-        """:meth:`_job_features` by :func:`kernels.queue_demands` and
-        :func:`kernels.queue_job_features`, but the per-demand tables and the times' log1p
-        (numpy's, as in the reference: the same values bit for bit)."""
+    def _job_features_compiled(self, c: np.ndarray, now: float, jobs: np.ndarray, timed: bool) -> None:
+        """:meth:`_job_features` by :func:`kernels.queue_job_features`, but the per-demand
+        tables (:meth:`_demand_tables`, made for ``c`` already: ``timed`` is its answer) and the
+        times' log1p (numpy's, as in the reference: the same values bit for bit). The
+        candidates' remaining estimates (seconds) are left in ``_estimates``."""
         e = self.engine
         k = c.size
-        demands = self._demand_list
-        m = kernels.queue_demands(c, e._jobi, self._demand_best, self._demand_seen, demands)
-        listed = demands[:m]
-        timed = self._demand_tables(listed.tolist(), self._demand_best[listed].tolist(), now)
         times = np.empty((4, k))
         kernels.queue_job_features(c, now, self._lease_s, self._num_gpus, self.spec_cluster.gpus_per_machine,
                                    NEVER_RUN_MULTI_MACHINE_NW_SENS, self.largest_estimate_s(), e._jobf, e._jobi,
@@ -716,6 +757,58 @@ class DallyQueueEnv(DallyEnv):
         view[:, 8] = times[1]
         view[:, 9] = times[2]
         view[:, 10] = times[3]
+
+    def _job_features_cached(self, c: np.ndarray, every: np.ndarray, now: float, jobs: np.ndarray,
+                             mask: np.ndarray) -> int:
+        """The job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``,
+        1 in ``mask`` there, and the rows shown at the previous pick but empty now cleared;
+        returns the summed GPU demand of ``every`` (all the candidates, shown or not).
+
+        The rows are not rebuilt at every pick. During a pass (same engine pass, same time) a
+        candidate's features change only when it is served, and then it is no longer a
+        candidate: its row is computed (:meth:`_job_features_compiled`) the first time it is
+        shown in the pass and kept by job in ``_rows``. What a pick does change is recomputed
+        at every pick for the shown rows, in :func:`kernels.queue_shown_rows`: whether the best
+        tier is free (feature 4: the free GPUs moved), the timers (17-18: the auto-tuner may
+        have recorded a start) and the share of the largest estimate (19: the candidates
+        changed). The values are :meth:`_job_features`', bit for bit."""
+        e = self.engine
+        stamp_key = (e.passes, e.now_s)
+        if self._rows_of is not e:
+            self._rows_of = e
+            self._rows = np.zeros((e.n, JOB_DIM), dtype=np.float32)
+            self._row_estimate = np.zeros(e.n)
+            self._row_stamp = np.full(e.n, -1, dtype=np.int64)
+            self._stamp = 0
+            self._stamp_key = stamp_key
+        elif stamp_key != self._stamp_key:
+            self._stamp += 1
+            self._stamp_key = stamp_key
+        # Per distinct demand of the shown candidates: is its best tier free, and the timers.
+        demands = self._demand_list
+        m = kernels.queue_demands(c, e._jobi, self._demand_best, self._demand_seen, demands)
+        listed = demands[:m]
+        timed = self._demand_tables(listed.tolist(), self._demand_best[listed].tolist(), now)
+        stale = c[self._row_stamp[c] != self._stamp]
+        if stale.size:
+            block = np.zeros((stale.size, JOB_DIM), dtype=np.float32)
+            self._job_features_compiled(stale, now, block, timed)
+            self._rows[stale] = block
+            self._row_estimate[stale] = self._estimates[:stale.size]
+            self._row_stamp[stale] = self._stamp
+        return int(kernels.queue_shown_rows(c, every, self._rows, self._row_estimate, now, self.largest_estimate_s(),
+                                            e._jobf, e._jobi, self._demand_free, self._demand_limits, timed, jobs,
+                                            mask, self._shown))
+
+    def _elapsed_shown(self, now: float, elapsed: float) -> float:
+        """Cluster feature 10 (time_elapsed), computed once per time (numpy's log1p, as in
+        :meth:`_time`)."""
+        cached = self._elapsed_cache
+        if cached is not None and cached[0] is self.engine and cached[1] == now:
+            return cached[2]
+        value = float(self._time(np.float64(elapsed)))
+        self._elapsed_cache = (self.engine, now, value)
+        return value
 
     def _guarded(self, engine: Engine, jobs: np.ndarray) -> np.ndarray:
         """``guard_leases``: the lease-expired ``jobs`` whose remaining estimate (job feature 9)
@@ -746,8 +839,13 @@ class DallyQueueEnv(DallyEnv):
         cached = self._largest_estimate
         if cached is not None and cached[0] is e and cached[1] == key:
             return cached[2]
-        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-        value = float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
+        if e.cluster.compiled:  # (the same values: see kernels.queue_job_features)
+            value = float(kernels.largest_estimate(e.running_jobs(), e.waiting_jobs(), e._jobf, e._jobi,
+                                                   self.spec_cluster.gpus_per_machine,
+                                                   NEVER_RUN_MULTI_MACHINE_NW_SENS))
+        else:
+            jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
+            value = float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
         self._largest_estimate = (e, key, value)
         return value
 

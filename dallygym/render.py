@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import Engine, Offer
+from .plots import FREE_RGB, TIER_NAMES, TIER_RGB
 
 #: ANSI map characters: free GPU, and a GPU held by a job placed at machine / rack / network tier.
 FREE_CHAR = "."
 TIER_CHARS = ("M", "R", "N")
-#: RGB colours of the same, and of the gaps between machines and racks.
-FREE_RGB = (40, 40, 48)
-TIER_RGB = ((46, 160, 67), (240, 160, 40), (214, 50, 50))
+#: RGB colours of the same: the occupancy chart's tier colours (:data:`dallygym.plots.TIER_RGB`,
+#: Okabe & Ito's palette: machine sky blue, rack vermillion, network black) and a light grey
+#: for a free GPU (:data:`dallygym.plots.FREE_RGB`), imported from that one place. Also the gaps
+#: between machines and racks.
 GAP_RGB = (255, 255, 255)
 CELL_PX = 6
 
@@ -45,8 +47,7 @@ def render_ansi(engine: Engine, offer: Offer | None = None) -> str:
 # --- rgb_array -----------------------------------------------------------------------------
 #
 # Drawn with numpy alone (no matplotlib, no fonts on disk): rectangles for the GPUs and a
-# built-in 5 x 7 pixel font for the text, scaled up. A frame of the 8-rack cluster takes about
-# 4 ms (measured on this project's 2-core machine).
+# built-in 5 x 7 pixel font for the text, scaled up (a frame of the 8-rack cluster: a few ms).
 
 #: 5 x 7 glyphs of the characters the frame writes (upper case; anything else shows as "?").
 _GLYPH_ROWS = {
@@ -152,7 +153,8 @@ def render_rgb(engine: Engine, offer: Offer | None = None) -> np.ndarray:
     tiers = gpu_tiers(engine).reshape(spec.racks, spec.machines_per_rack, spec.gpus_per_machine)
     palette = np.array([*TIER_RGB, FREE_RGB], dtype=np.uint8)
     lines = _status_lines(engine, offer)
-    legend = [("free", FREE_RGB), *((f"{label} tier", rgb) for label, rgb in zip(("machine", "rack", "network"), TIER_RGB))]
+    # The occupancy chart's legend labels ("machine tier", ...), with the free GPUs first.
+    legend = [("free", FREE_RGB), *((f"{label} tier", rgb) for label, rgb in zip(TIER_NAMES, TIER_RGB))]
 
     label_w = CHAR_W * (len(str(spec.racks - 1)) + 2)  # "R12 "
     machine_gap = 6

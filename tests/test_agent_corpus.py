@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sb3_contrib")
 
 import agent_corpus  # noqa: E402
+
 from dallygym.agent_files import AgentLoadError  # noqa: E402
 from dallygym.learn import LearnedAgent, load_agent  # noqa: E402
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from conftest import load_script
 import io
 import json
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 import pandas as pd
 import pytest
+from conftest import load_script
 
 pytest.importorskip("sb3_contrib")
 
@@ -123,7 +123,8 @@ def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     report = load_script("benchmarks/report.py", "report")
     code = report.main(["--agent", str(COMMITTED), "--policies", "dally", "tiresias", "gandiva", "fifo",
                         "--racks", "2", "--machines-per-rack", "2", "--goal-racks", "2",
-                        "--batch-traces", "small", "--poisson-traces", "small", "--imported-traces", "--probe-thresholds",
+                        "--batch-traces", "small", "--poisson-traces", "small",
+                        "--imported-traces", "--probe-thresholds",
                         "--out", str(tmp_path)])
     assert code == 0
     rows = pd.read_csv(tmp_path / "report.csv")

@@ -120,7 +120,7 @@ def test_a_failed_out_run_leaves_the_previous_output_intact(capsys, tmp_path, mo
     from dallygym.metrics import PLOT_FILES  # (the figures, when matplotlib is installed)
 
     tables = {"jobs.csv", "timeline.csv", "summary.csv"}
-    assert tables <= set(before) <= tables | PLOT_FILES
+    assert tables <= set(before) <= tables | PLOT_FILES | {"settings.json"}
 
     real = pd.DataFrame.to_csv
 

@@ -34,8 +34,10 @@ def test_gpu_ids_run_rack_major():
     assert spec.gpu_location(23) == (1, 2, 3)
 
 
-@pytest.mark.parametrize("kwargs, name", [({"racks": 0}, "racks"), ({"racks": 2, "machines_per_rack": -1}, "machines_per_rack"),
-                                          ({"racks": 2.5}, "racks"), ({"racks": 1, "gpus_per_machine": True}, "gpus_per_machine")])
+@pytest.mark.parametrize("kwargs, name", [({"racks": 0}, "racks"),
+                                          ({"racks": 2, "machines_per_rack": -1}, "machines_per_rack"),
+                                          ({"racks": 2.5}, "racks"),
+                                          ({"racks": 1, "gpus_per_machine": True}, "gpus_per_machine")])
 def test_impossible_cluster_names_the_parameter(kwargs, name):
     with pytest.raises(ClusterError, match=name):
         ClusterSpec(**kwargs)

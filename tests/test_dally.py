@@ -31,6 +31,7 @@ from dallygym.policies.dally import (
 
 H = 3600.0
 M, R, N = Tier.MACHINE, Tier.RACK, Tier.NETWORK
+SMALL = ClusterSpec(2, 2, 4)  # the default cluster of started() and offer()
 
 
 class ModelTierLatency(LatencyModel):
@@ -47,13 +48,13 @@ class ModelTierLatency(LatencyModel):
         return self.FACTORS[model][int(tier_of_shape(shape))]
 
 
-def started(policy, spec=ClusterSpec(2, 2, 4), lease_s=H):
+def started(policy, spec=SMALL, lease_s=H):
     """The policy after reset() on a fake view of a cluster (2 racks x 2 machines x 4 GPUs)."""
     policy.reset(SimpleNamespace(spec=spec, config=EngineConfig(lease_s=lease_s)), np.random.default_rng(0))
     return policy
 
 
-def offer(num_gpus, starvation_s, tiers, now_s=100 * H, spec=ClusterSpec(2, 2, 4)):
+def offer(num_gpus, starvation_s, tiers, now_s=100 * H, spec=SMALL):
     return Offer(0, 0, num_gpus, now_s, starvation_s, tuple(tiers), spec.best_possible_tier(num_gpus))
 
 

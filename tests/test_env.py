@@ -87,7 +87,7 @@ def test_spaces_and_observation_features_are_fixed_and_documented():
 
 def test_wait_is_always_valid_and_masks_match_the_offer():
     env = gym.make("DallySmall-v0")
-    for obs, _, terminated, info in play(env, 0, random_masked)[:-1]:
+    for obs, _, _terminated, info in play(env, 0, random_masked)[:-1]:
         mask = info["action_mask"]
         assert mask[0]
         assert mask[1:].any(), "a step is only made when some tier is offered"
@@ -268,7 +268,8 @@ def test_dally_through_env_equals_native_run_batch_500_two_racks(variant):
 
 def test_dally_agent_under_default_priority_equals_native_dally():
     env = gym.make("DallySmall-v0", trace="small")  # default priority is dally
-    assert evaluate(env, heuristic_agent("dally", env)) == simulate("small", ClusterSpec(2, 2, 8), policy="dally").summary
+    native = simulate("small", ClusterSpec(2, 2, 8), policy="dally").summary
+    assert evaluate(env, heuristic_agent("dally", env)) == native
 
 
 @pytest.mark.parametrize("mode", ["hidden", "observed", "oracle"])
@@ -333,7 +334,9 @@ def test_render_modes():
     env.reset(seed=0)
     image = env.render()
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
-    used = (image == np.array([46, 160, 67], dtype=np.uint8)).all(axis=2).sum()
+    from dallygym.render import TIER_RGB
+
+    used = (image == np.array(TIER_RGB[0], dtype=np.uint8)).all(axis=2).sum()
     assert used > 0  # some GPU is held by a machine-tier job
 
 
@@ -430,7 +433,8 @@ def test_strict_mode_raises_value_error_naming_the_action(action):
     assert repr(action)[:20] in str(info.value)
 
 
-@pytest.mark.parametrize("make", [int, np.int64, np.uint8, np.int32, lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)],
+@pytest.mark.parametrize("make", [int, np.int64, np.uint8, np.int32,
+                                  lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)],
                          ids=["int", "int64", "uint8", "int32", "0-d-array", "0-d-int16"])
 def test_integer_actions_of_any_integer_type_are_accepted(make):
     env, info = _first_choice(strict=True)

@@ -119,7 +119,8 @@ def assert_same_run(fast: Engine, plain: Engine) -> None:
     for name in JOB_ARRAYS:
         assert np.array_equal(getattr(fast, name), getattr(plain, name), equal_nan=True), name
     assert np.array_equal(fast.cluster.owner, plain.cluster.owner)
-    assert [None if g is None else g.tolist() for g in fast.gpus] == [None if g is None else g.tolist() for g in plain.gpus]
+    assert [None if g is None else g.tolist() for g in fast.gpus] == \
+        [None if g is None else g.tolist() for g in plain.gpus]
     assert [None if g is None else g.tolist() for g in fast.last_gpus] == \
         [None if g is None else g.tolist() for g in plain.last_gpus]
     assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == \

@@ -237,7 +237,7 @@ def spread_moves(shape):
     for ri, rack in enumerate(racks):
         for mi, gpus in enumerate(rack):
             for x in range(1, gpus + 1):
-                def moved(dest):
+                def moved(dest, ri=ri, mi=mi, x=x):
                     new = [list(r) for r in racks]
                     new[ri][mi] -= x
                     if dest is None:

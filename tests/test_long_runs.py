@@ -177,7 +177,8 @@ def test_the_quick_better_tier_test_agrees_with_the_best_tier_rule(spec, compile
     engine.cluster.compiled = compiled
     rng = np.random.default_rng(5)
     for _ in range(1000):
-        per_machine = rng.integers(0, spec.gpus_per_machine + 1, spec.num_machines) * (rng.random(spec.num_machines) < 0.6)
+        per_machine = (rng.integers(0, spec.gpus_per_machine + 1, spec.num_machines)
+                       * (rng.random(spec.num_machines) < 0.6))
         g = int(rng.integers(1, spec.num_gpus + 1))
         current = int(rng.integers(0, 3))
         assert engine._better_tier_in(per_machine, g, current) == (engine._best_tier_in(per_machine, g) < current)

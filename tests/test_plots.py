@@ -79,7 +79,8 @@ def test_occupancy_bars_equal_the_placements(tiny):
     expected = set()
     for j, gpus, tier in ((0, range(4), 0), (1, range(4, 6), 0), (2, range(8), 1)):
         for g in gpus:
-            expected.add((tier, g, round(jobs.loc[j, "first_start_s"] / HOUR, 9), round(jobs.loc[j, "end_s"] / HOUR, 9)))
+            start, end = jobs.loc[j, "first_start_s"], jobs.loc[j, "end_s"]
+            expected.add((tier, g, round(start / HOUR, 9), round(end / HOUR, 9)))
     assert _bars(fig) == expected
     assert not ax.images  # one bar per GPU, not the heat map
     assert [t.get_text() for t in ax.get_yticklabels()] == ["r0 m0", "r0 m1"]
@@ -200,7 +201,7 @@ def test_simulate_out_writes_the_figures(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["simulate", *SMALL, "--out", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
-    assert names == {"jobs.csv", "timeline.csv", "summary.csv"} | PLOT_FILES
+    assert names == {"jobs.csv", "timeline.csv", "summary.csv"} | PLOT_FILES | {"settings.json"}
     for name in PLOT_FILES:
         assert (out / name).stat().st_size > 1000
     assert (out / "occupancy.svg").read_text().lstrip().startswith("<?xml")
@@ -228,7 +229,7 @@ def test_simulate_out_without_matplotlib_notes_it_and_writes_the_csvs(tmp_path, 
     assert main(["simulate", *SMALL, "--out", str(out)]) == 0  # replaces a directory holding figures
     err = capsys.readouterr().err
     assert err.splitlines() == [PLOTS_NOTE]
-    assert {p.name for p in out.iterdir()} == {"jobs.csv", "timeline.csv", "summary.csv"}
+    assert {p.name for p in out.iterdir()} == {"jobs.csv", "timeline.csv", "summary.csv", "settings.json"}
 
 
 def test_compare_out_writes_the_table_and_figure(tmp_path, capsys):
@@ -239,7 +240,7 @@ def test_compare_out_writes_the_table_and_figure(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert main([*args, "--out", str(out)]) == 0
     assert capsys.readouterr().out == printed  # the same table as without --out
-    assert {p.name for p in out.iterdir()} == {"comparison.csv", "comparison.png", "comparison.svg"}
+    assert {p.name for p in out.iterdir()} == {"comparison.csv", "comparison.png", "comparison.svg", "settings.json"}
     assert (out / "comparison.csv").read_text() == printed
 
 
@@ -249,4 +250,125 @@ def test_compare_out_without_matplotlib(tmp_path, capsys, monkeypatch):
     assert main(["compare", "--trace", "small", "--racks", "1", "--policies", "fifo", "--quiet",
                  "--format", "csv", "--out", str(out)]) == 0
     assert capsys.readouterr().err.splitlines() == [PLOTS_NOTE]
-    assert {p.name for p in out.iterdir()} == {"comparison.csv"}
+    assert {p.name for p in out.iterdir()} == {"comparison.csv", "settings.json"}
+
+
+# --- large runs aggregate; frames share the palette; videos ----------------------------------
+
+
+def _synthetic_run(n_rows: int, n_gpus: int) -> RunResult:
+    """A run of ``n_rows`` one-GPU placements spread over ``n_gpus`` GPUs, an hour each."""
+    job = np.arange(n_rows)
+    start = (job // n_gpus) * HOUR
+    jobs = pd.DataFrame({"job_id": job, "arrival_s": np.zeros(n_rows)})
+    timeline = pd.DataFrame({"time_s": [0.0], "gpus_used": [min(n_rows, n_gpus)],
+                             "utilization": [min(n_rows, n_gpus) / n_gpus], "running": [0], "waiting": [0]})
+    placements = pd.DataFrame({"job_id": job, "gpu": job % n_gpus, "tier": np.zeros(n_rows, dtype=int),
+                               "start_s": start, "end_s": start + HOUR, "segments": np.ones(n_rows, dtype=int)})
+    return RunResult(jobs=jobs, timeline=timeline, summary={}, placements=placements)
+
+
+def test_occupancy_aggregates_at_the_default_thresholds():
+    # At the thresholds, one bar per placement; one more placement (or GPU) and it is the heat map.
+    spec = ClusterSpec(racks=1)
+    at = _synthetic_run(plots.MAX_BARS, spec.num_gpus)
+    assert not plots.occupancy(at, spec).axes[0].images
+    over = _synthetic_run(plots.MAX_BARS + 1, spec.num_gpus)
+    (image,) = plots.occupancy(over, spec).axes[0].images
+    assert image.get_array().shape == (spec.racks * spec.machines_per_rack, 200)  # machines x time bins
+    wide = ClusterSpec(racks=plots.MAX_GPUS // 64 + 1)
+    assert plots.occupancy(_synthetic_run(10, wide.num_gpus), wide).axes[0].images
+    # Above 1,024 machines the rows are racks: the figure's memory is racks x bins, whatever the jobs.
+    huge = ClusterSpec(racks=130)
+    run = _synthetic_run(5000, huge.num_gpus)
+    ax = plots.occupancy(run, huge, bins=50).axes[0]
+    share = ax.images[0].get_array()
+    assert share.shape == (130, 50) and ax.get_ylabel() == "rack"
+    # Each rack's busy share integrates its placements: 5,000 GPU-hours over 130 racks of 64 GPUs.
+    span = float(run.placements.end_s.max()) / HOUR
+    busy_gpu_hours = share.sum(axis=1) * (span / 50) * 64
+    held = run.placements.groupby(run.placements.gpu // 64).size().reindex(range(130), fill_value=0)
+    np.testing.assert_allclose(busy_gpu_hours, held.to_numpy(float), rtol=1e-9)
+
+
+def test_frames_paint_the_charts_tier_colours():
+    import gymnasium as gym
+
+    from dallygym import render
+    from dallygym.render import gpu_tiers
+
+    # One palette: the frame's colours are the chart's, imported from dallygym.plots.
+    assert render.TIER_RGB is plots.TIER_RGB and render.FREE_RGB is plots.FREE_RGB
+    assert [plots.hex_rgb(plots.TIER_COLOURS[t]) for t in plots.TIER_NAMES] == list(plots.TIER_RGB)
+    assert plots.TIER_RGB == ((0x56, 0xB4, 0xE9), (0xD5, 0x5E, 0x00), (0x00, 0x00, 0x00))
+    env = gym.make("Dally-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    for _ in range(40):  # take the first tier offered (not waiting), so that several tiers are in use
+        valid = np.flatnonzero(env.unwrapped.action_masks())
+        env.step(int(valid[1]) if len(valid) > 1 else 0)
+    frame = env.render()
+    tiers = gpu_tiers(env.unwrapped.engine)
+    colours, counts = np.unique(frame.reshape(-1, 3), axis=0, return_counts=True)
+    count = {tuple(int(v) for v in c): int(n) for c, n in zip(colours, counts)}
+    # Every GPU is one square of its tier's colour (free: FREE_RGB), and each colour has one more
+    # block: its legend swatch. So (pixels - swatch) / GPUs is the same square area for all.
+    swatch = (7 * render.TEXT_SCALE - 4) * (render.CHAR_W * 2 - 4)
+    areas = set()
+    for k, rgb in [(-1, plots.FREE_RGB), *enumerate(plots.TIER_RGB)]:
+        n = int((tiers == k).sum())
+        assert count.get(rgb, 0) >= swatch, rgb
+        if n:
+            pixels = count[rgb] - swatch
+            assert pixels % n == 0
+            areas.add(pixels // n)
+    assert len(areas) == 1 and int(np.sqrt(areas.pop())) ** 2 > 0
+    assert (tiers == 0).sum() > 0 and (tiers == 1).sum() > 0  # at least two tiers seen
+    env.close()
+
+
+def test_record_video_of_dally_v0(tmp_path):
+    pytest.importorskip("moviepy", reason="RecordVideo needs moviepy (the plots extra)")
+    import gymnasium as gym
+    import imageio_ffmpeg
+
+    folder = tmp_path / "videos"
+    env = gym.wrappers.RecordVideo(gym.make("Dally-v0", render_mode="rgb_array"), str(folder),
+                                   episode_trigger=lambda episode: True, video_length=6, disable_logger=True)
+    env.reset(seed=0)
+    for _ in range(8):
+        env.step(0)  # wait: valid at every offer
+    env.close()
+    (video,) = folder.glob("*.mp4")
+    reader = imageio_ffmpeg.read_frames(str(video))
+    meta = next(reader)
+    frames = [np.frombuffer(f, dtype=np.uint8).reshape(meta["size"][1], meta["size"][0], 3) for f in reader]
+    assert meta["size"][0] == 960 and len(frames) == 6 + 1  # the reset's frame, then video_length steps'
+    # The decoded frames show the palette's machine-tier sky blue (within the codec's error).
+    sky = np.array(plots.TIER_RGB[0])
+    assert (np.abs(frames[0].astype(int) - sky).max(axis=2) < 24).sum() > 1000
+
+
+def test_long_lines_are_thinned_without_losing_extremes():
+    rng = np.random.default_rng(0)
+    n = 50 * plots.MAX_LINE_POINTS
+    t = np.cumsum(rng.exponential(1.0, n))
+    y = rng.integers(0, 1000, n).astype(float)
+    y[12345] = 5000.0  # one spike, narrower than a pixel
+    x2, y2 = plots.thin_steps(t, y)
+    assert x2.size <= plots.MAX_LINE_POINTS and np.all(np.diff(x2) >= 0)
+    assert y2.max() == 5000.0 and y2.min() == y.min() and y2[0] == y[0] and y2[-1] == y[-1]
+    assert x2[0] == t[0] and x2[-1] <= t[-1]
+    # Each drawn point's value is one the series takes within a bin's width of that time.
+    width = (t[-1] - t[0]) / (plots.MAX_LINE_POINTS // 4)
+    for i in rng.integers(0, x2.size, 200):
+        near = (t >= x2[i]) & (t < x2[i] + width + 1e-9)
+        assert y2[i] in set(y[near])
+    short = np.arange(10.0)
+    assert plots.thin_steps(short, short)[0] is not None and plots.thin_steps(short, short)[0].size == 10
+    # The CDF keeps evenly spaced order statistics, the first and last included.
+    values = rng.exponential(5.0, n)
+    x, p = plots._cdf(values)
+    assert x.size == plots.MAX_LINE_POINTS and x[0] == values.min() and x[-1] == values.max() and p[-1] == 1.0
+    ranks = np.searchsorted(np.sort(values), x, side="right")
+    np.testing.assert_allclose(p, ranks / n)
+    assert np.diff(p).max() < 1.1 / plots.MAX_LINE_POINTS  # the curve moves by under 1/8000 of the jobs

@@ -11,10 +11,16 @@ import pytest
 from dallygym.cluster import ClusterSpec
 from dallygym.compare import compare
 from dallygym.engine import EngineConfig
-from dallygym.policies import (DallyConsolidatedPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyPolicy,
-                               GandivaPolicy, GandivaTimeslicePolicy, TiresiasPolicy)
-from dallygym.profiles import (PROFILES, READINGS, SOURCES, make_profile_policy, profile_config, profile_renewal,
-                               resolve)
+from dallygym.policies import (
+    DallyConsolidatedPolicy,
+    DallyManualPolicy,
+    DallyNoWaitPolicy,
+    DallyPolicy,
+    GandivaPolicy,
+    GandivaTimeslicePolicy,
+    TiresiasPolicy,
+)
+from dallygym.profiles import PROFILES, READINGS, SOURCES, make_profile_policy, profile_config, profile_renewal, resolve
 from dallygym.simulate import simulate
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 from conftest import load_script
 
 from dallygym import ClusterSpec, simulate
+from dallygym.policies import POLICIES
 from dallygym.trace import generate_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
@@ -16,15 +17,59 @@ baselines = load_script("agents/queue_baselines.py", "queue_baselines_under_test
 guard_sweep = load_script("agents/guard_sweep.py", "guard_sweep_under_test")
 
 
-def test_a_cell_has_every_baseline_row_and_constant_zero_is_dally():
+def test_a_cell_has_every_row_and_constant_zero_is_the_offer_rules_order():
     trace = generate_trace("small", seed=11)
-    rows = baselines.run_cell(("other", trace, 2), "DallyQueueSmall-v0", (), machines_per_rack=2)
-    by_agent = {row["agent"]: row for row in rows}
-    assert {"dally", "protected-share picks", "guarded protected-share picks", "constant-0",
-            "always-stop", "random-picks", "full guard: protected-share picks", "full guard: random picks",
-            "full guard: constant-0"} <= set(by_agent)
-    assert by_agent["constant-0"]["makespan_s"] == by_agent["dally"]["makespan_s"]
-    assert by_agent["dally"]["jct_vs_dally_%"] == 0.0
+    rows = baselines.run_cell(("other", trace, 2), "DallyQueueSmall-v0", (), machines_per_rack=2,
+                              offer_rules=("dally", "protected-remaining"))
+    by_row = {row["row"]: row for row in rows}
+    assert set(POLICIES) | {"lower bound", "constant-0", "random picks", "teacher",
+                            "constant-0 (protected-remaining offers)"} <= set(by_row)
+    assert by_row["constant-0"]["jct_mean_h"] == by_row["dally"]["jct_mean_h"]
+    assert by_row["constant-0"]["makespan_h"] == by_row["dally"]["makespan_h"]
+    native = by_row["protected-remaining"]
+    assert by_row["constant-0 (protected-remaining offers)"]["jct_mean_h"] == native["jct_mean_h"]
+    assert by_row["dally"]["jct_vs_dally"] == 1.0
+    # The best safe heuristic is the lowest mean JCT among the native rows within +1 % makespan.
+    safe = [r for r in rows if r["row_kind"] == "heuristic" and r["makespan_vs_dally"] <= 1.01]
+    assert by_row["dally"]["best_safe"] == min(safe, key=lambda r: r["jct_mean_h"])["row"]
+    assert all(r["jct_vs_bound"] >= 1.0 - 1e-12 for r in rows)
+
+
+def _summary(jct: float, makespan: float) -> dict:
+    return {"jct_mean_s": jct, "makespan_s": makespan}
+
+
+def test_the_verdict_is_worked_out_from_the_rows():
+    results = {"dally": _summary(100, 100), "safe": _summary(50, 100.5), "fast-but-long": _summary(30, 102),
+               "lower bound": _summary(10, 90), "good": _summary(44, 100.9), "short": _summary(46, 100),
+               "long": _summary(40, 101.5)}
+    kinds = {"dally": "heuristic", "safe": "heuristic", "fast-but-long": "heuristic", "lower bound": "bound",
+             "good": "agent", "short": "agent", "long": "initial"}
+    rows = {r["row"]: r for r in baselines.verdict_rows("batch", "t", 2, results, kinds)}
+    assert rows["good"]["best_safe"] == "safe" and rows["good"]["target"] == 0.9
+    assert rows["good"]["jct_vs_best_safe"] == 44 / 50
+    assert rows["good"]["goal_met"] is True          # 44 <= 0.9 x 50, makespan +0.9 %
+    assert rows["short"]["goal_met"] is False        # 46 > 45
+    assert rows["long"]["goal_met"] is False         # makespan +1.5 %
+    assert rows["safe"]["goal_met"] is None and rows["lower bound"]["makespan_ok"] is None
+    assert rows["good"]["jct_vs_bound"] == 4.4
+    # 16 racks: no worse than the best safe heuristic.
+    rows16 = {r["row"]: r for r in baselines.verdict_rows("batch", "t", 16, results, kinds)}
+    assert rows16["short"]["target"] == 1.0 and rows16["short"]["goal_met"] is True
+    # Safe heuristics within 2 % of each other: the cell does not contend, matching is enough.
+    flat = {"dally": _summary(100, 100), "other": _summary(99, 100), "lower bound": _summary(90, 99),
+            "agent": _summary(100.9, 100)}
+    rows_flat = {r["row"]: r for r in baselines.verdict_rows(
+        "batch", "t", 2, flat, {"dally": "heuristic", "other": "heuristic", "lower bound": "bound", "agent": "agent"})}
+    assert rows_flat["agent"]["contends"] is False and rows_flat["agent"]["goal_met"] is True
+
+
+def test_cells_name_the_held_out_draws_and_the_contending_real_sizes():
+    cells = baselines.default_cells()
+    assert ("batch", "batch-500:2001", 2) in cells and ("poisson", "poisson-411:2003", 16) in cells
+    assert len([c for c in cells if c[0] != "real"]) == 24
+    assert baselines.parse_cell("heldout/batch-500-seed2002:4") == ("batch", "batch-500:2002", 4)
+    assert baselines.target_factor("poisson", 8) == 1.0 and baselines.target_factor("batch", 8) == 0.9
 
 
 def test_guard_sweep_writes_each_episode_relative_to_dally(tmp_path):
@@ -36,7 +81,7 @@ def test_guard_sweep_writes_each_episode_relative_to_dally(tmp_path):
     spec = ClusterSpec(16, 8, 8)
     dally = simulate(trace, spec, policy="dally").summary
     for guard in (0.25, None):
-        summary = baselines.through_env("DallyQueue-v0", trace, spec, baselines.protected_quarter, guard_leases=guard)
+        summary = baselines.through_env("DallyQueue-v0", trace, spec, baselines.guarded_teacher, guard_leases=guard)
         change = round(100 * (summary["jct_mean_s"] / dally["jct_mean_s"] - 1), 1)
         label = "none" if guard is None else "0.25"
         row = rows[rows.guard_leases.astype(str) == label]

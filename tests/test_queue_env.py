@@ -294,7 +294,8 @@ def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(ord
     assert evaluate(env, heuristic_agent(order, env)) == native.summary
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), lease_picks=st.sampled_from(["waiting", "all"]),
        guard=st.sampled_from([{}, {"guard_leases": 0.25}, {"guard_leases": 0.25, "guard_waiting": True}]),
        renewal=st.sampled_from(["upgrade", "keep"]))
@@ -408,7 +409,8 @@ def test_protected_share_action_protects_from_its_share():
     # share of 1/2 only the first is protected and goes first (longest protected); with 1/4 both
     # are, and the longest still goes first; with a share of 1, above both, nobody is protected
     # and the shortest (slot 1) goes first.
-    obs = {"jobs": np.zeros((4, len(JOB_FEATURES)), dtype=np.float32), "job_mask": np.array([1, 1, 0, 0], dtype=np.float32)}
+    obs = {"jobs": np.zeros((4, len(JOB_FEATURES)), dtype=np.float32),
+           "job_mask": np.array([1, 1, 0, 0], dtype=np.float32)}
     est, share = JOB_FEATURES.index("remaining_estimate"), JOB_FEATURES.index("estimate_share")
     obs["jobs"][0, [est, share]] = (0.9, 0.99)
     obs["jobs"][1, [est, share]] = (0.3, 0.3)

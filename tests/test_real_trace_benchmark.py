@@ -4,11 +4,11 @@ checked on small hand-built traces and result tables."""
 
 from __future__ import annotations
 
-from conftest import load_script
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import load_script
 
 from dallygym import ClusterSpec
 

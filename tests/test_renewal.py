@@ -323,7 +323,8 @@ def test_leases_renewed_together_around_a_claimed_one(monkeypatch, compiled):
 
     def spy(self, jobs):
         n = original(self, jobs)
-        renewed.append([(int(self.job_id[j]), self.gpus[j].tolist(), bool((self.cluster.owner[self.gpus[j]] == j).all()))
+        renewed.append([(int(self.job_id[j]), self.gpus[j].tolist(),
+                         bool((self.cluster.owner[self.gpus[j]] == j).all()))
                         for j in jobs[:n]])
         return n
 

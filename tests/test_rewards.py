@@ -300,3 +300,67 @@ def test_gymnasium_env_checker_passes_with_the_default_reward(env_id):
 def test_stable_baselines3_env_checker_passes_with_the_default_reward(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)
+
+
+# --- makespan_reference ---------------------------------------------------------------------------
+
+def test_makespan_reference_moves_the_limit_to_another_policys_native_makespan():
+    env = gym.make("DallySmall-v0", trace="small", makespan_reference="dally-consolidated").unwrapped
+    rewards, info = play_with(env, random_choice(2), 2)
+    ref = env.reference_run
+    other = dallygym.simulate("small", dallygym.ClusterSpec(2, 2, 8), policy="dally-consolidated").summary
+    assert env.makespan_limit_s == pytest.approx(other["makespan_s"], rel=1e-12)
+    summary = info["summary"]
+    expected = -100 * (summary["jct_mean_s"] * ref.n - ref.area_s) / ref.area_s \
+        - env.makespan_penalty * 100 * max(0.0, summary["makespan_s"] - env.makespan_limit_s) / env.makespan_limit_s
+    assert sum(rewards) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_makespan_reference_of_the_reference_policy_changes_nothing():
+    plain, _ = play_with(gym.make("DallySmall-v0").unwrapped, random_choice(4), 4)
+    same, _ = play_with(gym.make("DallySmall-v0", makespan_reference="dally").unwrapped, random_choice(4), 4)
+    assert same == plain
+    env = gym.make("DallySmall-v0").unwrapped
+    env.reset(seed=0)
+    assert env.makespan_limit_s == env.reference_run.makespan_s
+
+
+def test_makespan_reference_is_checked():
+    with pytest.raises(ValueError, match="nosuch"):
+        gym.make("DallySmall-v0", makespan_reference="nosuch")
+    with pytest.raises(TypeError, match="makespan_reference"):
+        gym.make("DallySmall-v0", makespan_reference=3)
+
+
+# --- when the makespan excess is charged (DallyQueue makespan_credit) -----------------------------
+
+# THREE_JOBS plus job 3 (10 s) arriving at 15. Reference (job 1 first at 10): 1 runs 10-110,
+# at 30 job 0's GPU frees and 2 (then 3) run 30-40, 40-50. JCTs 30, 100, 30, 35: 195; makespan
+# 110. Job 2 first at 10: it runs 10-20; at 20 its GPU frees with 1 and 3 waiting (the second
+# pick). Up to 20 both runs hold the same jobs (45 job-seconds), so the first step's JCT part is
+# 0; but job 1 cannot end before 20 + 100 = 120: the makespan bound is 10 s over 110.
+FOUR_ON_TWO = THREE_JOBS + [(3, 15, 1, 10, 1.0)]
+
+
+def four_on_two(**kwargs) -> DallyQueueEnv:
+    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(FOUR_ON_TWO),
+                         latency=TierLatency(), lease_s=1e6, max_candidates=4, **kwargs)
+
+
+def test_bound_credit_charges_the_makespan_excess_at_the_pick_that_causes_it():
+    over = 3.0 * 100 * 10 / 110
+    env = four_on_two()
+    env.reset(seed=0)
+    assert env.reference_run.area_s == 195.0 and env.reference_run.makespan_s == 110.0
+    assert env.makespan_credit == "bound"  # the default
+    # Then job 1 (action 0): 1 runs 20-120, 3 waits for job 0's GPU and runs 30-40. JCTs 30, 110,
+    # 10, 25: 175 (20 job-s better: +100 x 20/195); makespan 120, the excess charged at step 1.
+    rewards = play(env, [1, 0])
+    assert rewards == pytest.approx([-over, 100 * 20 / 195], abs=1e-9)
+    # With elapsed credit the same return, the excess paid only at the end.
+    rewards = play(four_on_two(makespan_credit="elapsed"), [1, 0])
+    assert rewards == pytest.approx([0.0, 100 * 20 / 195 - over], abs=1e-9)
+    # Job 3 before job 1 at 20: 3 runs 20-30, 1 30-130 (JCTs 30, 120, 10, 15: 175 again), makespan
+    # 130: the second step is charged the further 20 - 10 s.
+    rewards = play(four_on_two(), [1, 1])
+    assert rewards == pytest.approx([-over, 100 * 20 / 195 - over], abs=1e-9)

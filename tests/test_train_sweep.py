@@ -69,4 +69,5 @@ def test_the_same_seed_trains_the_same_agent_on_ray_as_locally(tmp_path):
     assert not ray.is_initialized() and failed == []
     assert on_ray.drop(columns="wall_s").equals(local.drop(columns="wall_s"))
     name = run_name("hidden", "dally", 0)
-    assert (tmp_path / "ray" / name / "policy.pth").read_bytes() == (tmp_path / "local" / name / "policy.pth").read_bytes()
+    ray_policy, local_policy = tmp_path / "ray" / name / "policy.pth", tmp_path / "local" / name / "policy.pth"
+    assert ray_policy.read_bytes() == local_policy.read_bytes()

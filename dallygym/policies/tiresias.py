@@ -216,7 +216,9 @@ class TiresiasLasPolicy(TiresiasPolicy):
 
     name = "tiresias-las"
 
-    def __init__(self, skew_threshold: float = DEFAULT_SKEW_THRESHOLD, skews: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self, skew_threshold: float = DEFAULT_SKEW_THRESHOLD, skews: Mapping[str, float] | None = None
+    ) -> None:
         super().__init__(promote_knob=None, skew_threshold=skew_threshold, skews=skews)
 
     def priority(self, view, jobs):

@@ -13,6 +13,7 @@ The format, the generators' statistics and each importer's rules are documented 
 ``docs/traces.md``.
 """
 
+from dallygym.trace.filters import OVERSIZE_MODES
 from dallygym.trace.generators import (
     GENERATOR_VERSION,
     GENERATORS,
@@ -23,13 +24,12 @@ from dallygym.trace.generators import (
     DurationModel,
     WorkloadSpec,
     generate_trace,
-    scaled_spec,
     largest_remainder,
     paper_model_mix,
     regenerate_shipped,
+    scaled_spec,
     workload_targets,
 )
-from dallygym.trace.filters import OVERSIZE_MODES
 from dallygym.trace.importers import (
     DEFAULT_IMPORT_CLUSTER,
     DURATION_READINGS,

@@ -57,7 +57,9 @@ def load_policy_class(spec: str) -> type[Policy]:
     return cls
 
 
-def entries(policies: list[str], agents: list[str], shipped: list[str], baselines: bool) -> list[tuple[str, str, object]]:
+def entries(
+    policies: list[str], agents: list[str], shipped: list[str], baselines: bool
+) -> list[tuple[str, str, object]]:
     """(label, kind, what) per row: kind "native" runs a policy (a name or a class), "env"
     runs an agent factory (trace index -> agent) in the course environment."""
     rows: list[tuple[str, str, object]] = [(name, "native", name) for name in shipped]
@@ -152,7 +154,8 @@ def _markdown(table: pd.DataFrame) -> str:
     head = ["entry", *table.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for entry, row in table.iterrows():
-        lines.append("| " + " | ".join([str(entry), *(f"{v:g}" if isinstance(v, float) else str(v) for v in row)]) + " |")
+        cells = [str(entry), *(f"{v:g}" if isinstance(v, float) else str(v) for v in row)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
