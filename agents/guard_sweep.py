@@ -36,12 +36,21 @@ def _cell(args: tuple[int, int, float, float | None]) -> dict:
     spec = ClusterSpec(racks, 8, 8)
     trace = generate_trace("batch-500", seed=seed)
     base = simulate(trace, spec, policy="dally").summary
-    summary = through_env("DallyQueue-v0", trace, spec,
-                          lambda rng, mask, obs: protected_share_action(obs, mask, share=share),
-                          guard_leases=guard)
-    return {"seed": seed, "racks": racks, "teacher_share": share, "guard_leases": "none" if guard is None else guard,
-            "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
-            "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1)}
+    summary = through_env(
+        "DallyQueue-v0",
+        trace,
+        spec,
+        lambda rng, mask, obs: protected_share_action(obs, mask, share=share),
+        guard_leases=guard,
+    )
+    return {
+        "seed": seed,
+        "racks": racks,
+        "teacher_share": share,
+        "guard_leases": "none" if guard is None else guard,
+        "jct_vs_dally_%": round(100 * (summary["jct_mean_s"] / base["jct_mean_s"] - 1), 1),
+        "makespan_vs_dally_%": round(100 * (summary["makespan_s"] / base["makespan_s"] - 1), 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,28 +67,41 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows = pd.DataFrame(run_ordered(_cell, cells, args.workers))
     wall = time.perf_counter() - start
-    summary = (rows.groupby(["teacher_share", "guard_leases", "racks"], sort=False)
-               .agg(jct_mean=("jct_vs_dally_%", "mean"), makespan_worst=("makespan_vs_dally_%", "max"),
-                    makespan_mean=("makespan_vs_dally_%", "mean"))
-               .round(1).reset_index())
+    summary = (
+        rows.groupby(["teacher_share", "guard_leases", "racks"], sort=False)
+        .agg(
+            jct_mean=("jct_vs_dally_%", "mean"),
+            makespan_worst=("makespan_vs_dally_%", "max"),
+            makespan_mean=("makespan_vs_dally_%", "mean"),
+        )
+        .round(1)
+        .reset_index()
+    )
     given = argv if argv is not None else sys.argv[1:]
     command = " ".join(["python agents/guard_sweep.py", *given])
-    text = "\n".join([
-        "# The guarded teacher on tuning draws",
-        "",
-        f"Produced by `{command}` ({len(cells)} episodes in {wall:.0f} s). The protected-share order "
-        "through `DallyQueue-v0` (offer rule dally, `lease_picks=\"waiting\"`) on `batch-500` draws "
-        f"{args.seeds[0]}-{args.seeds[-1]} (not held out, not trained on), racks x 8 machines x 8 GPUs; "
-        "changes relative to auto-tuned Dally's native run on the same draw.",
-        "",
-        "Per setting and size (mean JCT change; worst and mean makespan change over the draws):",
-        "",
-        "```", summary.to_string(index=False), "```",
-        "",
-        "Every episode:",
-        "",
-        "```", rows.to_string(index=False), "```", "",
-    ])
+    text = "\n".join(
+        [
+            "# The guarded teacher on tuning draws",
+            "",
+            f"Produced by `{command}` ({len(cells)} episodes in {wall:.0f} s). The protected-share order "
+            'through `DallyQueue-v0` (offer rule dally, `lease_picks="waiting"`) on `batch-500` draws '
+            f"{args.seeds[0]}-{args.seeds[-1]} (not held out, not trained on), racks x 8 machines x 8 GPUs; "
+            "changes relative to auto-tuned Dally's native run on the same draw.",
+            "",
+            "Per setting and size (mean JCT change; worst and mean makespan change over the draws):",
+            "",
+            "```",
+            summary.to_string(index=False),
+            "```",
+            "",
+            "Every episode:",
+            "",
+            "```",
+            rows.to_string(index=False),
+            "```",
+            "",
+        ]
+    )
     Path(args.out).write_text(text)
     rows.to_csv(Path(args.out).with_suffix(".csv"), index=False)
     print(summary.to_string(index=False))

@@ -33,20 +33,22 @@ def helios_format(seed: int = 2001) -> pd.DataFrame:
     duration = (jobs["total_iterations"] * jobs["iter_time_s"]).round().astype(int)
     submit = pd.Timestamp("2020-04-01") + pd.to_timedelta(jobs["arrival_s"].round(), unit="s")
     start = submit + pd.to_timedelta(rng.integers(0, 600, len(jobs)), unit="s")
-    frame = pd.DataFrame({
-        "job_id": [f"{seed}-{i:05d}" for i in range(len(jobs))],
-        "user": [f"u{u:03d}" for u in rng.integers(0, 80, len(jobs))],
-        "vc": [f"vc{v:02d}" for v in rng.integers(0, 12, len(jobs))],
-        "gpu_num": jobs["num_gpus"].to_numpy(),
-        "cpu_num": jobs["num_gpus"].to_numpy() * 6,
-        "node_num": np.ceil(jobs["num_gpus"].to_numpy() / 8).astype(int),
-        "state": "COMPLETED",
-        "submit_time": submit.dt.strftime("%Y-%m-%d %H:%M:%S"),
-        "start_time": start.dt.strftime("%Y-%m-%d %H:%M:%S"),
-        "end_time": (start + pd.to_timedelta(duration, unit="s")).dt.strftime("%Y-%m-%d %H:%M:%S"),
-        "duration": duration,
-        "queue": (start - submit).dt.total_seconds().astype(int),
-    })
+    frame = pd.DataFrame(
+        {
+            "job_id": [f"{seed}-{i:05d}" for i in range(len(jobs))],
+            "user": [f"u{u:03d}" for u in rng.integers(0, 80, len(jobs))],
+            "vc": [f"vc{v:02d}" for v in rng.integers(0, 12, len(jobs))],
+            "gpu_num": jobs["num_gpus"].to_numpy(),
+            "cpu_num": jobs["num_gpus"].to_numpy() * 6,
+            "node_num": np.ceil(jobs["num_gpus"].to_numpy() / 8).astype(int),
+            "state": "COMPLETED",
+            "submit_time": submit.dt.strftime("%Y-%m-%d %H:%M:%S"),
+            "start_time": start.dt.strftime("%Y-%m-%d %H:%M:%S"),
+            "end_time": (start + pd.to_timedelta(duration, unit="s")).dt.strftime("%Y-%m-%d %H:%M:%S"),
+            "duration": duration,
+            "queue": (start - submit).dt.total_seconds().astype(int),
+        }
+    )
     # Rows a real log has and the importer must drop: failed / cancelled jobs, CPU-only jobs.
     extra = frame.sample(n=60, random_state=seed).copy()
     extra["job_id"] = [f"{seed}-x{i:04d}" for i in range(len(extra))]

@@ -64,8 +64,15 @@ SEEDS = (2001, 2002, 2003)
 RACKS = (2, 4, 8, 16)
 #: Real traces and the sizes (racks of 8 x 8 GPUs, from 2 to 16) where they contend, by the rule
 #: of ``benchmarks/compare.py:contention_sizes`` (``benchmarks/results/real_traces.md``).
-REAL_CELLS = (("gavel-0e4a51", 2), ("gavel-0e4a51", 4), ("philly-ee9e8c-14d", 2), ("philly-ee9e8c-14d", 4),
-              ("philly-48h", 2), ("philly-48h", 4), ("philly-48h", 8))
+REAL_CELLS = (
+    ("gavel-0e4a51", 2),
+    ("gavel-0e4a51", 4),
+    ("philly-ee9e8c-14d", 2),
+    ("philly-ee9e8c-14d", 4),
+    ("philly-48h", 2),
+    ("philly-48h", 4),
+    ("philly-48h", 8),
+)
 BOUND = "lower bound"
 MAKESPAN_TOLERANCE = 0.01
 #: Below this spread of the safe heuristics' mean JCTs a cell does not contend: matching is enough.
@@ -75,8 +82,12 @@ GUARD_SHARE = 0.25
 
 
 def default_cells() -> list[tuple[str, str, int]]:
-    cells = [(kind, f"{gen}:{seed}", r) for kind, gen in (("batch", "batch-500"), ("poisson", "poisson-411"))
-             for seed in SEEDS for r in RACKS]
+    cells = [
+        (kind, f"{gen}:{seed}", r)
+        for kind, gen in (("batch", "batch-500"), ("poisson", "poisson-411"))
+        for seed in SEEDS
+        for r in RACKS
+    ]
     return cells + [("real", name, r) for name, r in REAL_CELLS]
 
 
@@ -119,8 +130,14 @@ def guarded_teacher(rng, mask, obs):
 
 def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
     """Play one episode with ``choose(rng, mask, obs)``; its summary."""
-    env = gym.make(env_id, racks=spec.racks, machines_per_rack=spec.machines_per_rack,
-                   gpus_per_machine=spec.gpus_per_machine, trace=trace, **kwargs)
+    env = gym.make(
+        env_id,
+        racks=spec.racks,
+        machines_per_rack=spec.machines_per_rack,
+        gpus_per_machine=spec.gpus_per_machine,
+        trace=trace,
+        **kwargs,
+    )
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done = env.unwrapped._done
@@ -163,9 +180,15 @@ def agent_rows(agent_paths) -> list[tuple[str, str]]:
     return rows
 
 
-def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_rack: int = 8,
-             ablations: bool = False, policies: tuple[str, ...] | None = None,
-             offer_rules: tuple[str, ...] = ("dally",)) -> list[dict]:
+def run_cell(
+    cell,
+    queue_env: str,
+    agent_paths: tuple[str, ...],
+    machines_per_rack: int = 8,
+    ablations: bool = False,
+    policies: tuple[str, ...] | None = None,
+    offer_rules: tuple[str, ...] = ("dally",),
+) -> list[dict]:
     """Every row of one cell ``(kind, trace, racks)``, with the cell's verdict columns; the
     picking rows run under each of ``offer_rules``."""
     kind, source, racks = cell
@@ -185,11 +208,13 @@ def run_cell(cell, queue_env: str, agent_paths: tuple[str, ...], machines_per_ra
     if ablations:
         guard = {"guard_leases": GUARD_SHARE}
         full = {**guard, "guard_waiting": True}
-        for row, choose, kw in (("guard: teacher", guarded_teacher, guard),
-                                ("guard: random picks", random_masked, guard),
-                                ("full guard: teacher", guarded_teacher, full),
-                                ("full guard: random picks", random_masked, full),
-                                ("full guard: constant-0", constant_0, full)):
+        for row, choose, kw in (
+            ("guard: teacher", guarded_teacher, guard),
+            ("guard: random picks", random_masked, guard),
+            ("full guard: teacher", guarded_teacher, full),
+            ("full guard: random picks", random_masked, full),
+            ("full guard: constant-0", constant_0, full),
+        ):
             results[row], kinds[row] = through_env(queue_env, trace, spec, choose, **kw), "ablation"
     for row, path in agent_rows(agent_paths):
         results[row] = run_agent(_loaded_agent(path), trace, spec).summary
@@ -202,8 +227,11 @@ def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kin
     ``makespan_s``; ``kinds``: row -> heuristic, bound, trivial, teacher, ablation, agent or
     initial): the ratios, the best safe heuristic, the cell's target and each learned row's verdict."""
     dally = results["dally"]
-    safe = {p: s["jct_mean_s"] for p, s in results.items()
-            if kinds[p] == "heuristic" and s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]}
+    safe = {
+        p: s["jct_mean_s"]
+        for p, s in results.items()
+        if kinds[p] == "heuristic" and s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]
+    }
     best = min(safe, key=safe.get)
     spread = max(safe.values()) / min(safe.values()) - 1
     contends = spread >= NO_CONTENTION_SPREAD
@@ -211,30 +239,56 @@ def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kin
     rows = []
     for row, s in results.items():
         makespan_ok = s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]
-        rows.append({
-            "kind": kind, "trace": name, "racks": racks, "row": row, "row_kind": kinds[row],
-            "jct_mean_h": s["jct_mean_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
-            "jct_vs_dally": s["jct_mean_s"] / dally["jct_mean_s"],
-            "makespan_vs_dally": s["makespan_s"] / dally["makespan_s"],
-            "jct_vs_bound": s["jct_mean_s"] / results[BOUND]["jct_mean_s"],
-            "jct_vs_best_safe": s["jct_mean_s"] / safe[best],
-            "makespan_ok": makespan_ok if row != BOUND else None,
-            "best_safe": best, "contends": contends, "target": factor,
-            "goal_met": (bool(makespan_ok and s["jct_mean_s"] <= factor * safe[best])
-                         if kinds[row] in ("agent", "initial") else None),
-        })
+        rows.append(
+            {
+                "kind": kind,
+                "trace": name,
+                "racks": racks,
+                "row": row,
+                "row_kind": kinds[row],
+                "jct_mean_h": s["jct_mean_s"] / 3600,
+                "makespan_h": s["makespan_s"] / 3600,
+                "jct_vs_dally": s["jct_mean_s"] / dally["jct_mean_s"],
+                "makespan_vs_dally": s["makespan_s"] / dally["makespan_s"],
+                "jct_vs_bound": s["jct_mean_s"] / results[BOUND]["jct_mean_s"],
+                "jct_vs_best_safe": s["jct_mean_s"] / safe[best],
+                "makespan_ok": makespan_ok if row != BOUND else None,
+                "best_safe": best,
+                "contends": contends,
+                "target": factor,
+                "goal_met": (
+                    bool(makespan_ok and s["jct_mean_s"] <= factor * safe[best])
+                    if kinds[row] in ("agent", "initial")
+                    else None
+                ),
+            }
+        )
     return rows
 
 
-def run_cells(cells, queue_env: str, agent_paths, machines_per_rack: int = 8, workers: int = 1,
-              ablations: bool = False, policies=None, offer_rules=("dally",)) -> pd.DataFrame:
+def run_cells(
+    cells,
+    queue_env: str,
+    agent_paths,
+    machines_per_rack: int = 8,
+    workers: int = 1,
+    ablations: bool = False,
+    policies=None,
+    offer_rules=("dally",),
+) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
     (the rows are the same: every run is seeded by its cell alone)."""
     from dallygym.sweep import run_ordered
 
-    task = functools.partial(run_cell, queue_env=queue_env, agent_paths=tuple(agent_paths),
-                             machines_per_rack=machines_per_rack, ablations=ablations,
-                             policies=None if policies is None else tuple(policies), offer_rules=tuple(offer_rules))
+    task = functools.partial(
+        run_cell,
+        queue_env=queue_env,
+        agent_paths=tuple(agent_paths),
+        machines_per_rack=machines_per_rack,
+        ablations=ablations,
+        policies=None if policies is None else tuple(policies),
+        offer_rules=tuple(offer_rules),
+    )
     arrived = 0
 
     def progress(i, _rows):
@@ -256,14 +310,19 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     for row, g in frame.groupby("row", sort=False):
         kind = g["row_kind"].iloc[0]
         goal = g["goal_met"].dropna()
-        out.append({
-            "row": row, "kind": kind,
-            "JCT / Dally": _geo(g["jct_vs_dally"]), "JCT / best safe": _geo(g["jct_vs_best_safe"]),
-            "JCT / bound": _geo(g["jct_vs_bound"]), "makespan / Dally": _geo(g["makespan_vs_dally"]),
-            "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
-            "makespan within +1 %": "" if kind == "bound" else f"{int(g['makespan_ok'].sum())}/{len(g)}",
-            "goal met": f"{int(goal.sum())}/{len(goal)}" if len(goal) else "",
-        })
+        out.append(
+            {
+                "row": row,
+                "kind": kind,
+                "JCT / Dally": _geo(g["jct_vs_dally"]),
+                "JCT / best safe": _geo(g["jct_vs_best_safe"]),
+                "JCT / bound": _geo(g["jct_vs_bound"]),
+                "makespan / Dally": _geo(g["makespan_vs_dally"]),
+                "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
+                "makespan within +1 %": "" if kind == "bound" else f"{int((g['makespan_ok'] == True).sum())}/{len(g)}",  # noqa: E712
+                "goal met": f"{int(goal.sum())}/{len(goal)}" if len(goal) else "",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -273,31 +332,66 @@ def per_size_table(frame: pd.DataFrame) -> pd.DataFrame:
     learned = frame[frame["row_kind"].isin(["agent", "initial"])]
     out = []
     for (kind, racks, row), g in learned.groupby(["kind", "racks", "row"], sort=False):
-        out.append({"cells": kind, "racks": racks, "row": row, "JCT / best safe": _geo(g["jct_vs_best_safe"]),
-                    "best safe / bound": _geo(g["jct_vs_bound"] / g["jct_vs_best_safe"]),
-                    "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
-                    "goal met": f"{int(g['goal_met'].sum())}/{len(g)}"})
+        out.append(
+            {
+                "cells": kind,
+                "racks": racks,
+                "row": row,
+                "JCT / best safe": _geo(g["jct_vs_best_safe"]),
+                "best safe / bound": _geo(g["jct_vs_bound"] / g["jct_vs_best_safe"]),
+                "worst makespan / Dally": float(g["makespan_vs_dally"].max()),
+                "goal met": f"{int(g['goal_met'].sum())}/{len(g)}",
+            }
+        )
     return pd.DataFrame(out)
 
 
-def markdown(frame: pd.DataFrame, command: str) -> str:
-    fmt = {"JCT / Dally": "{:.3f}", "JCT / best safe": "{:.3f}", "JCT / bound": "{:.2f}",
-           "makespan / Dally": "{:.3f}", "worst makespan / Dally": "{:.3f}", "best safe / bound": "{:.2f}"}
+#: How the summary tables show each ratio.
+TABLE_FORMATS = {
+    "JCT / Dally": "{:.3f}",
+    "JCT / best safe": "{:.3f}",
+    "JCT / bound": "{:.2f}",
+    "makespan / Dally": "{:.3f}",
+    "worst makespan / Dally": "{:.3f}",
+    "best safe / bound": "{:.2f}",
+}
 
-    def table(df: pd.DataFrame) -> list[str]:
-        lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-        for _, r in df.iterrows():
-            lines.append("| " + " | ".join(fmt[c].format(r[c]) if c in fmt else str(r[c]) for c in df.columns) + " |")
-        return lines
 
-    lines = ["# DallyQueue-v0 agents on held-out traces", "", f"Produced by `{command}`.", "",
-             "Ratios per cell to auto-tuned `dally`, to the lower bound (each job at its fastest placement from its "
-             "arrival) and to the *best safe heuristic* (the shipped policy with the lowest mean JCT among those whose "
-             "makespan is within +1 % of Dally's on that cell). Goal per cell (learned rows): makespan within +1 % of "
-             "Dally's and mean JCT at most 0.9 x the best safe heuristic at 2 and 4 racks and on batch traces at 8 "
-             "racks, at most 1.0 x at 16 racks, on Poisson traces at 8 racks and on the real traces, at most 1.02 x "
-             "where the safe heuristics differ by under 2 %.", "",
-             "## Over every cell (geometric means)", ""]
+def markdown_table(df: pd.DataFrame) -> list[str]:
+    """A summary frame as Markdown table lines, ratios formatted by :data:`TABLE_FORMATS`."""
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    for _, r in df.iterrows():
+        cells = (TABLE_FORMATS[c].format(r[c]) if c in TABLE_FORMATS else str(r[c]) for c in df.columns)
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(frame: pd.DataFrame, command: str, rows_from: str | None = None) -> str:
+    table = markdown_table
+    source = (
+        f"Produced by `{command}`."
+        if rows_from is None
+        else (
+            f"Tables by `{command}`, from the rows in `{rows_from}` (the `--csv` of a run of this script; the run's "
+            "command is in the docs)."
+        )
+    )
+
+    lines = [
+        "# DallyQueue-v0 agents on held-out traces",
+        "",
+        source,
+        "",
+        "Ratios per cell to auto-tuned `dally`, to the lower bound (each job at its fastest placement from its "
+        "arrival) and to the *best safe heuristic* (the shipped policy with the lowest mean JCT among those whose "
+        "makespan is within +1 % of Dally's on that cell). Goal per cell (learned rows): makespan within +1 % of "
+        "Dally's and mean JCT at most 0.9 x the best safe heuristic at 2 and 4 racks and on batch traces at 8 "
+        "racks, at most 1.0 x at 16 racks, on Poisson traces at 8 racks and on the real traces, at most 1.02 x "
+        "where the safe heuristics differ by under 2 %.",
+        "",
+        "## Over every cell (geometric means)",
+        "",
+    ]
     lines += table(summary_table(frame))
     sizes = per_size_table(frame)
     if not sizes.empty:
@@ -305,28 +399,41 @@ def markdown(frame: pd.DataFrame, command: str) -> str:
     lines += ["", "## Every cell", ""]
     for (_kind, trace, racks), g in frame.groupby(["kind", "trace", "racks"], sort=False):
         first = g.iloc[0]
-        lines += [f"### {trace}, {racks} racks", "",
-                  f"Best safe heuristic: `{first['best_safe']}`; "
-                  + (f"target for learned rows: mean JCT ≤ {first['target']:.2f} x it." if first["contends"]
-                     else "the safe heuristics differ by under 2 % (no contention): within 2 % of it."),
-                  "",
-                  "| row | mean JCT (h) | makespan (h) | JCT / Dally | JCT / best safe | JCT / bound "
-                  "| makespan / Dally | makespan ok | goal |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {trace}, {racks} racks",
+            "",
+            f"Best safe heuristic: `{first['best_safe']}`; "
+            + (
+                f"target for learned rows: mean JCT ≤ {first['target']:.2f} x it."
+                if first["contends"]
+                else "the safe heuristics differ by under 2 % (no contention): within 2 % of it."
+            ),
+            "",
+            "| row | mean JCT (h) | makespan (h) | JCT / Dally | JCT / best safe | JCT / bound "
+            "| makespan / Dally | makespan ok | goal |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for _, x in g.iterrows():
-            ok = "" if x["makespan_ok"] is None else ("✓" if x["makespan_ok"] else "✗")
+            ok = "" if pd.isna(x["makespan_ok"]) else ("✓" if x["makespan_ok"] else "✗")
             goal = "" if x["goal_met"] is None or pd.isna(x["goal_met"]) else ("met" if x["goal_met"] else "not met")
-            lines.append(f"| {x['row']} | {x['jct_mean_h']:,.1f} | {x['makespan_h']:,.1f} | {x['jct_vs_dally']:.3f} | "
-                         f"{x['jct_vs_best_safe']:.3f} | {x['jct_vs_bound']:.2f} | {x['makespan_vs_dally']:.3f} | "
-                         f"{ok} | {goal} |")
+            lines.append(
+                f"| {x['row']} | {x['jct_mean_h']:,.1f} | {x['makespan_h']:,.1f} | {x['jct_vs_dally']:.3f} | "
+                f"{x['jct_vs_best_safe']:.3f} | {x['jct_vs_bound']:.2f} | {x['makespan_vs_dally']:.3f} | "
+                f"{ok} | {goal} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cell", action="append", type=parse_cell, metavar="TRACE:RACKS",
-                        help="a trace at a number of racks (default: the grid of the module docstring)")
+    parser.add_argument(
+        "--cell",
+        action="append",
+        type=parse_cell,
+        metavar="TRACE:RACKS",
+        help="a trace at a number of racks (default: the grid of the module docstring)",
+    )
     parser.add_argument("--racks", type=int, default=8, help="with --generated: the racks")
     parser.add_argument("--machines-per-rack", type=int, default=8)
     parser.add_argument("--queue-env", default="DallyQueue-v0", help="the id the picking rows act in")
@@ -338,24 +445,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the tables as Markdown here")
     parser.add_argument("--csv", help="write every row as CSV here")
     parser.add_argument("--workers", type=int, default=1, help="cells run in this many processes (default 1)")
+    parser.add_argument("--from-csv", metavar="CSV", help="no runs: write the tables from a --csv of an earlier run")
     args = parser.parse_args(argv)
+    command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.from_csv:
+        frame = pd.read_csv(args.from_csv, keep_default_na=False, na_values=[""])
+        return write_tables(frame, command, args, rows_from=args.from_csv)
     if args.generated:
         cells = [(args.generated, generate_trace(args.generated, seed=s), args.racks) for s in args.seeds]
     else:
         cells = args.cell or default_cells()
     for _, path in agent_rows(args.agent):
         _loaded_agent(path)  # a bad agent fails here, before any cell runs
-    agent_rules = {_loaded_agent(p).config.offer_rule for _, p in agent_rows(args.agent)}
-    offer_rules = ["dally"] + sorted(agent_rules - {"dally"})
-    frame = run_cells(cells, args.queue_env, args.agent, args.machines_per_rack, args.workers,
-                      args.ablations, args.policies, offer_rules)
-    command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(frame, command)
+    rules = {_loaded_agent(path).config.offer_rule for _, path in agent_rows(args.agent)}
+    offer_rules = ["dally", *sorted(rules - {"dally"})]
+    frame = run_cells(
+        cells,
+        args.queue_env,
+        args.agent,
+        args.machines_per_rack,
+        args.workers,
+        args.ablations,
+        args.policies,
+        offer_rules,
+    )
+    if args.csv:
+        frame.to_csv(args.csv, index=False, float_format="%.6g")
+    return write_tables(frame, command, args)
+
+
+def write_tables(frame: pd.DataFrame, command: str, args: argparse.Namespace, rows_from: str | None = None) -> int:
+    """Print the summary and write ``--out`` (every cell) and its ``_sizes.md`` (the learned
+    rows per cell kind and size, for the docs to include)."""
+    for column in ("makespan_ok", "goal_met", "contends"):  # read back from a CSV as text
+        if frame[column].dtype == object:
+            frame[column] = frame[column].map({"True": True, "False": False, True: True, False: False})
+    text = markdown(frame, command, rows_from)
     print(text.split("## Every cell")[0])
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
-    if args.csv:
-        frame.to_csv(args.csv, index=False, float_format="%.6g")
+        sizes = markdown_table(per_size_table(frame))
+        Path(args.out).with_name(Path(args.out).stem + "_sizes.md").write_text(
+            "Learned rows per cell kind and size (geometric means over the traces):\n\n" + "\n".join(sizes) + "\n",
+            encoding="utf-8",
+        )
     return 0
 
 

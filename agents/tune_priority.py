@@ -62,9 +62,19 @@ SMOOTHING = 0.7
 STD_FLOOR = 0.05
 
 
-def cem(objective, mean0: np.ndarray, std0: np.ndarray | float, rng: np.random.Generator, iterations: int,
-        population: int, elite: int, smoothing: float = SMOOTHING, std_floor: float = STD_FLOOR,
-        normalise: bool = True, log=None) -> tuple[np.ndarray, list[dict]]:
+def cem(
+    objective,
+    mean0: np.ndarray,
+    std0: np.ndarray | float,
+    rng: np.random.Generator,
+    iterations: int,
+    population: int,
+    elite: int,
+    smoothing: float = SMOOTHING,
+    std_floor: float = STD_FLOOR,
+    normalise: bool = True,
+    log=None,
+) -> tuple[np.ndarray, list[dict]]:
     """Minimise ``objective(candidates, iteration) -> values`` (a (k, d) array to k values) by
     the cross-entropy method; return the final mean and the history (one dict per iteration:
     the mean's value, the best value, the elite mean value, the mean and std after the update).
@@ -89,10 +99,15 @@ def cem(objective, mean0: np.ndarray, std0: np.ndarray | float, rng: np.random.G
         if normalise:
             mean /= np.linalg.norm(mean)
         std = np.maximum(smoothing * best.std(axis=0) + (1 - smoothing) * std, std_floor)
-        row = {"iteration": it, "mean_objective": mean_value, "best_objective": float(values[order[0]]),
-               "elite_objective": float(values[order[:elite]].mean()),
-               "population_objective": float(values.mean()),
-               "mean": mean.round(6).tolist(), "std": std.round(6).tolist()}
+        row = {
+            "iteration": it,
+            "mean_objective": mean_value,
+            "best_objective": float(values[order[0]]),
+            "elite_objective": float(values[order[:elite]].mean()),
+            "population_objective": float(values.mean()),
+            "mean": mean.round(6).tolist(),
+            "std": std.round(6).tolist(),
+        }
         history.append(row)
         if log is not None:
             log(row)
@@ -131,8 +146,9 @@ class Objective:
 
     def on_draw(self, weights: np.ndarray, gen: str, seed: int, racks: int) -> float:
         ref = self.dally(gen, seed, racks)
-        run = simulate(self.trace(gen, seed), ClusterSpec(racks, 8, 8),
-                       policy=TunedPriorityPolicy(weights=weights)).summary
+        run = simulate(
+            self.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=TunedPriorityPolicy(weights=weights)
+        ).summary
         excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0) - 1.0
         return run["jct_mean_s"] / ref["jct_mean_s"] + self.penalty * max(0.0, excess_pp)
 
@@ -157,9 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def log(row):
-        print(f"iteration {row['iteration']}: mean {row['mean_objective']:.4f}, best {row['best_objective']:.4f}, "
-              f"elite {row['elite_objective']:.4f}, population {row['population_objective']:.4f} "
-              f"({time.perf_counter() - started:.0f} s)", flush=True)
+        print(
+            f"iteration {row['iteration']}: mean {row['mean_objective']:.4f}, best {row['best_objective']:.4f}, "
+            f"elite {row['elite_objective']:.4f}, population {row['population_objective']:.4f} "
+            f"({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
 
     mean, history = cem(objective, mean0, START_STD, rng, args.iterations, args.population, args.elite, log=log)
     for row, draws in zip(history, objective.draws):
@@ -170,14 +189,27 @@ def main(argv: list[str] | None = None) -> int:
         "weights": [round(float(x), 6) for x in weights],
         "settings": {
             "method": "cross-entropy method, diagonal Gaussian, samples scaled to unit length",
-            "iterations": args.iterations, "population": args.population, "elite": args.elite,
-            "seed": args.seed, "start_mean": START, "start_std": START_STD, "smoothing": SMOOTHING,
-            "std_floor": STD_FLOOR, "searched": list(SEARCHED), "fixed_zero": list(FIXED_ZERO),
-            "training": {"generators": list(GENERATORS), "seeds": list(TRAIN_SEEDS), "racks": list(RACKS),
-                         "cluster": "racks x 8 machines x 8 GPUs, latency dally-paper, lease 3600 s",
-                         "draws_per_iteration": "one per (generator, racks), seed drawn from the seeds"},
-            "objective": ("mean over the iteration's draws of mean JCT / Dally's + "
-                          f"{PENALTY} x max(0, makespan excess over Dally's in percentage points - 1)"),
+            "iterations": args.iterations,
+            "population": args.population,
+            "elite": args.elite,
+            "seed": args.seed,
+            "start_mean": START,
+            "start_std": START_STD,
+            "smoothing": SMOOTHING,
+            "std_floor": STD_FLOOR,
+            "searched": list(SEARCHED),
+            "fixed_zero": list(FIXED_ZERO),
+            "training": {
+                "generators": list(GENERATORS),
+                "seeds": list(TRAIN_SEEDS),
+                "racks": list(RACKS),
+                "cluster": "racks x 8 machines x 8 GPUs, latency dally-paper, lease 3600 s",
+                "draws_per_iteration": "one per (generator, racks), seed drawn from the seeds",
+            },
+            "objective": (
+                "mean over the iteration's draws of mean JCT / Dally's + "
+                f"{PENALTY} x max(0, makespan excess over Dally's in percentage points - 1)"
+            ),
             "offers": "auto-tuned dally (Algorithm 1)",
         },
         "history": history,

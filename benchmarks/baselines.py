@@ -37,8 +37,14 @@ HELDOUT = ROOT / "traces" / "heldout"
 OUT = ROOT / "benchmarks" / "results" / "baselines.md"
 RACKS = (2, 4, 8, 16)
 #: (generator, held-out seed): the shipped file if present, else generated.
-DRAWS = (("batch-500", 2001), ("batch-500", 2002), ("batch-500", 2003),
-         ("poisson-411", 2001), ("poisson-411", 2002), ("poisson-411", 2003))
+DRAWS = (
+    ("batch-500", 2001),
+    ("batch-500", 2002),
+    ("batch-500", 2003),
+    ("poisson-411", 2001),
+    ("poisson-411", 2002),
+    ("poisson-411", 2003),
+)
 BOUND = "lower bound"
 #: Makespan tolerance relative to Dally's on the same cell.
 MAKESPAN_TOLERANCE = 0.01
@@ -67,8 +73,9 @@ def cell_rows(generator: str, seed: int, racks: int, policies) -> list[dict]:
         r["makespan_vs_bound"] = r["makespan_s"] / bound["makespan_s"]
         r["jct_vs_dally"] = r["jct_mean_s"] / dally["jct_mean_s"]
         r["makespan_vs_dally"] = r["makespan_s"] / dally["makespan_s"]
-        r["makespan_within_1pct"] = bool(r["makespan_vs_dally"] <= 1 + MAKESPAN_TOLERANCE) \
-            if r["policy"] != BOUND else ""
+        r["makespan_within_1pct"] = (
+            bool(r["makespan_vs_dally"] <= 1 + MAKESPAN_TOLERANCE) if r["policy"] != BOUND else ""
+        )
     return rows
 
 
@@ -77,13 +84,20 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     the cells with makespan within +1 % of Dally's."""
     out = []
     for name, g in frame.groupby("policy", sort=False):
-        geo = {c: float(np.exp(np.log(g[c]).mean())) for c in ("jct_vs_dally", "jct_vs_bound", "makespan_vs_dally",
-                                                                  "makespan_vs_bound")}
+        geo = {
+            c: float(np.exp(np.log(g[c]).mean()))
+            for c in ("jct_vs_dally", "jct_vs_bound", "makespan_vs_dally", "makespan_vs_bound")
+        }
         within = int((g["makespan_within_1pct"] == True).sum()) if name != BOUND else None  # noqa: E712
-        out.append({"policy": name, **{f"{k} (geo)": v for k, v in geo.items()},
-                    "worst makespan_vs_dally": float(g["makespan_vs_dally"].max()),
-                    "cells within +1 %": "" if within is None else f"{within}/{len(g)}",
-                    "keeps makespan": "" if within is None else ("yes" if within == len(g) else "no")})
+        out.append(
+            {
+                "policy": name,
+                **{f"{k} (geo)": v for k, v in geo.items()},
+                "worst makespan_vs_dally": float(g["makespan_vs_dally"].max()),
+                "cells within +1 %": "" if within is None else f"{within}/{len(g)}",
+                "keeps makespan": "" if within is None else ("yes" if within == len(g) else "no"),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -96,31 +110,42 @@ def markdown(frame: pd.DataFrame, racks) -> str:
         f"{', '.join(map(str, racks))} racks of 8 x 8 GPUs (latency dally-paper, lease 1 h). Native runs of every "
         "shipped policy; `lower bound` = each job at its fastest placement from its arrival "
         "(`dallygym.bounds.lower_bound`), a bound no scheduler can beat. Ratios are to auto-tuned `dally` and to the "
-        "bound on the same cell; \"within +1 %\": makespan at most 1.01 x Dally's.",
+        'bound on the same cell; "within +1 %": makespan at most 1.01 x Dally\'s.',
         "",
         "## Summary over the cells",
         "",
-        "Geometric means over the cells of each ratio; \"keeps makespan\": within +1 % of Dally's on every cell.",
+        'Geometric means over the cells of each ratio; "keeps makespan": within +1 % of Dally\'s on every cell.',
         "",
         "| row | mean JCT / Dally | mean JCT / bound | makespan / Dally | makespan / bound "
         "| worst makespan / Dally | cells within +1 % | keeps makespan |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for _, r in summary(frame).iterrows():
-        lines.append(f"| {r['policy']} | {r['jct_vs_dally (geo)']:.3f} | {r['jct_vs_bound (geo)']:.2f} | "
-                     f"{r['makespan_vs_dally (geo)']:.3f} | {r['makespan_vs_bound (geo)']:.3f} | "
-                     f"{r['worst makespan_vs_dally']:.3f} | {r['cells within +1 %']} | {r['keeps makespan']} |")
-    lines += ["", "## Every cell", "",
-              "Mean JCT and makespan in hours; ratios to Dally and to the bound; ✓ = makespan within +1 % of Dally's.",
-              ""]
+        lines.append(
+            f"| {r['policy']} | {r['jct_vs_dally (geo)']:.3f} | {r['jct_vs_bound (geo)']:.2f} | "
+            f"{r['makespan_vs_dally (geo)']:.3f} | {r['makespan_vs_bound (geo)']:.3f} | "
+            f"{r['worst makespan_vs_dally']:.3f} | {r['cells within +1 %']} | {r['keeps makespan']} |"
+        )
+    lines += [
+        "",
+        "## Every cell",
+        "",
+        "Mean JCT and makespan in hours; ratios to Dally and to the bound; ✓ = makespan within +1 % of Dally's.",
+        "",
+    ]
     for (trace, seed, r), g in frame.groupby(["trace", "seed", "racks"], sort=False):
-        lines += [f"### {trace} seed {seed}, {r} racks ({g['source'].iloc[0]})", "",
-                  "| row | mean JCT (h) | makespan (h) | JCT / Dally | JCT / bound | makespan / Dally | within +1 % |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {trace} seed {seed}, {r} racks ({g['source'].iloc[0]})",
+            "",
+            "| row | mean JCT (h) | makespan (h) | JCT / Dally | JCT / bound | makespan / Dally | within +1 % |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for _, x in g.iterrows():
             mark = "" if x["policy"] == BOUND else ("✓" if x["makespan_within_1pct"] is True else "✗")
-            lines.append(f"| {x['policy']} | {x['jct_mean_s'] / 3600:,.1f} | {x['makespan_s'] / 3600:,.1f} | "
-                         f"{x['jct_vs_dally']:.3f} | {x['jct_vs_bound']:.2f} | {x['makespan_vs_dally']:.3f} | {mark} |")
+            lines.append(
+                f"| {x['policy']} | {x['jct_mean_s'] / 3600:,.1f} | {x['makespan_s'] / 3600:,.1f} | "
+                f"{x['jct_vs_dally']:.3f} | {x['jct_vs_bound']:.2f} | {x['makespan_vs_dally']:.3f} | {mark} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -133,8 +158,20 @@ def run(racks=RACKS, draws=DRAWS, policies=None) -> pd.DataFrame:
     for generator, seed in draws:
         for r in racks:
             rows += cell_rows(generator, seed, r, policies)
-    columns = ["trace", "seed", "racks", "source", "policy", "jct_mean_s", "makespan_s", "jct_vs_bound",
-               "makespan_vs_bound", "jct_vs_dally", "makespan_vs_dally", "makespan_within_1pct"]
+    columns = [
+        "trace",
+        "seed",
+        "racks",
+        "source",
+        "policy",
+        "jct_mean_s",
+        "makespan_s",
+        "jct_vs_bound",
+        "makespan_vs_bound",
+        "jct_vs_dally",
+        "makespan_vs_dally",
+        "makespan_within_1pct",
+    ]
     return pd.DataFrame(rows)[columns]
 
 
@@ -142,8 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--racks", type=int, nargs="+", default=list(RACKS))
     parser.add_argument("--policies", nargs="+", default=None, help="default: every shipped policy")
-    parser.add_argument("--draws", nargs="+", default=None, metavar="GENERATOR:SEED",
-                        help="default: batch-500 and poisson-411, seeds 2001-2003")
+    parser.add_argument(
+        "--draws",
+        nargs="+",
+        default=None,
+        metavar="GENERATOR:SEED",
+        help="default: batch-500 and poisson-411, seeds 2001-2003",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     draws = DRAWS if args.draws is None else [(d.rpartition(":")[0], int(d.rpartition(":")[2])) for d in args.draws]

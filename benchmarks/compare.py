@@ -100,8 +100,12 @@ def run_grid(traces, racks, policies, workers: int | Backend, renewals=(RENEWAL_
     def progress(index: int, frame: pd.DataFrame) -> None:
         done.append(index)
         t, r, _, m = cells[index]
-        print(f"[{len(done)}/{len(cells)}] {m} {t} {r} racks: {frame['wall_s'].sum():.1f} s "
-              f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+        print(
+            f"[{len(done)}/{len(cells)}] {m} {t} {r} racks: {frame['wall_s'].sum():.1f} s "
+            f"({time.perf_counter() - start:.0f} s elapsed)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return pd.concat(run_ordered(_cell, cells, workers, on_result=progress), ignore_index=True)
 
@@ -130,8 +134,17 @@ def improvement(grid: pd.DataFrame, metric: str, baseline: str, trace: str) -> p
 
 
 #: The metrics "Dally wins on every metric" is checked on (times: lower is better).
-COMPARED_METRICS = ("makespan_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s", "queue_mean_s",
-                    "queue_p95_s", "queue_p99_s", "comm_mean_s")
+COMPARED_METRICS = (
+    "makespan_s",
+    "jct_mean_s",
+    "jct_median_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "queue_mean_s",
+    "queue_p95_s",
+    "queue_p99_s",
+    "comm_mean_s",
+)
 
 
 def _dally_losses(grid: pd.DataFrame, baseline: str) -> list[str]:
@@ -148,8 +161,9 @@ def _dally_losses(grid: pd.DataFrame, baseline: str) -> list[str]:
     return out
 
 
-def report(grid: pd.DataFrame, total_wall_s: float, command: str, renewal: str = RENEWAL_MODES[0],
-           runs: int | None = None) -> str:
+def report(
+    grid: pd.DataFrame, total_wall_s: float, command: str, renewal: str = RENEWAL_MODES[0], runs: int | None = None
+) -> str:
     out = [
         "# Scheduler comparison: the paper's grid",
         "",
@@ -169,8 +183,12 @@ def report(grid: pd.DataFrame, total_wall_s: float, command: str, renewal: str =
             out += [f"### {trace}", "", _md(_pivot(norm, trace, "norm")), ""]
     for trace in grid["trace"].unique():
         out += [f"## {trace}: tail queueing delay and communication latency (paper Fig. 8), hours", ""]
-        for metric, label in (("queue_p95_s", "P95 queueing delay"), ("queue_p99_s", "P99 queueing delay"),
-                              ("comm_mean_s", "mean communication latency"), ("jct_mean_s", "mean JCT")):
+        for metric, label in (
+            ("queue_p95_s", "P95 queueing delay"),
+            ("queue_p99_s", "P99 queueing delay"),
+            ("comm_mean_s", "mean communication latency"),
+            ("jct_mean_s", "mean JCT"),
+        ):
             out += [f"**{label}**", "", _md(_pivot(grid, trace, metric, 3600), ".1f"), ""]
     for trace, table_name in (("batch-500", "Table II"), ("poisson-411", "Table III")):
         sub = grid[(grid["trace"] == trace) & (grid["racks"] == 8)]
@@ -180,16 +198,24 @@ def report(grid: pd.DataFrame, total_wall_s: float, command: str, renewal: str =
         for p in sub["policy"]:
             r = sub[sub["policy"] == p].iloc[0]
             paper = PAPER_JCT[trace].get(p)
-            rows.append({
-                "policy": p,
-                "average": f"{r.jct_mean_s:,.0f}", "median": f"{r.jct_median_s:,.0f}",
-                "P95": f"{r.jct_p95_s:,.0f}", "P99": f"{r.jct_p99_s:,.0f}",
-                "paper (avg / median / P95 / P99)": " / ".join(f"{v:,}" for v in paper) if paper else "—",
-            })
+            rows.append(
+                {
+                    "policy": p,
+                    "average": f"{r.jct_mean_s:,.0f}",
+                    "median": f"{r.jct_median_s:,.0f}",
+                    "P95": f"{r.jct_p95_s:,.0f}",
+                    "P99": f"{r.jct_p99_s:,.0f}",
+                    "paper (avg / median / P95 / P99)": " / ".join(f"{v:,}" for v in paper) if paper else "—",
+                }
+            )
         out += [f"## JCT at 8 racks, {trace}, seconds (paper {table_name})", "", _md(pd.DataFrame(rows)), ""]
     if {"dally", "tiresias", "gandiva"} <= set(grid["policy"]):
-        out += ["## The paper's claims beside ours", "",
-                "Improvement = 1 − Dally / baseline, per cluster size (2, 4, 8, 16 racks).", ""]
+        out += [
+            "## The paper's claims beside ours",
+            "",
+            "Improvement = 1 − Dally / baseline, per cluster size (2, 4, 8, 16 racks).",
+            "",
+        ]
         rows = []
         for metric, baseline, trace, label, (lo, hi) in PAPER_CLAIMS:
             if trace not in set(grid["trace"]):
@@ -258,21 +284,27 @@ def history_changes(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def history_report(sweep: pd.DataFrame) -> str:
     changes = history_changes(sweep)
-    shown = pd.DataFrame({
-        "racks": changes["racks"],
-        "window": [f"{h:g} h" if math.isfinite(h) else "unlimited" for h in changes["window_h"]],
-        **{f"{m[:-2]} change %": changes[m] for m in HISTORY_METRICS},
-    })
+    shown = pd.DataFrame(
+        {
+            "racks": changes["racks"],
+            "window": [f"{h:g} h" if math.isfinite(h) else "unlimited" for h in changes["window_h"]],
+            **{f"{m[:-2]} change %": changes[m] for m in HISTORY_METRICS},
+        }
+    )
     defaults = sweep[sweep["default"]]
-    return "\n".join([
-        "## History-window sensitivity (Dally, batch-500; the other knob the paper leaves open)",
-        "",
-        "Produced by the same command (on by default). Change of each metric against the default window "
-        "(" + ", ".join(f"{h:g} h at {r} racks" for r, h in zip(defaults["racks"], defaults["window_h"])) + "), in %.",
-        "",
-        _md(shown, "+.1f"),
-        "",
-    ])
+    return "\n".join(
+        [
+            "## History-window sensitivity (Dally, batch-500; the other knob the paper leaves open)",
+            "",
+            "Produced by the same command (on by default). Change of each metric against the default window "
+            "("
+            + ", ".join(f"{h:g} h at {r} racks" for r, h in zip(defaults["racks"], defaults["window_h"]))
+            + "), in %.",
+            "",
+            _md(shown, "+.1f"),
+            "",
+        ]
+    )
 
 
 def _history_sentence(sweep: pd.DataFrame | None) -> str:
@@ -280,9 +312,11 @@ def _history_sentence(sweep: pd.DataFrame | None) -> str:
         return ""
     changes = history_changes(sweep)
     worst = {m: changes[m].abs().max() for m in HISTORY_METRICS}
-    return (f" Other windows, from 12 h to unlimited, change the makespan by up to {worst['makespan_s']:.0f} %, the "
-            f"mean JCT by up to {worst['jct_mean_s']:.0f} % and the communication latency by up to "
-            f"{worst['comm_mean_s']:.0f} % (history sweep below).")
+    return (
+        f" Other windows, from 12 h to unlimited, change the makespan by up to {worst['makespan_s']:.0f} %, the "
+        f"mean JCT by up to {worst['jct_mean_s']:.0f} % and the communication latency by up to "
+        f"{worst['comm_mean_s']:.0f} % (history sweep below)."
+    )
 
 
 #: Generated batch-500 traces (other seeds of the canonical generator) for the robustness runs.
@@ -306,8 +340,9 @@ def seed_sweep(racks: list[int], workers: int | Backend) -> pd.DataFrame:
 
 def seed_improvements(sweep: pd.DataFrame) -> pd.DataFrame:
     """Per (racks, seed): Dally's improvement over each baseline, 1 − dally / baseline, in %."""
-    wide = sweep.pivot_table(index=["racks", "seed"], columns="policy",
-                             values=["makespan_s", "jct_mean_s", "comm_mean_s"])
+    wide = sweep.pivot_table(
+        index=["racks", "seed"], columns="policy", values=["makespan_s", "jct_mean_s", "comm_mean_s"]
+    )
     out = {}
     for metric in ("makespan_s", "jct_mean_s", "comm_mean_s"):
         for baseline in ("tiresias", "gandiva"):
@@ -321,33 +356,50 @@ def seed_report(sweep: pd.DataFrame) -> str:
     rows = []
     for racks, cell in imp.groupby("racks"):
         rows.append({"racks": racks, **{c: f"{cell[c].min():+.0f} … {cell[c].max():+.0f}" for c in cols}})
-    return "\n".join([
-        "## Robustness: the same claims on five other batch-500 draws",
-        "",
-        "Produced by the same command (on by default): Dally, Tiresias and Gandiva on the batch-500 generator's "
-        f"seeds {', '.join(map(str, SEED_SWEEP_SEEDS))}. Dally's improvement (1 − Dally / baseline, %), lowest … "
-        "highest over the five draws; every run is in `seed_sweep.csv`.",
-        "",
-        _md(pd.DataFrame(rows)),
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Robustness: the same claims on five other batch-500 draws",
+            "",
+            "Produced by the same command (on by default): Dally, Tiresias and Gandiva on the batch-500 generator's "
+            f"seeds {', '.join(map(str, SEED_SWEEP_SEEDS))}. Dally's improvement (1 − Dally / baseline, %), lowest … "
+            "highest over the five draws; every run is in `seed_sweep.csv`.",
+            "",
+            _md(pd.DataFrame(rows)),
+            "",
+        ]
+    )
 
 
 def lease_report(sweep: pd.DataFrame) -> str:
     shown = sweep.assign(
-        makespan_h=sweep["makespan_s"] / 3600, jct_mean_h=sweep["jct_mean_s"] / 3600,
-        jct_median_h=sweep["jct_median_s"] / 3600, queue_p95_h=sweep["queue_p95_s"] / 3600,
+        makespan_h=sweep["makespan_s"] / 3600,
+        jct_mean_h=sweep["jct_mean_s"] / 3600,
+        jct_median_h=sweep["jct_median_s"] / 3600,
+        queue_p95_h=sweep["queue_p95_s"] / 3600,
         comm_mean_h=sweep["comm_mean_s"] / 3600,
-    )[["racks", "lease_h", "policy", "makespan_h", "jct_mean_h", "jct_median_h", "queue_p95_h", "comm_mean_h",
-       "preemptions"]]
-    return "\n".join([
-        "## Lease sensitivity (batch-500; the knob the paper leaves open)",
-        "",
-        "Produced by the same command (`--lease-sweep`, on by default). Times in hours.",
-        "",
-        _md(shown, ".0f"),
-        "",
-    ])
+    )[
+        [
+            "racks",
+            "lease_h",
+            "policy",
+            "makespan_h",
+            "jct_mean_h",
+            "jct_median_h",
+            "queue_p95_h",
+            "comm_mean_h",
+            "preemptions",
+        ]
+    ]
+    return "\n".join(
+        [
+            "## Lease sensitivity (batch-500; the knob the paper leaves open)",
+            "",
+            "Produced by the same command (`--lease-sweep`, on by default). Times in hours.",
+            "",
+            _md(shown, ".0f"),
+            "",
+        ]
+    )
 
 
 def _range(values) -> str:
@@ -367,13 +419,18 @@ def _lease_lines(sweep: pd.DataFrame | None) -> list[str]:
         f"at {int(r)} racks its preemptions go from {int(c['preemptions'].iloc[0]):,} "
         f"to {int(c['preemptions'].iloc[-1]):,} "
         f"and its mean JCT changes by {100 * (c['jct_mean_s'].iloc[-1] / c['jct_mean_s'].iloc[0] - 1):+.0f} %"
-        for r, c in dally.groupby("racks"))
+        for r, c in dally.groupby("racks")
+    )
     if not kept:
-        return [f"- *Lease length* (left open by the paper): with some lease Dally has the lower mean JCT at every "
-                f"size swept (lease sweep below). From a {short:g} h to a {long_:g} h lease, {effect}."]
-    return [f"- *Lease length* (left open by the paper) does not explain the gap. From a {short:g} h to a {long_:g} h "
-            f"lease, {effect}; but Tiresias keeps the lower mean JCT at every lease on "
-            f"{' and '.join(map(str, kept))} racks (lease sweep below)."]
+        return [
+            f"- *Lease length* (left open by the paper): with some lease Dally has the lower mean JCT at every "
+            f"size swept (lease sweep below). From a {short:g} h to a {long_:g} h lease, {effect}."
+        ]
+    return [
+        f"- *Lease length* (left open by the paper) does not explain the gap. From a {short:g} h to a {long_:g} h "
+        f"lease, {effect}; but Tiresias keeps the lower mean JCT at every lease on "
+        f"{' and '.join(map(str, kept))} racks (lease sweep below)."
+    ]
 
 
 def _seed_lines(seeds: pd.DataFrame | None) -> list[str]:
@@ -382,12 +439,14 @@ def _seed_lines(seeds: pd.DataFrame | None) -> list[str]:
         return []
     imp = seed_improvements(seeds)
     span = lambda c: f"{imp[c].min():+.0f} to {imp[c].max():+.0f} %"  # noqa: E731
-    return [f"- *One trace is one draw.* On five other draws of the batch-500 generator, at every size, Dally's "
-            f"improvement over Tiresias ranges over {span('makespan vs tiresias')} in makespan, "
-            f"{span('jct_mean vs tiresias')} in mean JCT and {span('comm_mean vs tiresias')} in communication "
-            f"latency; over Gandiva, {span('makespan vs gandiva')} in makespan and {span('jct_mean vs gandiva')} in "
-            "mean JCT (robustness table below). Single-trace figures, ours and the paper's, are one sample of "
-            "these ranges."]
+    return [
+        f"- *One trace is one draw.* On five other draws of the batch-500 generator, at every size, Dally's "
+        f"improvement over Tiresias ranges over {span('makespan vs tiresias')} in makespan, "
+        f"{span('jct_mean vs tiresias')} in mean JCT and {span('comm_mean vs tiresias')} in communication "
+        f"latency; over Gandiva, {span('makespan vs gandiva')} in makespan and {span('jct_mean vs gandiva')} in "
+        "mean JCT (robustness table below). Single-trace figures, ours and the paper's, are one sample of "
+        "these ranges."
+    ]
 
 
 #: The paper's qualitative §VI claims about the batch grid (Fig. 7, Fig. 8(b) and §VI-1/3), as
@@ -398,8 +457,11 @@ MUCH_WORSE = 1.5
 SECTION_VI_CLAIMS = (
     ("nowait-vs-tiresias", "Dally-noWait's makespan is worse than Tiresias's, except at 2 racks, where it is better"),
     ("consolidated", "Dally-fullyConsolidated's makespan is worse than Dally's but better than Tiresias's"),
-    ("gandiva", f"Gandiva's makespan is close to Dally's at 2 racks (within ±{CLOSE_WITHIN:.0%}) and much worse "
-                f"beyond (at least {MUCH_WORSE:g} x)"),
+    (
+        "gandiva",
+        f"Gandiva's makespan is close to Dally's at 2 racks (within ±{CLOSE_WITHIN:.0%}) and much worse "
+        f"beyond (at least {MUCH_WORSE:g} x)",
+    ),
     ("comm", "Dally has the lowest mean communication latency (against Tiresias, Gandiva and Dally-manual)"),
 )
 
@@ -407,6 +469,7 @@ SECTION_VI_CLAIMS = (
 def claim_holds(claim: str, cell: pd.DataFrame, racks: int) -> tuple[bool, str] | None:
     """Whether a §VI claim holds on one size's batch-500 results (``cell``: indexed by policy),
     with the ratio that decides it; None if a needed policy is missing."""
+
     def ratio(metric, a, b):
         return cell.loc[a, metric] / cell.loc[b, metric]
 
@@ -451,19 +514,23 @@ def claims_report(grid: pd.DataFrame) -> str:
         return ""
     agree = table.drop(columns=["claim", "renewal"]).apply(lambda c: c.str.startswith("agrees")).sum().sum()
     total = table.drop(columns=["claim", "renewal"]).notna().sum().sum()
-    per_mode = {m: int(t.drop(columns=["claim", "renewal"]).apply(lambda c: c.str.startswith("agrees")).sum().sum())
-                for m, t in table.groupby("renewal", sort=False)}
+    per_mode = {
+        m: int(t.drop(columns=["claim", "renewal"]).apply(lambda c: c.str.startswith("agrees")).sum().sum())
+        for m, t in table.groupby("renewal", sort=False)
+    }
     cells = len(table.columns) - 2
-    return "\n".join([
-        "## The paper's qualitative claims (§VI), per size and renewal mode",
-        "",
-        f"batch-500. {agree} of {total} (claim, size, mode) cells agree: "
-        + ", ".join(f"{n} of {len(SECTION_VI_CLAIMS) * cells} under `{m}`" for m, n in per_mode.items())
-        + ". The ratio in brackets decides each cell (makespan or mean communication latency).",
-        "",
-        _md(table),
-        "",
-    ])
+    return "\n".join(
+        [
+            "## The paper's qualitative claims (§VI), per size and renewal mode",
+            "",
+            f"batch-500. {agree} of {total} (claim, size, mode) cells agree: "
+            + ", ".join(f"{n} of {len(SECTION_VI_CLAIMS) * cells} under `{m}`" for m, n in per_mode.items())
+            + ". The ratio in brackets decides each cell (makespan or mean communication latency).",
+            "",
+            _md(table),
+            "",
+        ]
+    )
 
 
 #: The metrics shown side by side for the renewal modes.
@@ -476,10 +543,14 @@ def renewal_report(grid: pd.DataFrame, trace: str = "batch-500") -> str:
     if len(modes) < 2:
         return ""
     sub = grid[grid["trace"] == trace]
-    out = ["## The grid under each renewal mode", "",
-           f"{trace}; each cell is {' / '.join(f'`{m}`' for m in modes)} in hours (upgrades made under `upgrade` "
-           "in the last column). `keep` is the engine before renewal offers; `rebid` is the Dally reference "
-           "simulator's rule (every lease ends, every job bids again).", ""]
+    out = [
+        "## The grid under each renewal mode",
+        "",
+        f"{trace}; each cell is {' / '.join(f'`{m}`' for m in modes)} in hours (upgrades made under `upgrade` "
+        "in the last column). `keep` is the engine before renewal offers; `rebid` is the Dally reference "
+        "simulator's rule (every lease ends, every job bids again).",
+        "",
+    ]
     for metric, label in RENEWAL_METRICS:
         wide = sub.pivot_table(index=["policy", "racks"], columns="renewal", values=metric) / 3600
         rows = []
@@ -509,7 +580,9 @@ def _jct_gap_cell(args: tuple[int, str, str]) -> dict:
     alone_s = float(dallygym.simulate(alone, racks, policy=policy, config=config).jobs["jct_s"].iloc[0])
     before_start = one["first_start_s"] - one["arrival_s"]
     return {
-        "racks": racks, "policy": policy, "renewal": renewal,
+        "racks": racks,
+        "policy": policy,
+        "renewal": renewal,
         "jobs": len(jobs),
         "preemptions": int(jobs["preemptions"].sum()),
         "one_gpu_jobs": len(one),
@@ -519,7 +592,9 @@ def _jct_gap_cell(args: tuple[int, str, str]) -> dict:
         "jct_mean_s": float(jobs["jct_s"].mean()),
         "jct_median_s": float(jobs["jct_s"].median()),
         "makespan_s": float(jobs["end_s"].max() - jobs["arrival_s"].min()),
-        "last_job_id": int(last["job_id"]), "last_num_gpus": int(last["num_gpus"]), "last_model": last["model"],
+        "last_job_id": int(last["job_id"]),
+        "last_num_gpus": int(last["num_gpus"]),
+        "last_model": last["model"],
         "last_alone_s": alone_s,
     }
 
@@ -548,8 +623,13 @@ def _versus(imp: pd.Series, baseline: str, racks: list[int]) -> str:
     return f"it depends on the size ({per_size} at {', '.join(map(str, racks))} racks)"
 
 
-def analysis(grid: pd.DataFrame, sweep: pd.DataFrame | None, history: pd.DataFrame | None = None,
-             seeds: pd.DataFrame | None = None, gap: pd.DataFrame | None = None) -> str:
+def analysis(
+    grid: pd.DataFrame,
+    sweep: pd.DataFrame | None,
+    history: pd.DataFrame | None = None,
+    seeds: pd.DataFrame | None = None,
+    gap: pd.DataFrame | None = None,
+) -> str:
     """Where our runs agree with the paper's headline numbers and where they do not, and what
     the per-job results show about the mean-JCT gap. Every number and every direction is
     computed from the runs given; nothing here is written by hand about the results."""
@@ -560,7 +640,8 @@ def analysis(grid: pd.DataFrame, sweep: pd.DataFrame | None, history: pd.DataFra
     racks = sorted(grid["racks"].unique())
     exceptions = _dally_losses(grid, "gandiva")
     against_gandiva = (
-        "Dally is at least as good on every metric at every size" if not exceptions
+        "Dally is at least as good on every metric at every size"
+        if not exceptions
         else "Dally is worse on: " + "; ".join(exceptions)
     )
     lines = [
@@ -606,17 +687,24 @@ def _makespan_lines(gap: pd.DataFrame | None) -> list[str]:
     jobs = sorted({(int(r.last_job_id), int(r.last_num_gpus), r.last_model) for r in d.itertuples()})
     named = "; ".join(f"job {j} ({n} GPUs, {m})" for j, n, m in jobs)
     over = ", ".join(f"{(row.makespan_s - row.last_alone_s) / 3600:+,.0f} h" for row in d.itertuples())
-    lines = [f"- *What sets the makespan* (`jct_gap.csv`): under Dally the last job to finish is {named}; Dally's "
-             f"makespan exceeds that job's time alone on the empty cluster (its best tier, no wait) by {over} at "
-             f"{', '.join(map(str, racks))} racks."]
+    lines = [
+        f"- *What sets the makespan* (`jct_gap.csv`): under Dally the last job to finish is {named}; Dally's "
+        f"makespan exceeds that job's time alone on the empty cluster (its best tier, no wait) by {over} at "
+        f"{', '.join(map(str, racks))} racks."
+    ]
     if "dally-consolidated" in g.index.get_level_values(0):
         c = g.loc["dally-consolidated"]
-        same = [int(r) for r in racks if c.loc[r, "makespan_s"] == d.loc[r, "makespan_s"]
-                and c.loc[r, "last_job_id"] == d.loc[r, "last_job_id"]]
+        same = [
+            int(r)
+            for r in racks
+            if c.loc[r, "makespan_s"] == d.loc[r, "makespan_s"] and c.loc[r, "last_job_id"] == d.loc[r, "last_job_id"]
+        ]
         if same:
-            lines.append(f"- *Dally-fullyConsolidated ties Dally's makespan* at {', '.join(map(str, same))} racks: the "
-                         "same job finishes last at the same time under both, so the claim that it is worse than "
-                         "Dally cannot hold on this trace; the two differ in mean JCT, not in the critical job.")
+            lines.append(
+                f"- *Dally-fullyConsolidated ties Dally's makespan* at {', '.join(map(str, same))} racks: the "
+                "same job finishes last at the same time under both, so the claim that it is worse than "
+                "Dally cannot hold on this trace; the two differ in mean JCT, not in the critical job."
+            )
     return lines
 
 
@@ -631,16 +719,22 @@ def _gap_lines(gap: pd.DataFrame | None) -> list[str]:
     jct_ratio = d["jct_mean_s"] / t["jct_mean_s"]
     sizes = ", ".join(map(str, racks))
     if (jct_ratio <= 1).all():
-        return [f"- *JCT against Tiresias, per job* (`jct_gap.csv`): Dally's mean JCT is "
-                f"{', '.join(f'{v:.2f}' for v in jct_ratio)} × Tiresias's at {sizes} racks: no gap to explain."]
+        return [
+            f"- *JCT against Tiresias, per job* (`jct_gap.csv`): Dally's mean JCT is "
+            f"{', '.join(f'{v:.2f}' for v in jct_ratio)} × Tiresias's at {sizes} racks: no gap to explain."
+        ]
     if (d["preemptions"] <= t["preemptions"]).all():
-        preempt = (f"Not time-sharing: Dally preempts {_span(d['preemptions'])} times in a run of "
-                   f"{int(d['jobs'].iloc[0])} jobs, no more than Tiresias ({_span(t['preemptions'])}; "
-                   f"`tiresias-las` {_span(las['preemptions'])}). The difference is who waits.")
+        preempt = (
+            f"Not time-sharing: Dally preempts {_span(d['preemptions'])} times in a run of "
+            f"{int(d['jobs'].iloc[0])} jobs, no more than Tiresias ({_span(t['preemptions'])}; "
+            f"`tiresias-las` {_span(las['preemptions'])}). The difference is who waits."
+        )
     else:
-        preempt = (f"Dally preempts more than Tiresias at some size ({_span(d['preemptions'])} against "
-                   f"{_span(t['preemptions'])} in a run of {int(d['jobs'].iloc[0])} jobs), so time-sharing "
-                   "contributes; so does who waits.")
+        preempt = (
+            f"Dally preempts more than Tiresias at some size ({_span(d['preemptions'])} against "
+            f"{_span(t['preemptions'])} in a run of {int(d['jobs'].iloc[0])} jobs), so time-sharing "
+            "contributes; so does who waits."
+        )
     waits = "more" if (ratio > 1).all() else ("less" if (ratio < 1).all() else "more at some sizes and less at others")
     lines = [
         f"- *Why Tiresias's mean JCT is lower* (per-job results, `jct_gap.csv`; Dally's mean JCT is "
@@ -691,8 +785,9 @@ def alone_intervals(
     from dallygym.latency import get_latency_model
     from dallygym.trace import best_speed_factors
 
-    speed, _ = best_speed_factors(trace["model"].to_numpy(), trace["num_gpus"].to_numpy(), spec,
-                                  get_latency_model(latency))
+    speed, _ = best_speed_factors(
+        trace["model"].to_numpy(), trace["num_gpus"].to_numpy(), spec, get_latency_model(latency)
+    )
     start = trace["arrival_s"].to_numpy(dtype=float)
     return start, start + trace["total_iterations"].to_numpy() * trace["iter_time_s"].to_numpy() / speed
 
@@ -722,8 +817,9 @@ def size_label(spec: ClusterSpec) -> str:
     return f"{spec.racks} rack of {spec.machines_per_rack} machines"
 
 
-def contention_sizes(trace: pd.DataFrame, racks=REAL_RACKS, sub_rack=SUB_RACK_MACHINES,
-                     latency: str = "dally-paper") -> list[dict]:
+def contention_sizes(
+    trace: pd.DataFrame, racks=REAL_RACKS, sub_rack=SUB_RACK_MACHINES, latency: str = "dally-paper"
+) -> list[dict]:
     """The rule that picks the cluster sizes a real trace is compared at.
 
     Every whole-rack size in ``racks`` (8 machines x 8 GPUs) that holds the trace's largest job
@@ -741,8 +837,16 @@ def contention_sizes(trace: pd.DataFrame, racks=REAL_RACKS, sub_rack=SUB_RACK_MA
         if spec.num_gpus < largest:
             continue
         peak = uncontended_peak(trace, spec, latency)
-        tried.append({"spec": spec, "label": size_label(spec), "gpus": spec.num_gpus, "peak": peak,
-                      "contends": peak > spec.num_gpus, "makespan_bound_s": makespan_bound(trace, spec, latency)})
+        tried.append(
+            {
+                "spec": spec,
+                "label": size_label(spec),
+                "gpus": spec.num_gpus,
+                "peak": peak,
+                "contends": peak > spec.num_gpus,
+                "makespan_bound_s": makespan_bound(trace, spec, latency),
+            }
+        )
     for t in tried:
         t["run"] = t["contends"]
     if tried and not any(t["contends"] for t in tried):
@@ -753,17 +857,32 @@ def contention_sizes(trace: pd.DataFrame, racks=REAL_RACKS, sub_rack=SUB_RACK_MA
                 continue
             peak = uncontended_peak(trace, spec, latency)
             if peak > spec.num_gpus:
-                tried.append({"spec": spec, "label": size_label(spec), "gpus": spec.num_gpus, "peak": peak,
-                              "contends": True, "makespan_bound_s": makespan_bound(trace, spec, latency),
-                              "run": True})
+                tried.append(
+                    {
+                        "spec": spec,
+                        "label": size_label(spec),
+                        "gpus": spec.num_gpus,
+                        "peak": peak,
+                        "contends": True,
+                        "makespan_bound_s": makespan_bound(trace, spec, latency),
+                        "run": True,
+                    }
+                )
                 break
     return tried
 
 
 def _spec_columns(frame: pd.DataFrame, trace: str, spec: ClusterSpec) -> pd.DataFrame:
-    for i, (name, value) in enumerate((("trace", trace), ("size", size_label(spec)), ("racks", spec.racks),
-                                       ("machines_per_rack", spec.machines_per_rack),
-                                       ("gpus", spec.num_gpus), ("renewal", RENEWAL_MODES[0]))):
+    for i, (name, value) in enumerate(
+        (
+            ("trace", trace),
+            ("size", size_label(spec)),
+            ("racks", spec.racks),
+            ("machines_per_rack", spec.machines_per_rack),
+            ("gpus", spec.num_gpus),
+            ("renewal", RENEWAL_MODES[0]),
+        )
+    ):
         frame.insert(i, name, value)
     return frame
 
@@ -808,8 +927,13 @@ def _agent_cell(args: tuple[str, ClusterSpec, str, float]) -> pd.DataFrame:
         summary, status = run_agent(_Deadline(agent, limit_s), trace, spec).summary, "ok"
     except AgentTooSlow:
         summary, status = {}, f"stopped after {limit_s:.0f} s"
-    row = {"kind": "learned", "policy": agent.name, **{k: summary.get(k, math.nan) for k in COMPARE_KEYS},
-           "wall_s": time.perf_counter() - start, "status": status}
+    row = {
+        "kind": "learned",
+        "policy": agent.name,
+        **{k: summary.get(k, math.nan) for k in COMPARE_KEYS},
+        "wall_s": time.perf_counter() - start,
+        "status": status,
+    }
     return _spec_columns(pd.DataFrame([row]), trace, spec)
 
 
@@ -819,9 +943,16 @@ def real_sizes(traces: list[str]) -> pd.DataFrame:
     for name in traces:
         frame = dallygym.load_trace(name)
         for t in contention_sizes(frame):
-            sizes.append({"trace": name, "jobs": len(frame), "largest_job": int(frame["num_gpus"].max()),
-                          **{k: v for k, v in t.items() if k != "spec"},
-                          "racks": t["spec"].racks, "machines_per_rack": t["spec"].machines_per_rack})
+            sizes.append(
+                {
+                    "trace": name,
+                    "jobs": len(frame),
+                    "largest_job": int(frame["num_gpus"].max()),
+                    **{k: v for k, v in t.items() if k != "spec"},
+                    "racks": t["spec"].racks,
+                    "machines_per_rack": t["spec"].machines_per_rack,
+                }
+            )
     return pd.DataFrame(sizes)
 
 
@@ -835,19 +966,35 @@ def _row_keys(frame: pd.DataFrame) -> set[tuple[str, str, str]]:
     return {(r.trace, r.size, "heuristics" if r.kind == "heuristic" else r.policy) for r in frame.itertuples()}
 
 
-def run_real(sizes: pd.DataFrame, policies: list[str], agents: list[str], workers: int | Backend,
-             agent_limit_s: float = AGENT_TIME_LIMIT_S, out: Path | None = None,
-             kept: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_real(
+    sizes: pd.DataFrame,
+    policies: list[str],
+    agents: list[str],
+    workers: int | Backend,
+    agent_limit_s: float = AGENT_TIME_LIMIT_S,
+    out: Path | None = None,
+    kept: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The real-trace comparison at the sizes marked ``run`` (:func:`real_sizes`), one row per
     run: heuristic cells first, then every agent's; with ``out``, the rows so far are rewritten to
     ``real_traces.partial.csv`` as each cell finishes (a long run leaves what it has). Cells
     whose rows are in ``kept`` (an interrupted run's partial rows) are not run again."""
-    cells = [(r.trace, ClusterSpec(int(r.racks), int(r.machines_per_rack)))
-             for r in sizes[sizes["run"].astype(bool)].itertuples()]
+    cells = [
+        (r.trace, ClusterSpec(int(r.racks), int(r.machines_per_rack)))
+        for r in sizes[sizes["run"].astype(bool)].itertuples()
+    ]
     tasks = [(_real_cell, (name, spec, tuple(policies))) for name, spec in cells]
     tasks += [(_agent_cell, (name, spec, a, agent_limit_s)) for a in agents for name, spec in cells]
-    have = {} if kept is None else {k: g for k, g in kept.groupby(
-        [kept["trace"], kept["size"], np.where(kept["kind"] == "heuristic", "heuristics", kept["policy"])])}
+    have = (
+        {}
+        if kept is None
+        else {
+            k: g
+            for k, g in kept.groupby(
+                [kept["trace"], kept["size"], np.where(kept["kind"] == "heuristic", "heuristics", kept["policy"])]
+            )
+        }
+    )
     order = [_task_key(t) for t in tasks]
     tasks = [t for t in tasks if _task_key(t) not in have]
     start, done, count = time.perf_counter(), [] if kept is None else [kept], []
@@ -856,8 +1003,12 @@ def run_real(sizes: pd.DataFrame, policies: list[str], agents: list[str], worker
         done.append(frame)
         count.append(index)
         name, size, what = _task_key(tasks[index])
-        print(f"[{len(count)}/{len(tasks)}] {name} {size} {what}: {frame['wall_s'].sum():.1f} s "
-              f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+        print(
+            f"[{len(count)}/{len(tasks)}] {name} {size} {what}: {frame['wall_s'].sum():.1f} s "
+            f"({time.perf_counter() - start:.0f} s elapsed)",
+            file=sys.stderr,
+            flush=True,
+        )
         if out is not None:
             pd.concat(done, ignore_index=True).to_csv(out / "real_traces.partial.csv", index=False)
 
@@ -872,9 +1023,17 @@ def _run_task(task):
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The committed learned agents run on the real traces.
-REAL_AGENTS = tuple(ROOT / "agents" / "runs" / n for n in
-                    ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0",
-                     "queue-ppo-sizes-s2"))
+REAL_AGENTS = tuple(
+    ROOT / "agents" / "runs" / n
+    for n in (
+        "ppo-hidden",
+        "ppo-observed",
+        "ppo-oracle",
+        "ppo-hidden-tiresias-order",
+        "queue-ppo-s0",
+        "queue-ppo-sizes-s2",
+    )
+)
 
 
 #: The paper's §VI directions checked on each real trace: Dally's metric is lower than the
@@ -922,8 +1081,16 @@ def directions_table(rows: pd.DataFrame) -> pd.DataFrame:
             if not {"dally", baseline} <= set(cell.index):
                 continue
             verdict, text = direction_verdict(cell.loc["dally", metric], cell.loc[baseline, metric])
-            out.append({"trace": trace, "size": size, "direction": label, "paper": paper, "verdict": verdict,
-                        "improvement": text})
+            out.append(
+                {
+                    "trace": trace,
+                    "size": size,
+                    "direction": label,
+                    "paper": paper,
+                    "verdict": verdict,
+                    "improvement": text,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -976,32 +1143,45 @@ def trace_sentences(rows: pd.DataFrame, trace: str, sizes: pd.DataFrame | None =
     for metric, what in (("jct_mean_s", "mean JCT"), ("makespan_s", "makespan")):
         wide = heur.pivot(index="policy", columns="size", values=metric)[labels]
         d = wide.loc["dally"]
-        parts = [_versus_named([_imp(d[s], wide.loc[b, s]) for s in labels], b.capitalize(), labels)
-                 for b in ("tiresias", "gandiva") if b in wide.index]
+        parts = [
+            _versus_named([_imp(d[s], wide.loc[b, s]) for s in labels], b.capitalize(), labels)
+            for b in ("tiresias", "gandiva")
+            if b in wide.index
+        ]
         others = wide.drop(index=[p for p in NAMED if p in wide.index])
         if not others.empty:
             best = others.idxmin()
             names = list(dict.fromkeys(best))
             who = names[0] if len(names) == 1 else " / ".join(best[s] for s in labels)
-            parts.append(_versus_named([_imp(d[s], wide.loc[best[s], s]) for s in labels],
-                                       f"the best other policy ({who})", labels))
+            parts.append(
+                _versus_named(
+                    [_imp(d[s], wide.loc[best[s], s]) for s in labels], f"the best other policy ({who})", labels
+                )
+            )
         bound = ""
         if metric == "makespan_s" and sizes is not None and "makespan_bound_s" in sizes.columns:
             b = sizes[sizes["trace"] == trace].set_index("label")["makespan_bound_s"]
             at = [s for s in labels if s in b.index and math.isclose(d[s], b[s], rel_tol=TIE_WITHIN)]
-            bound = (f"; the least possible, every job alone from its arrival: "
-                     f"{', '.join(f'{b[s] / 3600:,.1f} h' for s in labels if s in b.index)}"
-                     + (f"; Dally is at it at {_sizes_text(at)}" if at else ""))
-        lines.append(f"*{what}* (Dally {', '.join(f'{d[s] / 3600:,.1f} h' for s in labels)}{bound}): "
-                     + "; ".join(parts))
+            bound = (
+                f"; the least possible, every job alone from its arrival: "
+                f"{', '.join(f'{b[s] / 3600:,.1f} h' for s in labels if s in b.index)}"
+                + (f"; Dally is at it at {_sizes_text(at)}" if at else "")
+            )
+        lines.append(
+            f"*{what}* (Dally {', '.join(f'{d[s] / 3600:,.1f} h' for s in labels)}{bound}): " + "; ".join(parts)
+        )
     table = directions_table(heur)
     counts = table["verdict"].value_counts()
-    held = sorted({r.direction for r in table.itertuples() if r.verdict == "agrees"}
-                  - {r.direction for r in table.itertuples() if r.verdict != "agrees"})
-    summary = (f"{counts.get('agrees', 0)} of {len(table)} (direction, size) cells agree with the paper, "
-               f"{counts.get('disagrees', 0)} disagree, {counts.get('tie', 0)} tie; "
-               + ("holding at every size: " if len(labels) > 1 else "holding: ")
-               + (", ".join(held) if held else "none"))
+    held = sorted(
+        {r.direction for r in table.itertuples() if r.verdict == "agrees"}
+        - {r.direction for r in table.itertuples() if r.verdict != "agrees"}
+    )
+    summary = (
+        f"{counts.get('agrees', 0)} of {len(table)} (direction, size) cells agree with the paper, "
+        f"{counts.get('disagrees', 0)} disagree, {counts.get('tie', 0)} tie; "
+        + ("holding at every size: " if len(labels) > 1 else "holding: ")
+        + (", ".join(held) if held else "none")
+    )
     return [f"- **{trace}** ({_sizes_text(labels)}): " + "; ".join(lines) + ". " + summary + "."]
 
 
@@ -1014,13 +1194,20 @@ def agent_table(rows: pd.DataFrame) -> pd.DataFrame:
             continue
         for r in cell[cell["kind"] == "learned"].itertuples():
             ok = r.status == "ok"
-            out.append({"agent": r.policy, "trace": trace, "size": size,
-                        "mean JCT (h)": r.jct_mean_s / 3600 if ok else math.nan,
-                        "JCT vs dally (%)": 100 * (r.jct_mean_s / c.loc["dally", "jct_mean_s"] - 1) if ok else math.nan,
-                        "makespan (h)": r.makespan_s / 3600 if ok else math.nan,
-                        "makespan vs dally (%)": (100 * (r.makespan_s / c.loc["dally", "makespan_s"] - 1)
-                                                  if ok else math.nan),
-                        "status": r.status if ok else f"too slow: {r.status}"})
+            out.append(
+                {
+                    "agent": r.policy,
+                    "trace": trace,
+                    "size": size,
+                    "mean JCT (h)": r.jct_mean_s / 3600 if ok else math.nan,
+                    "JCT vs dally (%)": 100 * (r.jct_mean_s / c.loc["dally", "jct_mean_s"] - 1) if ok else math.nan,
+                    "makespan (h)": r.makespan_s / 3600 if ok else math.nan,
+                    "makespan vs dally (%)": (
+                        100 * (r.makespan_s / c.loc["dally", "makespan_s"] - 1) if ok else math.nan
+                    ),
+                    "status": r.status if ok else f"too slow: {r.status}",
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -1042,14 +1229,21 @@ def agent_sentences(rows: pd.DataFrame) -> list[str]:
         text = f"- **{agent}**: "
         if not done.empty:
             goal = done[(done["JCT vs dally (%)"] <= -10) & (done["makespan vs dally (%)"] <= 0)]
-            text += (f"mean JCT {_span_pct(done['JCT vs dally (%)'])} and makespan "
-                     f"{_span_pct(done['makespan vs dally (%)'])} against Dally over {len(done)} (trace, size) "
-                     f"cell{'s' if len(done) > 1 else ''}; the goal (mean JCT at least 10 % lower, "
-                     f"makespan no longer) is met on {len(goal)}"
-                     + (": " + ", ".join(f"{g.trace} at {g.size}" for g in goal.itertuples()) if len(goal) else ""))
+            text += (
+                f"mean JCT {_span_pct(done['JCT vs dally (%)'])} and makespan "
+                f"{_span_pct(done['makespan vs dally (%)'])} against Dally over {len(done)} (trace, size) "
+                f"cell{'s' if len(done) > 1 else ''}; the goal (mean JCT at least 10 % lower, "
+                f"makespan no longer) is met on {len(goal)}"
+                + (": " + ", ".join(f"{g.trace} at {g.size}" for g in goal.itertuples()) if len(goal) else "")
+            )
         if not stopped.empty:
-            text += ("; " if not done.empty else "") + "too slow on " + ", ".join(
-                f"{s.trace} at {s.size} ({s.status.removeprefix('too slow: ')})" for s in stopped.itertuples())
+            text += (
+                ("; " if not done.empty else "")
+                + "too slow on "
+                + ", ".join(
+                    f"{s.trace} at {s.size} ({s.status.removeprefix('too slow: ')})" for s in stopped.itertuples()
+                )
+            )
         lines.append(text + ".")
     return lines
 
@@ -1063,6 +1257,7 @@ def contending_rows(sizes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 
 def _agents_shown(agents: pd.DataFrame, heuristics: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (trace, size), one column per agent: "mean JCT / makespan" against Dally, %."""
+
     def cell(r) -> str:
         if r["status"] != "ok":
             return r["status"]
@@ -1076,8 +1271,10 @@ def _agents_shown(agents: pd.DataFrame, heuristics: pd.DataFrame | None = None) 
         for trace, size in order:
             c = heuristics[(heuristics["trace"] == trace) & (heuristics["size"] == size)].set_index("policy")
             p = c["jct_mean_s"].idxmin()
-            best.append(f"{p}: {100 * (c.loc[p, 'jct_mean_s'] / c.loc['dally', 'jct_mean_s'] - 1):+.1f} / "
-                        f"{100 * (c.loc[p, 'makespan_s'] / c.loc['dally', 'makespan_s'] - 1):+.1f}")
+            best.append(
+                f"{p}: {100 * (c.loc[p, 'jct_mean_s'] / c.loc['dally', 'jct_mean_s'] - 1):+.1f} / "
+                f"{100 * (c.loc[p, 'makespan_s'] / c.loc['dally', 'makespan_s'] - 1):+.1f}"
+            )
         shown["lowest-JCT heuristic"] = best
     return shown.reset_index()
 
@@ -1089,14 +1286,25 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
     size_rows = []
     for r in sizes.itertuples():
         cell = heur[(heur["trace"] == r.trace) & (heur["size"] == r.label)]
-        queue = (f"{cell['queue_mean_s'].min() / 3600:,.2f}–{cell['queue_mean_s'].max() / 3600:,.2f}"
-                 if r.run and not cell.empty else "—")
-        size_rows.append({"trace": r.trace, "jobs": f"{r.jobs:,}", "largest job (GPUs)": r.largest_job,
-                          "size": r.label, "GPUs": f"{r.gpus:,}", "peak demand (GPUs)": f"{r.peak:,}",
-                          "contends": "yes" if r.contends else "no", "run": "yes" if r.run else "no",
-                          "mean queueing, h (lowest–highest policy)": queue})
-    never = [t for t, g in sizes.groupby("trace", sort=False)
-             if not g[(g["machines_per_rack"] == 8)]["contends"].any()]
+        queue = (
+            f"{cell['queue_mean_s'].min() / 3600:,.2f}–{cell['queue_mean_s'].max() / 3600:,.2f}"
+            if r.run and not cell.empty
+            else "—"
+        )
+        size_rows.append(
+            {
+                "trace": r.trace,
+                "jobs": f"{r.jobs:,}",
+                "largest job (GPUs)": r.largest_job,
+                "size": r.label,
+                "GPUs": f"{r.gpus:,}",
+                "peak demand (GPUs)": f"{r.peak:,}",
+                "contends": "yes" if r.contends else "no",
+                "run": "yes" if r.run else "no",
+                "mean queueing, h (lowest–highest policy)": queue,
+            }
+        )
+    never = [t for t, g in sizes.groupby("trace", sort=False) if not g[(g["machines_per_rack"] == 8)]["contends"].any()]
     all_rows, rows = rows, contending_rows(sizes, rows)
     directions = directions_table(rows)
     counts = directions["verdict"].value_counts()
@@ -1132,10 +1340,15 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
         _md(pd.DataFrame(size_rows)),
         "",
-        (f"Contending at no whole-rack size (their peak demand is at most one rack's {ClusterSpec(1).num_gpus} GPUs): "
-         + ", ".join(f"`{t}` (peak {int(sizes[sizes['trace'] == t]['peak'].max())} GPUs)" for t in never)
-         + ". They are shown at one rack, where queueing is zero or nearly so, and at the smaller one-rack "
-           "cluster where they contend." if never else "Every trace contends at some whole-rack size."),
+        (
+            "Contending at no whole-rack size (their peak demand is at most one rack's "
+            f"{ClusterSpec(1).num_gpus} GPUs): "
+            + ", ".join(f"`{t}` (peak {int(sizes[sizes['trace'] == t]['peak'].max())} GPUs)" for t in never)
+            + ". They are shown at one rack, where queueing is zero or nearly so, and at the smaller one-rack "
+            "cluster where they contend."
+            if never
+            else "Every trace contends at some whole-rack size."
+        ),
         "",
         "## The paper's directions on each real trace",
         "",
@@ -1179,15 +1392,26 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
     ]
     for (trace, size), cell in all_rows.groupby(["trace", "size"], sort=False):
-        shown = pd.DataFrame({
-            "policy": cell["policy"],
-            **{label: [f"{v / 3600:,.2f}" if v == v else "—" for v in cell[m]] for m, label in (
-                ("makespan_s", "makespan"), ("jct_mean_s", "mean JCT"), ("jct_p95_s", "P95 JCT"),
-                ("jct_p99_s", "P99 JCT"), ("queue_mean_s", "mean queue"), ("queue_p95_s", "P95 queue"),
-                ("queue_p99_s", "P99 queue"), ("comm_mean_s", "mean comm."))},
-            "preemptions": [f"{v:,.0f}" if v == v else "—" for v in cell["preemptions"]],
-            "wall": [f"{v:,.1f}" for v in cell["wall_s"]],
-        })
+        shown = pd.DataFrame(
+            {
+                "policy": cell["policy"],
+                **{
+                    label: [f"{v / 3600:,.2f}" if v == v else "—" for v in cell[m]]
+                    for m, label in (
+                        ("makespan_s", "makespan"),
+                        ("jct_mean_s", "mean JCT"),
+                        ("jct_p95_s", "P95 JCT"),
+                        ("jct_p99_s", "P99 JCT"),
+                        ("queue_mean_s", "mean queue"),
+                        ("queue_p95_s", "P95 queue"),
+                        ("queue_p99_s", "P99 queue"),
+                        ("comm_mean_s", "mean comm."),
+                    )
+                },
+                "preemptions": [f"{v:,.0f}" if v == v else "—" for v in cell["preemptions"]],
+                "wall": [f"{v:,.1f}" for v in cell["wall_s"]],
+            }
+        )
         lines += [f"### {trace}, {size}", "", _md(shown), ""]
     return "\n".join(lines)
 
@@ -1208,13 +1432,14 @@ def real_main(args, given: list[str]) -> int:
             rows = run_real(sizes, args.policies, args.agents, workers, args.agent_time_limit, out, kept)
         rows.to_csv(out / "real_traces.csv", index=False)
         (out / "real_traces.partial.csv").unlink(missing_ok=True)
-        meta = (f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
-                f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
-                f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
-                + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)"
-                   if kept is not None else "")
-                + "; every run's time is in `real_traces.csv`. Wall times, and so which learned-agent runs "
-                  "hit the time limit, depend on the machine's load.")
+        meta = (
+            f"Produced by `{' '.join(['python benchmarks/compare.py', *given])}` (dallygym "
+            f"{dallygym.__version__}, Python {platform.python_version()}, {platform.machine()}); {len(rows)} runs, "
+            f"{rows['wall_s'].sum():,.0f} s of summed run time on {workers.describe()}"
+            + (f" ({len(kept)} of them kept from an interrupted earlier run, `--resume`)" if kept is not None else "")
+            + "; every run's time is in `real_traces.csv`. Wall times, and so which learned-agent runs "
+            "hit the time limit, depend on the machine's load."
+        )
         (out / "real_traces_run.json").write_text(json.dumps({"produced": meta}, indent=1) + "\n")
     (out / "real_traces.md").write_text(real_report(sizes, rows, meta) + "\n")
     print(f"wrote {out / 'real_traces.md'} ({len(rows)} runs)")
@@ -1226,32 +1451,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
-    parser.add_argument("--renewal-modes", nargs="+", choices=RENEWAL_MODES, default=list(RENEWAL_MODES),
-                        help="engine renewal modes to run the grid under; the first is the default shown in full")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="local processes, or with --backend ray the CPUs of a local Ray instance (default 2)")
+    parser.add_argument(
+        "--renewal-modes",
+        nargs="+",
+        choices=RENEWAL_MODES,
+        default=list(RENEWAL_MODES),
+        help="engine renewal modes to run the grid under; the first is the default shown in full",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="local processes, or with --backend ray the CPUs of a local Ray instance (default 2)",
+    )
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="ray: join this cluster (auto or HOST:PORT)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
-    parser.add_argument("--no-seed-sweep", dest="seed_sweep", action="store_false",
-                        help="skip the runs on other batch-500 draws")
-    parser.add_argument("--no-history-sweep", dest="history_sweep", action="store_false",
-                        help="skip the history-window runs")
-    parser.add_argument("--no-lease-sweep", dest="lease_sweep", action="store_false",
-                        help="skip the lease-sensitivity runs")
-    parser.add_argument("--real-traces", nargs="*", default=None, metavar="NAME",
-                        help="run only the real-trace comparison on these shipped real traces (none or 'all': "
-                             "every one) at the sizes where each contends, with the learned agents; writes "
-                             "real_traces.csv, real_traces_sizes.csv and real_traces.md")
-    parser.add_argument("--agents", nargs="*", default=[str(p) for p in REAL_AGENTS],
-                        help="saved agents for --real-traces (default: the committed ones)")
-    parser.add_argument("--agent-time-limit", type=float, default=AGENT_TIME_LIMIT_S,
-                        help="stop a learned agent's run after this many seconds and report it as too slow")
-    parser.add_argument("--resume", action="store_true",
-                        help="with --real-traces: keep the rows of an interrupted run (real_traces.partial.csv) "
-                             "and run only the cells missing from it")
-    parser.add_argument("--report-only", action="store_true",
-                        help="with --real-traces: rewrite real_traces.md from the CSVs of an earlier run")
+    parser.add_argument(
+        "--no-seed-sweep", dest="seed_sweep", action="store_false", help="skip the runs on other batch-500 draws"
+    )
+    parser.add_argument(
+        "--no-history-sweep", dest="history_sweep", action="store_false", help="skip the history-window runs"
+    )
+    parser.add_argument(
+        "--no-lease-sweep", dest="lease_sweep", action="store_false", help="skip the lease-sensitivity runs"
+    )
+    parser.add_argument(
+        "--real-traces",
+        nargs="*",
+        default=None,
+        metavar="NAME",
+        help="run only the real-trace comparison on these shipped real traces (none or 'all': "
+        "every one) at the sizes where each contends, with the learned agents; writes "
+        "real_traces.csv, real_traces_sizes.csv and real_traces.md",
+    )
+    parser.add_argument(
+        "--agents",
+        nargs="*",
+        default=[str(p) for p in REAL_AGENTS],
+        help="saved agents for --real-traces (default: the committed ones)",
+    )
+    parser.add_argument(
+        "--agent-time-limit",
+        type=float,
+        default=AGENT_TIME_LIMIT_S,
+        help="stop a learned agent's run after this many seconds and report it as too slow",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --real-traces: keep the rows of an interrupted run (real_traces.partial.csv) "
+        "and run only the cells missing from it",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="with --real-traces: rewrite real_traces.md from the CSVs of an earlier run",
+    )
     args = parser.parse_args(argv)
     if args.real_traces is not None:
         return real_main(args, sys.argv[1:] if argv is None else list(argv))

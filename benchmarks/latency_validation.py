@@ -47,8 +47,13 @@ OUT = Path(__file__).resolve().parent / "results"
 REFERENCE_CSV = Path("/work/shared/reference/reference_sim_speed_factors.csv")
 
 #: The reference's model names -> ours.
-REFERENCE_MODELS = {"VGG": "vgg11", "AlexNet": "alexnet", "MobileNetV3": "mobilenet_v3",
-                    "ResNet18": "resnet18", "ResNet50": "resnet50"}
+REFERENCE_MODELS = {
+    "VGG": "vgg11",
+    "AlexNet": "alexnet",
+    "MobileNetV3": "mobilenet_v3",
+    "ResNet18": "resnet18",
+    "ResNet50": "resnet50",
+}
 #: The reference's shape names -> our canonical shapes and a shape class. Its machines have two
 #: 4-GPU NVSwitch "slots"; we model one switch per machine, so its slot shapes map to one machine.
 REFERENCE_SHAPES: dict[str, tuple[Shape, str]] = {
@@ -111,9 +116,12 @@ def leave_one_out(models: Sequence[str] = MODEL_NAMES) -> pd.DataFrame:
         for tier, paper in zip(Tier, TABLE_I_PAPER[model]):
             loo_cal, loo = fit_and_predict(model, tier)
             row = {"model": model, "tier": tier.label, "paper_pct": paper}
-            values = {"shipped": shipped.exposed_comm_pct(model, TABLE_I_SHAPES[tier]),
-                      "raw": raw.exposed_comm_pct(model, TABLE_I_SHAPES[tier]),
-                      "refit": full[tier], "loo": loo[tier]}
+            values = {
+                "shipped": shipped.exposed_comm_pct(model, TABLE_I_SHAPES[tier]),
+                "raw": raw.exposed_comm_pct(model, TABLE_I_SHAPES[tier]),
+                "refit": full[tier],
+                "loo": loo[tier],
+            }
             for name, value in values.items():
                 row[f"{name}_pct"] = value
             for name, value in values.items():
@@ -148,9 +156,18 @@ def reference_comparison(models: Sequence[str] = MODEL_NAMES, path: Path = REFER
             continue
         shape, shape_class = REFERENCE_SHAPES[rec.shape]
         ours = shipped.speed_factor(model, shape)
-        rows.append({"model": model, "shape": rec.shape, "our_shape": str(shape), "class": shape_class,
-                     "in_table_i": shape in _TABLE_I_SHAPE_SET, "reference_s": float(rec.speed_factor),
-                     "ours_s": ours, "err_pct": abs_pct_error(ours, float(rec.speed_factor))})
+        rows.append(
+            {
+                "model": model,
+                "shape": rec.shape,
+                "our_shape": str(shape),
+                "class": shape_class,
+                "in_table_i": shape in _TABLE_I_SHAPE_SET,
+                "reference_s": float(rec.speed_factor),
+                "ours_s": ours,
+                "err_pct": abs_pct_error(ours, float(rec.speed_factor)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -166,9 +183,15 @@ def table_i_vs_reference(models: Sequence[str] = MODEL_NAMES, path: Path = REFER
         for tier, paper in zip(Tier, TABLE_I_PAPER[model]):
             hit = ref[(ref["model"] == names[model]) & (ref["shape"] == shape_names[tier.label])]
             table_s = 1.0 / (1.0 + paper / 100.0)
-            rows.append({"model": model, "tier": tier.label, "table_i_s": table_s,
-                         "reference_s": float(hit["speed_factor"].iloc[0]),
-                         "err_pct": abs_pct_error(float(hit["speed_factor"].iloc[0]), table_s)})
+            rows.append(
+                {
+                    "model": model,
+                    "tier": tier.label,
+                    "table_i_s": table_s,
+                    "reference_s": float(hit["speed_factor"].iloc[0]),
+                    "err_pct": abs_pct_error(float(hit["speed_factor"].iloc[0]), table_s),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -183,6 +206,7 @@ def _md_table(frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
         if isinstance(v, float):
             return floats.format(v)
         return str(v)
+
     head = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
@@ -190,70 +214,135 @@ def _md_table(frame: pd.DataFrame, floats: str = "{:.3g}") -> str:
 
 
 def report(loo: pd.DataFrame, ref: pd.DataFrame, table_ref: pd.DataFrame) -> str:
-    lines = ["# Latency model validation", "",
-             "Written by `python benchmarks/latency_validation.py`; errors are absolute relative errors, %.", "",
-             "## 1. Leave-one-out over Table I", "",
-             "Each Table I cell predicted by the calibration refitted to the other two cells of its model "
-             "(`fit_calibration`), beside the shipped preset (in-sample) and the same rule refitted to all "
-             "three cells (in-sample). Calibration columns: bytes_scale/latency_scale/overhead_pct. The "
-             "global NVSwitch latency is not refitted.", ""]
-    shown = loo[["model", "tier", "paper_pct", "shipped_pct", "raw_pct", "refit_pct", "loo_pct", "shipped_err_pct",
-                 "refit_err_pct", "loo_err_pct", "loo_within", "shipped_calibration", "refit_calibration",
-                 "loo_calibration"]]
+    lines = [
+        "# Latency model validation",
+        "",
+        "Written by `python benchmarks/latency_validation.py`; errors are absolute relative errors, %.",
+        "",
+        "## 1. Leave-one-out over Table I",
+        "",
+        "Each Table I cell predicted by the calibration refitted to the other two cells of its model "
+        "(`fit_calibration`), beside the shipped preset (in-sample) and the same rule refitted to all "
+        "three cells (in-sample). Calibration columns: bytes_scale/latency_scale/overhead_pct. The "
+        "global NVSwitch latency is not refitted.",
+        "",
+    ]
+    shown = loo[
+        [
+            "model",
+            "tier",
+            "paper_pct",
+            "shipped_pct",
+            "raw_pct",
+            "refit_pct",
+            "loo_pct",
+            "shipped_err_pct",
+            "refit_err_pct",
+            "loo_err_pct",
+            "loo_within",
+            "shipped_calibration",
+            "refit_calibration",
+            "loo_calibration",
+        ]
+    ]
     lines += [_md_table(shown), ""]
     n, models = len(loo), loo["model"].nunique()
-    lines += ["| variant | mean abs error % | median abs error % | max abs error % | cells within tolerance | "
-              "models with all 3 cells within |", "|---|---|---|---|---|---|"]
+    lines += [
+        "| variant | mean abs error % | median abs error % | max abs error % | cells within tolerance | "
+        "models with all 3 cells within |",
+        "|---|---|---|---|---|---|",
+    ]
     counts = within_counts(loo)
-    labels = {"shipped": "shipped preset (in-sample)", "raw": "no per-model terms (`dally-paper-raw`)",
-              "refit": "refit on all 3 cells (in-sample)", "loo": "leave-one-out (held-out cell)"}
+    labels = {
+        "shipped": "shipped preset (in-sample)",
+        "raw": "no per-model terms (`dally-paper-raw`)",
+        "refit": "refit on all 3 cells (in-sample)",
+        "loo": "leave-one-out (held-out cell)",
+    }
     for name, label in labels.items():
         err = loo[f"{name}_err_pct"]
-        lines.append(f"| {label} | {err.mean():.1f} | {err.median():.1f} | {err.max():.1f} | "
-                     f"{counts[name][0]} of {n} | {counts[name][1]} of {models} |")
-    lines += ["", "Tolerance as SPEC §2: 15 % relative or 2 percentage points, whichever is looser (so a "
-              "1 % cell predicted as 0 % is within it, at 100 % relative error).", ""]
+        lines.append(
+            f"| {label} | {err.mean():.1f} | {err.median():.1f} | {err.max():.1f} | "
+            f"{counts[name][0]} of {n} | {counts[name][1]} of {models} |"
+        )
+    lines += [
+        "",
+        "Tolerance as SPEC §2: 15 % relative or 2 percentage points, whichever is looser (so a "
+        "1 % cell predicted as 0 % is within it, at 100 % relative error).",
+        "",
+    ]
     by_tier = loo.groupby("tier", sort=False)["loo_err_pct"].agg(["mean", "max"]).reset_index()
     by_tier.columns = ["tier", "loo mean err %", "loo max err %"]
     lines += ["By tier:", "", _md_table(by_tier), ""]
 
-    lines += ["## 2. Reference simulator's speed factors", "",
-              "Shipped `dally-paper` speed factors against the reference simulator's, by model and shape "
-              "class. `outside Table I` excludes the three Table I placements (mach8, rack8, net8).", ""]
+    lines += [
+        "## 2. Reference simulator's speed factors",
+        "",
+        "Shipped `dally-paper` speed factors against the reference simulator's, by model and shape "
+        "class. `outside Table I` excludes the three Table I placements (mach8, rack8, net8).",
+        "",
+    ]
     outside = ref[~ref["in_table_i"]]
-    summary = (outside.groupby(["model", "class"], sort=False)["err_pct"].agg(["count", "mean", "max"])
-               .reset_index().rename(columns={"count": "shapes", "mean": "mean err %", "max": "max err %"}))
+    summary = (
+        outside.groupby(["model", "class"], sort=False)["err_pct"]
+        .agg(["count", "mean", "max"])
+        .reset_index()
+        .rename(columns={"count": "shapes", "mean": "mean err %", "max": "max err %"})
+    )
     lines += [_md_table(summary), ""]
-    per_model = (outside.groupby("model", sort=False)["err_pct"].agg(["count", "mean", "median", "max"])
-                 .reset_index().rename(columns={"count": "shapes", "mean": "mean err %", "median": "median err %",
-                                                "max": "max err %"}))
+    per_model = (
+        outside.groupby("model", sort=False)["err_pct"]
+        .agg(["count", "mean", "median", "max"])
+        .reset_index()
+        .rename(columns={"count": "shapes", "mean": "mean err %", "median": "median err %", "max": "max err %"})
+    )
     lines += ["Per model, all shapes outside Table I:", "", _md_table(per_model), ""]
     if len(outside):
-        lines += [f"All {len(outside)} (model, shape) pairs outside Table I: mean {outside['err_pct'].mean():.1f} %, "
-                  f"median {outside['err_pct'].median():.1f} %, max {outside['err_pct'].max():.1f} %.", ""]
+        lines += [
+            f"All {len(outside)} (model, shape) pairs outside Table I: mean {outside['err_pct'].mean():.1f} %, "
+            f"median {outside['err_pct'].median():.1f} %, max {outside['err_pct'].max():.1f} %.",
+            "",
+        ]
     inside = ref[ref["in_table_i"]]
     if len(inside) and len(table_ref):
-        lines += ["At the Table I shapes, ours (fitted to Table I) against the reference, and the reference "
-                  "against Table I itself:", ""]
-        merged = inside.merge(table_ref.rename(columns={"reference_s": "ref_s", "err_pct": "ref_vs_table_err_pct"}),
-                              left_on=["model", inside["shape"].map({"mach8": "machine", "rack8": "rack",
-                                                                     "net8": "network"})],
-                              right_on=["model", "tier"])
+        lines += [
+            "At the Table I shapes, ours (fitted to Table I) against the reference, and the reference "
+            "against Table I itself:",
+            "",
+        ]
+        merged = inside.merge(
+            table_ref.rename(columns={"reference_s": "ref_s", "err_pct": "ref_vs_table_err_pct"}),
+            left_on=["model", inside["shape"].map({"mach8": "machine", "rack8": "rack", "net8": "network"})],
+            right_on=["model", "tier"],
+        )
         merged = merged[["model", "tier", "table_i_s", "reference_s", "ours_s", "err_pct", "ref_vs_table_err_pct"]]
-        lines += [_md_table(merged.rename(columns={"err_pct": "ours_vs_ref_err_pct"})), "",
-                  f"Mean: ours vs reference {merged['err_pct'].mean():.1f} %, reference vs Table I "
-                  f"{merged['ref_vs_table_err_pct'].mean():.1f} %.", ""]
-    lines += ["Every (model, shape) row is in `latency_validation_reference.csv`; every Table I cell in "
-              "`latency_validation.csv`.", ""]
+        lines += [
+            _md_table(merged.rename(columns={"err_pct": "ours_vs_ref_err_pct"})),
+            "",
+            f"Mean: ours vs reference {merged['err_pct'].mean():.1f} %, reference vs Table I "
+            f"{merged['ref_vs_table_err_pct'].mean():.1f} %.",
+            "",
+        ]
+    lines += [
+        "Every (model, shape) row is in `latency_validation_reference.csv`; every Table I cell in "
+        "`latency_validation.csv`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def run(models: Sequence[str] = MODEL_NAMES, out: Path | None = OUT,
-        reference_csv: Path = REFERENCE_CSV) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def run(
+    models: Sequence[str] = MODEL_NAMES, out: Path | None = OUT, reference_csv: Path = REFERENCE_CSV
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Both checks; writes the three files into ``out`` unless it is None."""
     loo = leave_one_out(models)
-    ref = reference_comparison(models, reference_csv) if reference_csv.exists() else pd.DataFrame(
-        columns=["model", "shape", "our_shape", "class", "in_table_i", "reference_s", "ours_s", "err_pct"])
+    ref = (
+        reference_comparison(models, reference_csv)
+        if reference_csv.exists()
+        else pd.DataFrame(
+            columns=["model", "shape", "our_shape", "class", "in_table_i", "reference_s", "ours_s", "err_pct"]
+        )
+    )
     table_ref = table_i_vs_reference(models, reference_csv) if reference_csv.exists() else pd.DataFrame()
     text = report(loo, ref, table_ref)
     if out is not None:
@@ -267,8 +356,7 @@ def run(models: Sequence[str] = MODEL_NAMES, out: Path | None = OUT,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODEL_NAMES),
-                        help="comma-separated models (default all six)")
+    parser.add_argument("--models", default=",".join(MODEL_NAMES), help="comma-separated models (default all six)")
     parser.add_argument("--out", type=Path, default=OUT, help="directory for the results (default %(default)s)")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]

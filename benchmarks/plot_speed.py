@@ -74,21 +74,41 @@ def main(argv: list[str] | None = None) -> int:
     spec = ClusterSpec(racks=args.racks)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.csv"
-        subprocess.run([sys.executable, "-m", "dallygym", "trace", "generate", "philly-like", "--jobs",
-                        str(args.jobs), "--seed", str(args.seed), "--out", str(trace)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dallygym",
+                "trace",
+                "generate",
+                "philly-like",
+                "--jobs",
+                str(args.jobs),
+                "--seed",
+                str(args.seed),
+                "--out",
+                str(trace),
+            ],
+            check=True,
+        )
         start = time.perf_counter()
         result = simulate(str(trace), spec, policy=args.policy, progress=False)
         sim_s = time.perf_counter() - start
-    print(f"simulated {args.jobs:,} jobs at {args.racks} racks ({spec.num_gpus:,} GPUs) under {args.policy} "
-          f"in {sim_s:.1f} s (not plotting time); {len(result.placements):,} placement rows; "
-          f"peak RSS {_peak_rss_mb():,.0f} MB", flush=True)
+    print(
+        f"simulated {args.jobs:,} jobs at {args.racks} racks ({spec.num_gpus:,} GPUs) under {args.policy} "
+        f"in {sim_s:.1f} s (not plotting time); {len(result.placements):,} placement rows; "
+        f"peak RSS {_peak_rss_mb():,.0f} MB",
+        flush=True,
+    )
 
     rows = []
-    cases = [("occupancy", lambda: plots.occupancy(result, spec)),
-             ("utilisation_queue", lambda: plots.utilisation_queue(result)),
-             ("jct_cdf", lambda: plots.jct_cdf(result)),
-             ("tiers_comm", lambda: plots.tiers_comm(result)),
-             ("compare_figures", lambda: plots.compare_figures({args.policy: result}))]
+    cases = [
+        ("occupancy", lambda: plots.occupancy(result, spec)),
+        ("utilisation_queue", lambda: plots.utilisation_queue(result)),
+        ("jct_cdf", lambda: plots.jct_cdf(result)),
+        ("tiers_comm", lambda: plots.tiers_comm(result)),
+        ("compare_figures", lambda: plots.compare_figures({args.policy: result})),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         target = args.figures if args.figures is not None else Path(tmp)
         target.mkdir(parents=True, exist_ok=True)
@@ -101,14 +121,27 @@ def main(argv: list[str] | None = None) -> int:
             plots.save_figures({name: fig}, target, formats=("svg",))
             t3 = time.perf_counter()
             del fig
-            traced = _traced_peak_mb(lambda name=name, build=build: plots.save_figures(
-                {name: build()}, Path(tmp), formats=("png", "svg")))
-            rows.append({"case": name, "build_s": t1 - t0, "png_s": t2 - t1, "svg_s": t3 - t2,
-                         "total_s": t3 - t0, "png_kb": (target / f"{name}.png").stat().st_size / 1024,
-                         "svg_kb": (target / f"{name}.svg").stat().st_size / 1024,
-                         "traced_peak_mb": traced, "peak_rss_mb": _peak_rss_mb()})
-            print(f"{name}: build {t1 - t0:.2f} s, png {t2 - t1:.2f} s, svg {t3 - t2:.2f} s, "
-                  f"traced peak {traced:,.0f} MB", flush=True)
+            traced = _traced_peak_mb(
+                lambda name=name, build=build: plots.save_figures({name: build()}, Path(tmp), formats=("png", "svg"))
+            )
+            rows.append(
+                {
+                    "case": name,
+                    "build_s": t1 - t0,
+                    "png_s": t2 - t1,
+                    "svg_s": t3 - t2,
+                    "total_s": t3 - t0,
+                    "png_kb": (target / f"{name}.png").stat().st_size / 1024,
+                    "svg_kb": (target / f"{name}.svg").stat().st_size / 1024,
+                    "traced_peak_mb": traced,
+                    "peak_rss_mb": _peak_rss_mb(),
+                }
+            )
+            print(
+                f"{name}: build {t1 - t0:.2f} s, png {t2 - t1:.2f} s, svg {t3 - t2:.2f} s, "
+                f"traced peak {traced:,.0f} MB",
+                flush=True,
+            )
         # The report of the run's directory: the figures are drawn by `simulate --out` (timed
         # above); the report reads the CSVs and embeds the PNGs.
         run_dir = Path(tmp) / "run"
@@ -118,24 +151,44 @@ def main(argv: list[str] | None = None) -> int:
         report.write_report([run_dir], html)
         t1 = time.perf_counter()
         traced = _traced_peak_mb(lambda: report.write_report([run_dir], Path(tmp) / "again.html"))
-        rows.append({"case": "report (html)", "build_s": t1 - t0, "png_s": 0.0, "svg_s": 0.0, "total_s": t1 - t0,
-                     "png_kb": float("nan"), "svg_kb": float("nan"), "html_kb": html.stat().st_size / 1024,
-                     "traced_peak_mb": traced, "peak_rss_mb": _peak_rss_mb()})
-        print(f"report: {t1 - t0:.2f} s, {html.stat().st_size / 1024:,.0f} kB, traced peak {traced:,.0f} MB",
-              flush=True)
+        rows.append(
+            {
+                "case": "report (html)",
+                "build_s": t1 - t0,
+                "png_s": 0.0,
+                "svg_s": 0.0,
+                "total_s": t1 - t0,
+                "png_kb": float("nan"),
+                "svg_kb": float("nan"),
+                "html_kb": html.stat().st_size / 1024,
+                "traced_peak_mb": traced,
+                "peak_rss_mb": _peak_rss_mb(),
+            }
+        )
+        print(
+            f"report: {t1 - t0:.2f} s, {html.stat().st_size / 1024:,.0f} kB, traced peak {traced:,.0f} MB", flush=True
+        )
     table = pd.DataFrame(rows)
     figures = table[table["case"] != "report (html)"]
     plot_total = float(figures["total_s"].sum())
     verdict = "within" if plot_total <= GOAL_S else "OVER"
-    print(f"all figures: {plot_total:.2f} s ({verdict} the {GOAL_S:g} s goal); largest traced peak "
-          f"{table['traced_peak_mb'].max():,.0f} MB; peak RSS {_peak_rss_mb():,.0f} MB")
+    print(
+        f"all figures: {plot_total:.2f} s ({verdict} the {GOAL_S:g} s goal); largest traced peak "
+        f"{table['traced_peak_mb'].max():,.0f} MB; peak RSS {_peak_rss_mb():,.0f} MB"
+    )
     with pd.option_context("display.width", 200, "display.float_format", "{:,.2f}".format):
         print(table.to_string(index=False))
     if args.results is not None:
         args.results.mkdir(parents=True, exist_ok=True)
-        table.assign(jobs=args.jobs, racks=args.racks, gpus=spec.num_gpus, policy=args.policy,
-                     placements=len(result.placements), simulate_s=sim_s, plot_total_s=plot_total).to_csv(
-            args.results / "plot_speed.csv", index=False)
+        table.assign(
+            jobs=args.jobs,
+            racks=args.racks,
+            gpus=spec.num_gpus,
+            policy=args.policy,
+            placements=len(result.placements),
+            simulate_s=sim_s,
+            plot_total_s=plot_total,
+        ).to_csv(args.results / "plot_speed.csv", index=False)
         lines = [
             "# Plot speed",
             "",
@@ -158,11 +211,16 @@ def main(argv: list[str] | None = None) -> int:
             return "" if pd.isna(v) else f"{v:,.0f}"
 
         for r in rows:
-            lines.append(f"| {r['case']} | {r['build_s']:.2f} | {r['png_s']:.2f} | {r['svg_s']:.2f} | "
-                         f"{r['total_s']:.2f} | {kb(r['png_kb'])} | {kb(r['svg_kb'])} | {r['traced_peak_mb']:,.0f} | "
-                         f"{r['peak_rss_mb']:,.0f} |")
-        lines += ["", f"The report row: `dallygym report` of the run's `simulate --out` directory "
-                      f"({rows[-1]['html_kb']:,.0f} kB of HTML, the figures embedded as PNG)."]
+            lines.append(
+                f"| {r['case']} | {r['build_s']:.2f} | {r['png_s']:.2f} | {r['svg_s']:.2f} | "
+                f"{r['total_s']:.2f} | {kb(r['png_kb'])} | {kb(r['svg_kb'])} | {r['traced_peak_mb']:,.0f} | "
+                f"{r['peak_rss_mb']:,.0f} |"
+            )
+        lines += [
+            "",
+            f"The report row: `dallygym report` of the run's `simulate --out` directory "
+            f"({rows[-1]['html_kb']:,.0f} kB of HTML, the figures embedded as PNG).",
+        ]
         (args.results / "plot_speed.md").write_text("\n".join(lines) + "\n")
     return 0
 

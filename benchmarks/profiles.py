@@ -46,8 +46,10 @@ from dallygym.sweep import run_ordered  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"
-DRAWS = {"batch-500": [f"batch-500-seed{s}" for s in (2001, 2002, 2003)],
-         "poisson-411": [f"poisson-411-seed{s}" for s in (2001, 2002)]}
+DRAWS = {
+    "batch-500": [f"batch-500-seed{s}" for s in (2001, 2002, 2003)],
+    "poisson-411": [f"poisson-411-seed{s}" for s in (2001, 2002)],
+}
 RACKS = (2, 4, 8, 16)
 #: Dally's family, the paper's baselines, and Tiresias-LAS (reported beside Tiresias).
 POLICIES = ("dally", "dally-manual", "dally-nowait", "dally-consolidated", "tiresias", "tiresias-las", "gandiva")
@@ -112,8 +114,12 @@ def run(workers: int) -> pd.DataFrame:
     def progress(index: int, frame: pd.DataFrame) -> None:
         done.append(index)
         _, name, _, draw, racks, _ = cells[index]
-        print(f"[{len(done)}/{len(cells)}] {name} {draw} {racks} racks: {frame['wall_s'].sum():.1f} s "
-              f"({time.perf_counter() - start:.0f} s elapsed)", file=sys.stderr, flush=True)
+        print(
+            f"[{len(done)}/{len(cells)}] {name} {draw} {racks} racks: {frame['wall_s'].sum():.1f} s "
+            f"({time.perf_counter() - start:.0f} s elapsed)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return pd.concat(run_ordered(_cell, cells, workers, on_result=progress), ignore_index=True)
 
@@ -135,6 +141,7 @@ def completed(runs: pd.DataFrame) -> pd.DataFrame:
 
 # --- the paper's directions -------------------------------------------------------------------
 
+
 def paper_directions() -> list[dict]:
     """The comparisons the paper reports, each as (trace, racks or None for every size, metric,
     baseline, whether Dally's value is lower, where it says so)."""
@@ -142,8 +149,11 @@ def paper_directions() -> list[dict]:
     for metric, baseline, trace, label, (lo, hi) in PAPER_CLAIMS:
         if baseline in SCORED:
             gain = f"up to {hi} %" if lo is None else f"{lo}-{hi} %"
-            cells[(trace, None, metric, baseline)] = {"lower": True, "source": label,
-                                                      "magnitude": f"Dally better by {gain}"}
+            cells[(trace, None, metric, baseline)] = {
+                "lower": True,
+                "source": label,
+                "magnitude": f"Dally better by {gain}",
+            }
     for trace, table in PAPER_JCT.items():
         for baseline in SCORED:
             for i, stat in enumerate(METRIC_OF_STAT):
@@ -153,8 +163,10 @@ def paper_directions() -> list[dict]:
                 lower = table["dally"][i] < table[baseline][i]
                 gain = 1 - table["dally"][i] / table[baseline][i]
                 cells[(trace, 8, metric, baseline)] = {
-                    "lower": lower, "source": f"Table {'II' if trace == 'batch-500' else 'III'} {stat} JCT",
-                    "magnitude": f"Dally {'better' if gain > 0 else 'worse'} by {abs(gain):.1%}"}
+                    "lower": lower,
+                    "source": f"Table {'II' if trace == 'batch-500' else 'III'} {stat} JCT",
+                    "magnitude": f"Dally {'better' if gain > 0 else 'worse'} by {abs(gain):.1%}",
+                }
     return [{"trace": t, "racks": r, "metric": m, "baseline": b, **v} for (t, r, m, b), v in cells.items()]
 
 
@@ -170,22 +182,42 @@ def judge(grid: pd.DataFrame) -> pd.DataFrame:
                 continue
             ratio = cell.loc["dally", d["metric"]] / cell.loc[d["baseline"], d["metric"]]
             agrees = (ratio < 0.999) if d["lower"] else (ratio > 1.001)
-            rows.append({"setting": setting, "draw": draw, "trace": trace, "racks": racks, "metric": d["metric"],
-                         "baseline": d["baseline"], "paper": "lower" if d["lower"] else "higher",
-                         "ratio": ratio, "agrees": agrees, "source": d["source"]})
+            rows.append(
+                {
+                    "setting": setting,
+                    "draw": draw,
+                    "trace": trace,
+                    "racks": racks,
+                    "metric": d["metric"],
+                    "baseline": d["baseline"],
+                    "paper": "lower" if d["lower"] else "higher",
+                    "ratio": ratio,
+                    "agrees": agrees,
+                    "source": d["source"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def claims(grid: pd.DataFrame) -> pd.DataFrame:
     """The §VI claims on every batch draw and size, per setting."""
     rows = []
-    for (setting, draw, racks), cell in grid[grid["trace"] == "batch-500"].groupby(["setting", "draw", "racks"],
-                                                                                    sort=False):
+    for (setting, draw, racks), cell in grid[grid["trace"] == "batch-500"].groupby(
+        ["setting", "draw", "racks"], sort=False
+    ):
         for claim, text in SECTION_VI_CLAIMS:
             verdict = claim_holds(claim, cell.set_index("policy"), int(racks))
             if verdict is not None:
-                rows.append({"setting": setting, "draw": draw, "racks": racks, "claim": text,
-                             "agrees": verdict[0], "why": verdict[1]})
+                rows.append(
+                    {
+                        "setting": setting,
+                        "draw": draw,
+                        "racks": racks,
+                        "claim": text,
+                        "agrees": verdict[0],
+                        "why": verdict[1],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -209,10 +241,12 @@ CAUSES = (
     ("unexplained", "unexplained"),
 )
 #: The policies each §VI claim compares; the first three are makespan claims.
-CLAIM_POLICIES = {"nowait-vs-tiresias": ("dally-nowait", "tiresias"),
-                  "consolidated": ("dally-consolidated", "dally", "tiresias"),
-                  "gandiva": ("gandiva", "dally"),
-                  "comm": ("dally", "tiresias", "gandiva", "dally-manual")}
+CLAIM_POLICIES = {
+    "nowait-vs-tiresias": ("dally-nowait", "tiresias"),
+    "consolidated": ("dally-consolidated", "dally", "tiresias"),
+    "gandiva": ("gandiva", "dally"),
+    "comm": ("dally", "tiresias", "gandiva", "dally-manual"),
+}
 MAKESPAN_CLAIMS = ("nowait-vs-tiresias", "consolidated", "gandiva")
 
 
@@ -242,8 +276,9 @@ def run_index(runs: pd.DataFrame) -> dict:
     index = {}
     for row in runs.to_dict("records"):
         if row["setting"] in readings:
-            index.setdefault((row["draw"], int(row["racks"]), row["policy"], _key(row["policy"],
-                                                                              readings[row["setting"]])), row)
+            index.setdefault(
+                (row["draw"], int(row["racks"]), row["policy"], _key(row["policy"], readings[row["setting"]])), row
+            )
     return index
 
 
@@ -261,20 +296,42 @@ def checks() -> list[dict]:
     """Every comparison that is scored: the paper's directions and the §VI claims (batch)."""
     out = []
     for d in paper_directions():
-        out.append({"kind": "direction", "trace": d["trace"], "racks": d["racks"], "metric": d["metric"],
-                    "baseline": d["baseline"], "lower": d["lower"], "source": d["source"],
-                    "paper": f"{'lower' if d['lower'] else 'higher'} ({d['magnitude']})",
-                    "policies": ("dally", d["baseline"]), "makespan": d["metric"] == "makespan_s"})
+        out.append(
+            {
+                "kind": "direction",
+                "trace": d["trace"],
+                "racks": d["racks"],
+                "metric": d["metric"],
+                "baseline": d["baseline"],
+                "lower": d["lower"],
+                "source": d["source"],
+                "paper": f"{'lower' if d['lower'] else 'higher'} ({d['magnitude']})",
+                "policies": ("dally", d["baseline"]),
+                "makespan": d["metric"] == "makespan_s",
+            }
+        )
     for claim, text in SECTION_VI_CLAIMS:
-        out.append({"kind": "claim", "trace": "batch-500", "racks": None, "claim": claim, "metric": text,
-                    "baseline": "", "source": "§VI", "paper": "holds", "policies": CLAIM_POLICIES[claim],
-                    "makespan": claim in MAKESPAN_CLAIMS})
+        out.append(
+            {
+                "kind": "claim",
+                "trace": "batch-500",
+                "racks": None,
+                "claim": claim,
+                "metric": text,
+                "baseline": "",
+                "source": "§VI",
+                "paper": "holds",
+                "policies": CLAIM_POLICIES[claim],
+                "makespan": claim in MAKESPAN_CLAIMS,
+            }
+        )
     return out
 
 
 def claim_margin(claim: str, cell: pd.DataFrame, racks: int) -> float:
     """How far a §VI claim's deciding ratios are from the thresholds they miss (relative; 0 if
     the claim holds): the largest distance over the conditions that fail."""
+
     def ratio(metric, a, b):
         return cell.loc[a, metric] / cell.loc[b, metric]
 
@@ -313,8 +370,11 @@ def verdict(check: dict, cell: pd.DataFrame, racks: int) -> tuple[bool, float, s
         ratio = cell.loc["dally", check["metric"]] / cell.loc[check["baseline"], check["metric"]]
         agrees = (ratio < 0.999) if check["lower"] else (ratio > 1.001)
         gain = 1 - ratio
-        return agrees, abs(ratio - 1), f"Dally / baseline {ratio:.3f} (Dally {'better' if gain > 0 else 'worse'} " \
-                                       f"by {abs(gain):.1%})"
+        return (
+            agrees,
+            abs(ratio - 1),
+            f"Dally / baseline {ratio:.3f} (Dally {'better' if gain > 0 else 'worse'} by {abs(gain):.1%})",
+        )
     holds, why = claim_holds(check["claim"], cell, racks)
     return holds, claim_margin(check["claim"], cell, racks), why
 
@@ -387,22 +447,28 @@ def disagreements(runs: pd.DataFrame, profiles=tuple(PROFILES)) -> pd.DataFrame:
                         share = cell.loc[list(check["policies"]), "makespan_job_share"].min()
                         causes["one-job"] = f"job {job}, running at least {share:.0%} of each makespan"
                     elif check["makespan"]:
-                        notes.append("last jobs " + ", ".join(
-                            f"{p} {int(cell.loc[p, 'makespan_job'])} ({cell.loc[p, 'makespan_job_share']:.0%})"
-                            for p in check["policies"]))
+                        notes.append(
+                            "last jobs "
+                            + ", ".join(
+                                f"{p} {int(cell.loc[p, 'makespan_job'])} ({cell.loc[p, 'makespan_job_share']:.0%})"
+                                for p in check["policies"]
+                            )
+                        )
                     if check["kind"] == "direction" and check["metric"] == "jct_mean_s":
                         part = _last_job_share_of_gap(cell, check["baseline"])
                         if part is not None and part >= 1:
-                            causes["one-job"] = (f"job {int(cell.loc['dally', 'makespan_job'])}'s later finish "
-                                                 f"is {part:.0%} of the gap")
+                            causes["one-job"] = (
+                                f"job {int(cell.loc['dally', 'makespan_job'])}'s later finish is {part:.0%} of the gap"
+                            )
                         elif part is not None and part > 0:
                             notes.append(f"last job {int(cell.loc['dally', 'makespan_job'])}: {part:.0%} of the gap")
                         dally, base = cell.loc["dally"], cell.loc[check["baseline"]]
                         gap = dally["jct_mean_s"] - base["jct_mean_s"]
                         queue = dally["queue_mean_s"] - base["queue_mean_s"]
                         if gap > 0 and queue >= gap:
-                            causes["queueing"] = (f"mean queueing {queue / 3600:+.1f} h against a JCT gap of "
-                                                  f"{gap / 3600:+.1f} h")
+                            causes["queueing"] = (
+                                f"mean queueing {queue / 3600:+.1f} h against a JCT gap of {gap / 3600:+.1f} h"
+                            )
                     if margin < NEAR_TIE:
                         causes["near-tie"] = f"{margin:.2%} from the threshold"
                     others = []
@@ -413,15 +479,43 @@ def disagreements(runs: pd.DataFrame, profiles=tuple(PROFILES)) -> pd.DataFrame:
                     if others:
                         causes["draw"] = "agrees on seed " + ", ".join(others)
                     primary = next((c for c, _ in CAUSES if c in causes), "unexplained")
-                    rows.append({"profile": profile, "kind": check["kind"], "source": check["source"],
-                                 "comparison": check.get("claim", f"{check['metric']} vs {check['baseline']}"),
-                                 "metric": check["metric"], "baseline": check["baseline"], "trace": check["trace"],
-                                 "seed": draw.split("-seed")[1], "racks": racks, "paper": check["paper"],
-                                 "ours": ours, "margin": margin, "cause": primary,
-                                 "causes": "; ".join([f"{c}: {v}" for c, v in causes.items()]
-                                                     + [f"(not a cause: {n})" for n in notes]) or "none measured"})
-    columns = ["profile", "kind", "source", "comparison", "metric", "baseline", "trace", "seed", "racks", "paper",
-               "ours", "margin", "cause", "causes"]
+                    rows.append(
+                        {
+                            "profile": profile,
+                            "kind": check["kind"],
+                            "source": check["source"],
+                            "comparison": check.get("claim", f"{check['metric']} vs {check['baseline']}"),
+                            "metric": check["metric"],
+                            "baseline": check["baseline"],
+                            "trace": check["trace"],
+                            "seed": draw.split("-seed")[1],
+                            "racks": racks,
+                            "paper": check["paper"],
+                            "ours": ours,
+                            "margin": margin,
+                            "cause": primary,
+                            "causes": "; ".join(
+                                [f"{c}: {v}" for c, v in causes.items()] + [f"(not a cause: {n})" for n in notes]
+                            )
+                            or "none measured",
+                        }
+                    )
+    columns = [
+        "profile",
+        "kind",
+        "source",
+        "comparison",
+        "metric",
+        "baseline",
+        "trace",
+        "seed",
+        "racks",
+        "paper",
+        "ours",
+        "margin",
+        "cause",
+        "causes",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -446,8 +540,11 @@ def one_job_prevalence(runs: pd.DataFrame) -> str:
     for profile in PROFILES:
         hits = total = 0
         for check in (c for c in checks() if c["makespan"]):
-            for draw, racks in (runs[(runs["setting"] == profile) & (runs["trace"] == check["trace"])]
-                                [["draw", "racks"]].drop_duplicates().itertuples(index=False)):
+            for draw, racks in (
+                runs[(runs["setting"] == profile) & (runs["trace"] == check["trace"])][["draw", "racks"]]
+                .drop_duplicates()
+                .itertuples(index=False)
+            ):
                 if check["racks"] is not None and racks != check["racks"]:
                     continue
                 cell = _cell_under(index, draw, int(racks), readings[profile], check["policies"])
@@ -455,9 +552,12 @@ def one_job_prevalence(runs: pd.DataFrame) -> str:
                     total += 1
                     hits += _one_job(cell, check["policies"])
         parts.append(f"{hits} of {total} under `{profile}`")
-    return ("Of the makespan comparisons, agreeing or not, one job sets both makespans in " + ", ".join(parts)
-            + ": the cause says what such a comparison measures (one job's placement), not why it goes the "
-            "paper's way or the other.")
+    return (
+        "Of the makespan comparisons, agreeing or not, one job sets both makespans in "
+        + ", ".join(parts)
+        + ": the cause says what such a comparison measures (one job's placement), not why it goes the "
+        "paper's way or the other."
+    )
 
 
 def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.DataFrame) -> list[str]:
@@ -494,15 +594,21 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
         "* **unexplained**: none of the above.",
         "",
         "Median seed-to-seed spread of Dally / baseline (max − min over the draws of one comparison, trace "
-        "and size): " + ", ".join(f"{seed_spread(directions, p):.3f} under `{p}`" for p in PROFILES)
-        + f"; the near-tie threshold is {NEAR_TIE:.0%}. " + one_job_prevalence(runs),
+        "and size): "
+        + ", ".join(f"{seed_spread(directions, p):.3f} under `{p}`" for p in PROFILES)
+        + f"; the near-tie threshold is {NEAR_TIE:.0%}. "
+        + one_job_prevalence(runs),
         "",
     ]
     counts = []
     for profile in PROFILES:
         sub = table[table["profile"] == profile]
-        row = {"profile": profile, "disagreements": len(sub),
-               "directions": int((sub["kind"] == "direction").sum()), "§VI claims": int((sub["kind"] == "claim").sum())}
+        row = {
+            "profile": profile,
+            "disagreements": len(sub),
+            "directions": int((sub["kind"] == "direction").sum()),
+            "§VI claims": int((sub["kind"] == "claim").sum()),
+        }
         for cause, label in CAUSES:
             row[label] = int((sub["cause"] == cause).sum())
         counts.append(row)
@@ -523,38 +629,59 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
             if len(part):
                 text = f"{len(part)} {label}"
                 if cause == "reading":
-                    text += (f" ({_reading_counts(part)}; "
-                             "a cell that flips with either of two readings counts under both)")
+                    text += (
+                        f" ({_reading_counts(part)}; a cell that flips with either of two readings counts under both)"
+                    )
                 if cause == "readings":
                     sizes = part["causes"].str.extract(r"readings: ([^;]*)")[0].str.count(r" \+ ") + 1
                     by_size = sorted(sizes.value_counts().items())
                     text += " (" + ", ".join(f"{n} with {k} readings" for k, n in by_size) + ")"
                 parts.append(text)
-        lines += [f"Of the {len(sub)} disagreements under `{profile}` ({int((sub['kind'] == 'direction').sum())} "
-                  f"scored direction cells, {int((sub['kind'] == 'claim').sum())} §VI claim cells): "
-                  + ("; ".join(parts) if parts else "none") + ".", ""]
+        lines += [
+            f"Of the {len(sub)} disagreements under `{profile}` ({int((sub['kind'] == 'direction').sum())} "
+            f"scored direction cells, {int((sub['kind'] == 'claim').sum())} §VI claim cells): "
+            + ("; ".join(parts) if parts else "none")
+            + ".",
+            "",
+        ]
     paper = table[table["profile"] == "paper"]
     if len(paper):
         view = paper.drop(columns=["profile", "metric", "baseline", "margin"]).copy()
-        view["comparison"] = [c if k == "direction" else dict(SECTION_VI_CLAIMS)[c]
-                              for c, k in zip(view["comparison"], view["kind"])]
+        view["comparison"] = [
+            c if k == "direction" else dict(SECTION_VI_CLAIMS)[c] for c, k in zip(view["comparison"], view["kind"])
+        ]
         view["cause"] = view["cause"].map(labels)
-        lines += ["Every disagreement under `paper` (seed: the draw; ours: Dally / baseline for a direction, "
-                  "the deciding ratio for a claim):", "", _md(view), ""]
+        lines += [
+            "Every disagreement under `paper` (seed: the draw; ours: Dally / baseline for a direction, "
+            "the deciding ratio for a claim):",
+            "",
+            _md(view),
+            "",
+        ]
     for profile in [p for p in PROFILES if p != "paper"]:
         sub = table[table["profile"] == profile]
         if len(sub):
-            grouped = (sub.assign(cause=sub["cause"].map(labels))
-                       .groupby(["kind", "comparison", "trace", "cause"], sort=False)
-                       .agg(cells=("racks", "size"), sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))),
-                            seeds=("seed", lambda s: ", ".join(sorted(set(s)))))
-                       .reset_index())
-            lines += [f"Disagreements under `{profile}`, grouped by comparison and primary cause:", "",
-                      _md(grouped), ""]
+            grouped = (
+                sub.assign(cause=sub["cause"].map(labels))
+                .groupby(["kind", "comparison", "trace", "cause"], sort=False)
+                .agg(
+                    cells=("racks", "size"),
+                    sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))),
+                    seeds=("seed", lambda s: ", ".join(sorted(set(s)))),
+                )
+                .reset_index()
+            )
+            lines += [
+                f"Disagreements under `{profile}`, grouped by comparison and primary cause:",
+                "",
+                _md(grouped),
+                "",
+            ]
     return lines
 
 
 # --- the report ---------------------------------------------------------------------------------
+
 
 def _share(flags: pd.Series) -> str:
     return f"{int(flags.sum())} of {len(flags)} ({flags.mean():.0%})" if len(flags) else "none"
@@ -591,36 +718,63 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
         "",
     ]
     summary = []
-    for (kind, setting), sub in directions.groupby([directions["setting"].map(_kind_of(grid)), "setting"],
-                                                   sort=False):
+    for (kind, setting), sub in directions.groupby([directions["setting"].map(_kind_of(grid)), "setting"], sort=False):
         claim_sub = verdicts[verdicts["setting"] == setting]
-        summary.append({"kind": kind, "setting": setting, "directions agree": _share(sub["agrees"]),
-                        "batch": _share(sub[sub["trace"] == "batch-500"]["agrees"]),
-                        "Poisson": _share(sub[sub["trace"] == "poisson-411"]["agrees"]),
-                        "§VI claims agree": _share(claim_sub["agrees"]) if len(claim_sub) else "none"})
+        summary.append(
+            {
+                "kind": kind,
+                "setting": setting,
+                "directions agree": _share(sub["agrees"]),
+                "batch": _share(sub[sub["trace"] == "batch-500"]["agrees"]),
+                "Poisson": _share(sub[sub["trace"] == "poisson-411"]["agrees"]),
+                "§VI claims agree": _share(claim_sub["agrees"]) if len(claim_sub) else "none",
+            }
+        )
     lines += [_md(pd.DataFrame(summary)), ""]
     profile_rows = directions[directions["setting"].isin(PROFILES)]
-    by_metric = (profile_rows.groupby(["setting", "metric", "baseline"], sort=False)["agrees"]
-                 .agg(lambda s: f"{int(s.sum())}/{len(s)}").unstack("setting").reset_index())
+    by_metric = (
+        profile_rows.groupby(["setting", "metric", "baseline"], sort=False)["agrees"]
+        .agg(lambda s: f"{int(s.sum())}/{len(s)}")
+        .unstack("setting")
+        .reset_index()
+    )
     lines += ["Per comparison (cells agreeing, over draws and sizes):", "", _md(by_metric), ""]
     for profile in PROFILES:
         wrong = directions[(directions["setting"] == profile) & ~directions["agrees"]]
         if len(wrong):
-            worst = (wrong.groupby(["trace", "metric", "baseline"])
-                     .agg(cells=("ratio", "size"), ratio_min=("ratio", "min"), ratio_max=("ratio", "max"),
-                          sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))))
-                     .reset_index())
+            worst = (
+                wrong.groupby(["trace", "metric", "baseline"])
+                .agg(
+                    cells=("ratio", "size"),
+                    ratio_min=("ratio", "min"),
+                    ratio_max=("ratio", "max"),
+                    sizes=("racks", lambda r: ", ".join(map(str, sorted(set(r))))),
+                )
+                .reset_index()
+            )
             lines += [f"Disagreements under `{profile}` (Dally / baseline over the draws):", "", _md(worst), ""]
     lines += sensitivity_lines(directions, verdicts)
-    lines += ["## The §VI claims (batch draws)", "", "Rules as in `benchmarks/compare.py`; cells agreeing over the "
-              "three draws, per size:", ""]
-    table = (verdicts[verdicts["setting"].isin(PROFILES)]
-             .groupby(["claim", "setting", "racks"], sort=False)["agrees"]
-             .agg(lambda s: f"{int(s.sum())}/{len(s)}").unstack("racks").reset_index())
+    lines += [
+        "## The §VI claims (batch draws)",
+        "",
+        "Rules as in `benchmarks/compare.py`; cells agreeing over the three draws, per size:",
+        "",
+    ]
+    table = (
+        verdicts[verdicts["setting"].isin(PROFILES)]
+        .groupby(["claim", "setting", "racks"], sort=False)["agrees"]
+        .agg(lambda s: f"{int(s.sum())}/{len(s)}")
+        .unstack("racks")
+        .reset_index()
+    )
     lines += [_md(table), ""]
-    lines += ["## Table II analogue (batch, 8 racks)", "",
-              "Improvement of Dally over each baseline, 1 − Dally / baseline, as the mean over the three batch "
-              "draws (negative: Dally worse); the paper's from its Table II:", ""]
+    lines += [
+        "## Table II analogue (batch, 8 racks)",
+        "",
+        "Improvement of Dally over each baseline, 1 − Dally / baseline, as the mean over the three batch "
+        "draws (negative: Dally worse); the paper's from its Table II:",
+        "",
+    ]
     rows = []
     at8 = grid[(grid["trace"] == "batch-500") & (grid["racks"] == 8)]
     for baseline in ("tiresias", "gandiva"):
@@ -634,11 +788,18 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
             rows.append(row)
     lines += [_md(pd.DataFrame(rows)), ""]
     if {"completion_p99_s", "makespan_job"} <= set(grid.columns):
-        lines += ["## What sets the makespan", "",
-                  "Makespan against the time by which 99 % of jobs are done (hours, seed 2001, the default "
-                  "profile; Dally, Tiresias and Gandiva), and the job that finishes last:", ""]
-        sub = grid[(grid["setting"] == "default") & grid["draw"].str.endswith("2001")
-                   & grid["policy"].isin(["dally", "tiresias", "gandiva"])]
+        lines += [
+            "## What sets the makespan",
+            "",
+            "Makespan against the time by which 99 % of jobs are done (hours, seed 2001, the default "
+            "profile; Dally, Tiresias and Gandiva), and the job that finishes last:",
+            "",
+        ]
+        sub = grid[
+            (grid["setting"] == "default")
+            & grid["draw"].str.endswith("2001")
+            & grid["policy"].isin(["dally", "tiresias", "gandiva"])
+        ]
         view = sub[["trace", "racks", "policy", "makespan_s", "completion_p99_s", "makespan_job"]].copy()
         view["makespan_h"] = view.pop("makespan_s") / 3600
         view["completion_p99_h"] = view.pop("completion_p99_s") / 3600
@@ -656,19 +817,35 @@ def sensitivity_lines(directions: pd.DataFrame, verdicts: pd.DataFrame) -> list[
         return []
     draws = directions[directions["setting"] == flipped[0]]["draw"].unique()
     sub = directions[directions["draw"].isin(draws) & directions["setting"].isin(["default", *flipped, "paper"])]
-    table = (sub.groupby(["metric", "baseline", "setting"], sort=False)["agrees"]
-             .agg(lambda a: f"{int(a.sum())}/{len(a)}").unstack("setting").reset_index())
+    table = (
+        sub.groupby(["metric", "baseline", "setting"], sort=False)["agrees"]
+        .agg(lambda a: f"{int(a.sum())}/{len(a)}")
+        .unstack("setting")
+        .reset_index()
+    )
     table = table[["metric", "baseline", "default", *flipped, "paper"]]
     claim_sub = verdicts[verdicts["draw"].isin(draws) & verdicts["setting"].isin(["default", *flipped, "paper"])]
-    claim_table = (claim_sub.groupby(["claim", "setting"], sort=False)["agrees"]
-                   .agg(lambda a: f"{int(a.sum())}/{len(a)}").unstack("setting").reset_index())
+    claim_table = (
+        claim_sub.groupby(["claim", "setting"], sort=False)["agrees"]
+        .agg(lambda a: f"{int(a.sum())}/{len(a)}")
+        .unstack("setting")
+        .reset_index()
+    )
     claim_table = claim_table[["claim", "default", *flipped, "paper"]]
-    return ["## Which reading moves which comparison", "",
-            f"On the draws the sensitivity rows ran on ({', '.join(sorted(draws))}), cells agreeing with the "
-            "paper's direction per comparison (over the four sizes, and the 8-rack table cells): under the "
-            "default, with one reading changed alone, and under the `paper` profile.", "",
-            _md(table), "", "The §VI claims on the same batch draw, per reading (over the four sizes):", "",
-            _md(claim_table), ""]
+    return [
+        "## Which reading moves which comparison",
+        "",
+        f"On the draws the sensitivity rows ran on ({', '.join(sorted(draws))}), cells agreeing with the "
+        "paper's direction per comparison (over the four sizes, and the 8-rack table cells): under the "
+        "default, with one reading changed alone, and under the `paper` profile.",
+        "",
+        _md(table),
+        "",
+        "The §VI claims on the same batch draw, per reading (over the four sizes):",
+        "",
+        _md(claim_table),
+        "",
+    ]
 
 
 def _kind_of(grid: pd.DataFrame):
@@ -693,8 +870,11 @@ def main() -> None:
         runs.to_csv(out / "profiles.csv", index=False)
         (out / "profiles_run.json").write_text(json.dumps({"wall_s": round(wall_s, 1), "workers": args.workers}) + "\n")
     (out / "profiles.md").write_text(report(runs, wall_s) + "\n")
-    print(f"wrote {out / 'profiles.md'}" if args.report_only
-          else f"wrote {out / 'profiles.csv'} and {out / 'profiles.md'}")
+    print(
+        f"wrote {out / 'profiles.md'}"
+        if args.report_only
+        else f"wrote {out / 'profiles.csv'} and {out / 'profiles.md'}"
+    )
 
 
 if __name__ == "__main__":

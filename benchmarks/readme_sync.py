@@ -25,7 +25,8 @@ outputs of ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/r
 * ``real-agents``: the computed sentences on the learned agents in ``results/real_traces.md``;
 * ``agents``: the learned agents and the main heuristics from the table of
   ``results/report/report.md``'s section "The question: does a learned agent beat auto-tuned Dally?";
-* ``agents-headline``: a few of its rows (``AGENT_HEADLINE_ROWS``), for the README.
+* ``agents-heldout``: the learned ``DallyQueue-v0`` agents on the held-out grid beside their initial
+  policies and the baselines (``results/agents_heldout.csv``, ``agents/queue_baselines.py``).
 
 The results pages of the site also include the committed ``benchmarks/results/*.md`` whole (the
 ``pymdownx.snippets`` extension); these blocks are their summaries. The tests run the check, so a rerun of a
@@ -46,11 +47,30 @@ RESULTS = ROOT / "benchmarks" / "results"
 BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.DOTALL)
 
 #: Rows of the report's main table that the README shows, in its order.
-AGENT_ROWS = ("ppo-hidden", "ppo-observed", "ppo-oracle", "ppo-hidden-tiresias-order", "queue-ppo-s0",
-              "queue-ppo-s1", "queue-ppo-s2", "queue-ppo-sizes-s0", "queue-ppo-sizes-s1", "queue-ppo-sizes-s2",
-              "queue-ppo-guard-s0", "queue-ppo-guard-s1", "queue-ppo-guard-s2", "queue-ppo-fullguard-s0",
-              "queue-ppo-fullguard-s1", "queue-ppo-fullguard-s2", "dally",
-              "dally-consolidated", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
+AGENT_ROWS = (
+    "ppo-hidden",
+    "ppo-observed",
+    "ppo-oracle",
+    "ppo-hidden-tiresias-order",
+    "queue-ppo-s0",
+    "queue-ppo-s1",
+    "queue-ppo-s2",
+    "queue-ppo-sizes-s0",
+    "queue-ppo-sizes-s1",
+    "queue-ppo-sizes-s2",
+    "queue-ppo-guard-s0",
+    "queue-ppo-guard-s1",
+    "queue-ppo-guard-s2",
+    "queue-ppo-fullguard-s0",
+    "queue-ppo-fullguard-s1",
+    "queue-ppo-fullguard-s2",
+    "dally",
+    "dally-consolidated",
+    "tiresias",
+    "tiresias-las",
+    "protected-remaining",
+    "gandiva",
+)
 
 
 def section(text: str, heading: str) -> str:
@@ -84,34 +104,64 @@ def speed_block() -> str:
     text = (RESULTS / "speed.md").read_text()
     measured = [line for line in text.splitlines() if line.startswith("- ")]
     simulate, env, *more = code_blocks(text)
-    queue_lines = ["", "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order "
-                   "and with random masked picks:", "", "```text\n" + more[0] + "```"] if more else []
+    queue_lines = (
+        [
+            "",
+            "`DallyQueue` steps per second through `gym.make` on the fixed traces, with the Dally order "
+            "and with random masked picks:",
+            "",
+            "```text\n" + more[0] + "```",
+        ]
+        if more
+        else []
+    )
     cost = RESULTS / "episode_cost.md"
-    cost_lines = ["", "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps "
-                  "(`python benchmarks/speed.py --episode-cost`, the median of three fresh processes, with the least "
-                  "and the most; `benchmarks/results/episode_cost.md`):",
-                  "", "```text\n" + code_blocks(cost.read_text())[0] + "```"] if cost.exists() else []
+    cost_lines = (
+        [
+            "",
+            "One `batch-500` episode at 8 racks with each shipped heuristic as the agent, in CartPole steps "
+            "(`python benchmarks/speed.py --episode-cost`, the median of three fresh processes, with the least "
+            "and the most; `benchmarks/results/episode_cost.md`):",
+            "",
+            "```text\n" + code_blocks(cost.read_text())[0] + "```",
+        ]
+        if cost.exists()
+        else []
+    )
     scaling = RESULTS / "scaling.md"
-    scaling_lines = ["", "`dallygym simulate` on philly-like traces of 10,000 to 100,000 jobs, one process per run "
-                     "(`python benchmarks/speed.py --scaling`, "
-                     "`benchmarks/results/scaling.md`):", "",
-                     "```text\n" + code_blocks(scaling.read_text())[0] + "```"] if scaling.exists() else []
-    return "\n".join([
-        *measured,
-        "",
-        "In-process `simulate()` time (trace load, run, metrics), median of the repeats:",
-        "",
-        "```text\n" + simulate + "```",
-        "",
-        "Environment steps per second through `gym.make` (whole episodes, at least 20,000 steps per "
-        "measurement, the median of the measurements), with resets included and without them; decisions and "
-        "wall time per episode:",
-        "",
-        "```text\n" + env + "```",
-        *queue_lines,
-        *cost_lines,
-        *scaling_lines,
-    ]) + "\n"
+    scaling_lines = (
+        [
+            "",
+            "`dallygym simulate` on philly-like traces of 10,000 to 100,000 jobs, one process per run "
+            "(`python benchmarks/speed.py --scaling`, "
+            "`benchmarks/results/scaling.md`):",
+            "",
+            "```text\n" + code_blocks(scaling.read_text())[0] + "```",
+        ]
+        if scaling.exists()
+        else []
+    )
+    return (
+        "\n".join(
+            [
+                *measured,
+                "",
+                "In-process `simulate()` time (trace load, run, metrics), median of the repeats:",
+                "",
+                "```text\n" + simulate + "```",
+                "",
+                "Environment steps per second through `gym.make` (whole episodes, at least 20,000 steps per "
+                "measurement, the median of the measurements), with resets included and without them; decisions and "
+                "wall time per episode:",
+                "",
+                "```text\n" + env + "```",
+                *queue_lines,
+                *cost_lines,
+                *scaling_lines,
+            ]
+        )
+        + "\n"
+    )
 
 
 def makespan_block() -> str:
@@ -119,15 +169,10 @@ def makespan_block() -> str:
     return "\n".join(first_table(section(text, "### batch-500"))) + "\n"
 
 
-
-
-
-
-
-
 def claims_block() -> str:
     text = (RESULTS / "compare.md").read_text()
     return "\n".join(first_table(section(text, "## The paper's claims beside ours"))) + "\n"
+
 
 def section_vi_block() -> str:
     body = section((RESULTS / "compare.md").read_text(), "## The paper's qualitative claims")
@@ -139,13 +184,16 @@ def section_vi_block() -> str:
     rows = ["|" + "|".join(cell for i, cell in enumerate(line.split("|")[1:]) if i != 1) for line in rows]
     return "\n".join([summary, "", f"Under `{default}`:", "", *head, *rows]) + "\n"
 
+
 def jct_gap_block() -> str:
     body = section((RESULTS / "compare.md").read_text(), "## Headline numbers against the paper")
     lines = [line for line in body.splitlines() if line.startswith(("- *Why Tiresias", "- *JCT against Tiresias"))]
     return "\n".join(lines) + "\n"
 
+
 def _bullets(body: str) -> list[str]:
     return [line for line in body.splitlines() if line.startswith("- **")]
+
 
 def real_traces_block() -> str:
     text = (RESULTS / "real_traces.md").read_text()
@@ -154,18 +202,10 @@ def real_traces_block() -> str:
     headline = _bullets(section(text, "## Headline numbers per trace"))
     return "\n".join([overall, "", *first_table(body), "", *headline]) + "\n"
 
+
 def real_agents_block() -> str:
     text = (RESULTS / "real_traces.md").read_text()
     return "\n".join(_bullets(section(text, "## Learned agents on the real traces"))) + "\n"
-
-
-#: The README's short version: the best learned recipe, the offer agent and the main heuristics.
-AGENT_HEADLINE_ROWS = ("ppo-hidden", "queue-ppo-fullguard-s0", "queue-ppo-fullguard-s1", "queue-ppo-fullguard-s2",
-                       "dally", "tiresias", "tiresias-las", "protected-remaining", "gandiva")
-
-
-def agents_headline_block() -> str:
-    return agents_block(AGENT_HEADLINE_ROWS)
 
 
 def agents_block(names: tuple[str, ...] = AGENT_ROWS) -> str:
@@ -177,15 +217,55 @@ def agents_block(names: tuple[str, ...] = AGENT_ROWS) -> str:
     out = ["| agent | mean JCT (h) | vs Dally | makespan (h) | vs Dally |", "|---|---|---|---|---|"]
     for name in names:
         _, jct, jct_vs, makespan, makespan_vs, *_ = rows[name]
-        out.append(f"| {name} | {float(jct):,.1f} | {float(jct_vs):+.1f} % | {float(makespan):,.0f} | "
-                   f"{float(makespan_vs):+.1f} % |")
+        out.append(
+            f"| {name} | {float(jct):,.1f} | {float(jct_vs):+.1f} % | {float(makespan):,.0f} | "
+            f"{float(makespan_vs):+.1f} % |"
+        )
     return "\n".join(out) + "\n"
 
 
+#: The held-out grid of ``agents/queue_baselines.py`` (``benchmarks/results/agents_heldout.csv``).
+HELDOUT_GRID = RESULTS / "agents_heldout.csv"
+#: Its rows shown beside the learned ones (the agents come first, as the CSV has them).
+HELDOUT_BASELINES = (
+    "constant-0 (protected-remaining offers)",
+    "random picks (protected-remaining offers)",
+    "teacher",
+    "protected-remaining",
+    "tuned-priority",
+    "dally-consolidated",
+    "dally",
+    "lower bound",
+)
 
 
+def heldout_block() -> str:
+    """The learned ``DallyQueue-v0`` agents on the held-out grid, beside their initial policies,
+    the trivial picks, the teacher and the heuristics: geometric means over the cells."""
+    import numpy as np
+    import pandas as pd
 
-
+    frame = pd.read_csv(HELDOUT_GRID)
+    learned = list(dict.fromkeys(frame.loc[frame["row_kind"].isin(["agent", "initial"]), "row"]))
+    out = [
+        "| row | mean JCT / best safe heuristic | mean JCT / lower bound | worst makespan / Dally "
+        "| makespan within +1 % | goal met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in [*learned, *HELDOUT_BASELINES]:
+        g = frame[frame["row"] == name]
+        if g.empty:
+            continue
+        jct_safe, jct_bound = (
+            float(np.exp(np.log(g[c].astype(float)).mean())) for c in ("jct_vs_best_safe", "jct_vs_bound")
+        )
+        within = "" if name == "lower bound" else f"{int(g['makespan_ok'].astype(str).eq('True').sum())}/{len(g)}"
+        goal = g["goal_met"].dropna().astype(str)
+        met = f"{int(goal.eq('True').sum())}/{len(goal)}" if len(goal) else ""
+        out.append(
+            f"| {name} | {jct_safe:.2f} | {jct_bound:.2f} | {g['makespan_vs_dally'].max():.3f} | {within} | {met} |"
+        )
+    return "\n".join(out) + "\n"
 
 
 def _cell(text: str) -> str:
@@ -206,15 +286,20 @@ def environments_table() -> str:
 
     import dallygym  # noqa: F401  (registers the environments)
 
-    out = ["| id | class | cluster (racks × machines × GPUs) | trace at each reset | candidate slots |",
-           "|---|---|---|---|---|"]
+    out = [
+        "| id | class | cluster (racks × machines × GPUs) | trace at each reset | candidate slots |",
+        "|---|---|---|---|---|",
+    ]
     for env_id, spec in gym.registry.items():
         if not env_id.startswith("Dally"):
             continue
         module, _, name = str(spec.entry_point).partition(":")
         cls = getattr(__import__(module, fromlist=[name]), name)
-        defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
-                    if p.default is not inspect.Parameter.empty}
+        defaults = {
+            k: p.default
+            for k, p in inspect.signature(cls).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
         kw = {**defaults, **spec.kwargs}
         cluster = f"{kw['racks']} × {kw['machines_per_rack']} × {kw['gpus_per_machine']}"
         slots = str(kw["max_candidates"]) if "max_candidates" in kw else "—"
@@ -245,12 +330,13 @@ BLOCKS = {
     "real-traces": real_traces_block,
     "real-agents": real_agents_block,
     "agents": agents_block,
-    "agents-headline": agents_headline_block,
+    "agents-heldout": heldout_block,
 }
 
 
 def synced(readme: str) -> str:
     """The README text with every result block rebuilt; unknown block names are an error."""
+
     def fill(match: re.Match) -> str:
         name = match["name"]
         if name not in BLOCKS:
@@ -289,8 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(new)
             print(f"{rel}: {len(BLOCK.findall(new))} generated blocks, rewritten")
     if stale_files:
-        print(f"generated blocks out of step with their sources: {'; '.join(stale_files)}; "
-              "run python benchmarks/readme_sync.py")
+        print(
+            f"generated blocks out of step with their sources: {'; '.join(stale_files)}; "
+            "run python benchmarks/readme_sync.py"
+        )
         return 1
     return 0
 

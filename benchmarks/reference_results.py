@@ -77,15 +77,18 @@ def reference() -> dict:
     for policy in POLICIES:
         for trace in ("batch-500", "poisson-411"):
             for racks in (2, 4, 8, 16):
-                out[f"{policy}/{trace}/{racks}"] = _plain(simulate(trace, racks, policy=policy,
-                                                                   config=EngineConfig()).summary)
-        out[f"{policy}/small"] = _plain(simulate("small", ClusterSpec(2, 2, 8), policy=policy,
-                                                 config=EngineConfig()).summary)
+                out[f"{policy}/{trace}/{racks}"] = _plain(
+                    simulate(trace, racks, policy=policy, config=EngineConfig()).summary
+                )
+        out[f"{policy}/small"] = _plain(
+            simulate("small", ClusterSpec(2, 2, 8), policy=policy, config=EngineConfig()).summary
+        )
     for renewal in RENEWAL_MODES[1:]:
         for policy in ("dally", "dally-nowait", "tiresias"):
             for racks in (2, 8):
                 out[f"{policy}/batch-500/{racks}/{renewal}"] = _plain(
-                    simulate("batch-500", racks, policy=policy, config=EngineConfig(renewal=renewal)).summary)
+                    simulate("batch-500", racks, policy=policy, config=EngineConfig(renewal=renewal)).summary
+                )
     for env_id, (episodes, trace) in ENV_EPISODES.items():
         for agent in ("dally", "random"):
             out[f"env/{env_id}/{agent}"] = episode_digest(env_id, agent, episodes, trace)

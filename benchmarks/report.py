@@ -36,8 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"
 #: The committed learned agents: ``Dally-v0`` offers (``ppo-*``) and ``DallyQueue-v0`` picks at 8
 #: racks (``queue-ppo-*``; the course-sized ``queue-small-*`` runs are for their own cluster).
-DEFAULT_AGENTS = [str(p.parent) for pattern in ("ppo-*/policy.pth", "queue-ppo-*/policy.pth")
-                  for p in sorted((ROOT / "agents" / "runs").glob(pattern))]
+DEFAULT_AGENTS = [
+    str(p.parent)
+    for pattern in ("ppo-*/policy.pth", "queue-ppo-*/policy.pth")
+    for p in sorted((ROOT / "agents" / "runs").glob(pattern))
+]
 DEFAULT_BATCH = [str(HELDOUT / f"batch-500-seed{s}.csv") for s in (2001, 2002, 2003)]
 DEFAULT_POISSON = [str(HELDOUT / f"poisson-411-seed{s}.csv") for s in (2001, 2002)]
 DEFAULT_IMPORTED = [str(HELDOUT / "helios-imported.csv")]
@@ -82,8 +85,14 @@ def _run_one(job) -> tuple[dict, object]:
     label, agent, (workload, trace, racks), spec = job
     start = time.perf_counter()
     result = run_agent(agent, trace, spec)
-    row = {"agent": label, "workload": workload, "trace": Path(trace).stem, "racks": racks,
-           **{k: result.summary[k] for k in SUMMARY_KEYS}, "wall_s": time.perf_counter() - start}
+    row = {
+        "agent": label,
+        "workload": workload,
+        "trace": Path(trace).stem,
+        "racks": racks,
+        **{k: result.summary[k] for k in SUMMARY_KEYS},
+        "wall_s": time.perf_counter() - start,
+    }
     return row, result
 
 
@@ -115,14 +124,16 @@ def goal_table(rows: pd.DataFrame, racks: int, learned: list[str]) -> pd.DataFra
     per_trace = sub.pivot_table(index="agent", columns="trace", values=["jct_mean_s", "makespan_s"])
     dally_jct = per_trace.loc["dally", "jct_mean_s"]
     dally_mk = per_trace.loc["dally", "makespan_s"]
-    out = pd.DataFrame({
-        "mean JCT (h)": per_trace["jct_mean_s"].mean(axis=1) / 3600,
-        "JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).mean(axis=1),
-        "makespan (h)": per_trace["makespan_s"].mean(axis=1) / 3600,
-        "makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).mean(axis=1),
-        "worst-trace JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).max(axis=1),
-        "worst-trace makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).max(axis=1),
-    })
+    out = pd.DataFrame(
+        {
+            "mean JCT (h)": per_trace["jct_mean_s"].mean(axis=1) / 3600,
+            "JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).mean(axis=1),
+            "makespan (h)": per_trace["makespan_s"].mean(axis=1) / 3600,
+            "makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).mean(axis=1),
+            "worst-trace JCT vs dally (%)": (100 * (per_trace["jct_mean_s"] / dally_jct - 1)).max(axis=1),
+            "worst-trace makespan vs dally (%)": (100 * (per_trace["makespan_s"] / dally_mk - 1)).max(axis=1),
+        }
+    )
     order = [a for a in [*learned, *POLICIES] if a in out.index]
     order += [a for a in out.index if a not in order]
     return out.loc[order].reset_index().rename(columns={"index": "agent"})
@@ -238,47 +249,70 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
     jct, mk, worst_mk = g["JCT vs dally (%)"], g["makespan vs dally (%)"], g["worst-trace makespan vs dally (%)"]
     same = [a for a in modes if _same_results(rows, a, "dally-consolidated")]
     differ = [a for a in modes if a not in same]
-    action = ("- *The action.* Each step only accepts or declines one offer; the order in which jobs are offered is "
-              "the engine's priority rule.")
+    action = (
+        "- *The action.* Each step only accepts or declines one offer; the order in which jobs are offered is "
+        "the engine's priority rule."
+    )
     if same:
-        action += (f" Under Dally's Nw_sens order {_and(same)} converged to the same policy as "
-                   "`dally-consolidated`, always waiting for the best tier "
-                   "(identical metrics on every held-out trace).")
+        action += (
+            f" Under Dally's Nw_sens order {_and(same)} converged to the same policy as "
+            "`dally-consolidated`, always waiting for the best tier "
+            "(identical metrics on every held-out trace)."
+        )
     waiting = _validation(runs.get(same[0])) if same else None
     batch = rows[(rows["workload"] == "batch") & (rows["racks"] == goal_racks)].set_index("agent")
     for a in differ:
         spread = batch.loc[a, "placements_network"]
         held_out = "better" if jct[a] < jct["dally-consolidated"] else "worse"
-        action += (f" {a} did not: it accepts a few placements across racks ({spread.min()}–{spread.max()} per "
-                   f"held-out batch trace, against {batch.loc['dally-consolidated', 'placements_network'].max()} for "
-                   f"`dally-consolidated`); its mean JCT is {jct[a]:+.1f} % against Dally, {held_out} than always "
-                   f"waiting ({jct['dally-consolidated']:+.1f} %), and its makespan {mk[a]:+.1f} %.")
+        action += (
+            f" {a} did not: it accepts a few placements across racks ({spread.min()}–{spread.max()} per "
+            f"held-out batch trace, against {batch.loc['dally-consolidated', 'placements_network'].max()} for "
+            f"`dally-consolidated`); its mean JCT is {jct[a]:+.1f} % against Dally, {held_out} than always "
+            f"waiting ({jct['dally-consolidated']:+.1f} %), and its makespan {mk[a]:+.1f} %."
+        )
         mine = _validation(runs.get(a))
         if mine is not None and waiting is not None:
             on_validation = "better" if mine[1][-1] > waiting[1][-1] else "worse"
-            action += (f" On its two validation traces it scored {on_validation} than always waiting "
-                       f"({mine[1][-1]:.1f} against {waiting[1][-1]:.1f}, in leases)"
-                       + (": what it learned carries over to held-out traces." if on_validation == held_out else
-                          ": what it learned does not carry over to held-out traces."))
+            action += (
+                f" On its two validation traces it scored {on_validation} than always waiting "
+                f"({mine[1][-1]:.1f} against {waiting[1][-1]:.1f}, in leases)"
+                + (
+                    ": what it learned carries over to held-out traces."
+                    if on_validation == held_out
+                    else ": what it learned does not carry over to held-out traces."
+                )
+            )
     if probes:
         beaten = [p for p in probes if jct[p] < jct["dally-consolidated"]]
-        action += (" Knowing the true speed factors does not beat always waiting either: the oracle-threshold probes, "
-                   "which accept a worse tier when its speed factor is high, do worse." if not beaten else
-                   " An oracle-threshold probe does beat always waiting: "
-                   f"{', '.join(f'{p} {jct[p]:+.1f} %' for p in beaten)}.")
+        action += (
+            " Knowing the true speed factors does not beat always waiting either: the oracle-threshold probes, "
+            "which accept a worse tier when its speed factor is high, do worse."
+            if not beaten
+            else " An oracle-threshold probe does beat always waiting: "
+            f"{', '.join(f'{p} {jct[p]:+.1f} %' for p in beaten)}."
+        )
     if same:
-        action += (" Why waiting wins: a spread placement of a network-sensitive model costs many-fold (Table I: "
-                   "MobileNetV3 runs about 11 times slower across the machines of a rack and about 185 times slower "
-                   "across racks).")
+        action += (
+            " Why waiting wins: a spread placement of a network-sensitive model costs many-fold (Table I: "
+            "MobileNetV3 runs about 11 times slower across the machines of a rack and about 185 times slower "
+            "across racks)."
+        )
     order = "- *The priority order* is where JCT is won or lost"
     if other:
-        order += ": " + "; ".join(f"{a} {jct[a]:+.1f} % mean JCT, makespan {mk[a]:+.1f} % (worst trace "
-                                  f"{worst_mk[a]:+.1f} %)" for a in other)
+        order += ": " + "; ".join(
+            f"{a} {jct[a]:+.1f} % mean JCT, makespan {mk[a]:+.1f} % (worst trace {worst_mk[a]:+.1f} %)" for a in other
+        )
         longer = [a for a in other if worst_mk[a] > 0]
-        order += (". Offering jobs in Tiresias's least-attained-service order lets short jobs finish first, but the "
-                  "long network-sensitive gangs then finish later"
-                  + (", which lengthens the makespan; the goal asks for both, and neither order gives both with "
-                     "accept/wait decisions alone." if longer else ", yet the makespan holds on every trace."))
+        order += (
+            ". Offering jobs in Tiresias's least-attained-service order lets short jobs finish first, but the "
+            "long network-sensitive gangs then finish later"
+            + (
+                ", which lengthens the makespan; the goal asks for both, and neither order gives both with "
+                "accept/wait decisions alone."
+                if longer
+                else ", yet the makespan holds on every trace."
+            )
+        )
     else:
         order += "."
     budget = []
@@ -288,13 +322,19 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
             continue
         steps, returns = curve
         first_best = int(steps[int(np.argmax(returns))])
-        flat = bool(np.all(returns[int(np.argmax(returns)):] == returns.max()))
-        budget.append(f"{a} {'flat from' if flat else 'best at'} {first_best:,}" + ("" if flat else
-                      f" (range {returns.min():.1f} to {returns.max():.1f})"))
-    training = ("- *Training budget.* Validation returns over the 1,000,000 steps (see each run's `curve.png`): "
-                + "; ".join(budget) + ". Going further needs a richer action (choose which waiting job gets the "
-                "offer, or the lease of a running job) or a reward that trades JCT against makespan explicitly."
-                if budget else "")
+        flat = bool(np.all(returns[int(np.argmax(returns)) :] == returns.max()))
+        budget.append(
+            f"{a} {'flat from' if flat else 'best at'} {first_best:,}"
+            + ("" if flat else f" (range {returns.min():.1f} to {returns.max():.1f})")
+        )
+    training = (
+        "- *Training budget.* Validation returns over the 1,000,000 steps (see each run's `curve.png`): "
+        + "; ".join(budget)
+        + ". Going further needs a richer action (choose which waiting job gets the "
+        "offer, or the lease of a running job) or a reward that trades JCT against makespan explicitly."
+        if budget
+        else ""
+    )
     return [action, order, *([training] if training else [])]
 
 
@@ -306,34 +346,48 @@ def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], r
     batch = rows[rows["workload"] == "batch"]
     dally = batch[batch["agent"] == "dally"].set_index(["trace", "racks"])["makespan_s"]
     heuristics = [a for a in g.index if a in POLICIES]
-    best = min(heuristics, key=lambda a: (g.loc[a, "JCT vs dally (%)"]
-                                          if g.loc[a, "worst-trace makespan vs dally (%)"] <= 0 else np.inf))
+    best = min(
+        heuristics,
+        key=lambda a: g.loc[a, "JCT vs dally (%)"] if g.loc[a, "worst-trace makespan vs dally (%)"] <= 0 else np.inf,
+    )
     table = g.loc[[*queue, best, "dally"]].reset_index()
-    lines = [f"## Which job next: DallyQueue-v0 agents against auto-tuned Dally ({racks} racks, held-out batch traces)",
-             "", "Goal (issue 10): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
-             f"{racks // 2} and {racks * 2} racks makespan within +5 %. Beside them: the heuristic with the lowest "
-             "mean JCT among those whose makespan is no worse than Dally's on any trace.", "", _md(table), ""]
+    lines = [
+        f"## Which job next: DallyQueue-v0 agents against auto-tuned Dally ({racks} racks, held-out batch traces)",
+        "",
+        "Goal (issue 10): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
+        f"{racks // 2} and {racks * 2} racks makespan within +5 %. Beside them: the heuristic with the lowest "
+        "mean JCT among those whose makespan is no worse than Dally's on any trace.",
+        "",
+        _md(table),
+        "",
+    ]
     for agent in queue:
         other = batch[(batch["agent"] == agent) & batch["racks"].isin([racks // 2, racks * 2])]
         other_by_cell = other.set_index(["trace", "racks"])
         ratio = 100 * (other_by_cell["makespan_s"] / dally.loc[other_by_cell.index] - 1)
         # Every held-out batch trace must have run at both other sizes, or the goal is not decided.
         complete = len(ratio) == 2 * batch["trace"].nunique()
-        holds = (g.loc[agent, "JCT vs dally (%)"] <= -30 and g.loc[agent, "worst-trace makespan vs dally (%)"] <= 0
-                 and (ratio <= 5).all())
-        at = "; ".join(f"{r} racks " + ", ".join(f"{v:+.1f}" for v in ratio.xs(r, level="racks")) + " %"
-                       for r in sorted(set(ratio.index.get_level_values("racks"))))
+        holds = (
+            g.loc[agent, "JCT vs dally (%)"] <= -30
+            and g.loc[agent, "worst-trace makespan vs dally (%)"] <= 0
+            and (ratio <= 5).all()
+        )
+        at = "; ".join(
+            f"{r} racks " + ", ".join(f"{v:+.1f}" for v in ratio.xs(r, level="racks")) + " %"
+            for r in sorted(set(ratio.index.get_level_values("racks")))
+        )
         if not holds:
             verdict = "goal not met"
         elif complete:
             verdict = "goal met"
         else:
-            verdict = (f"goal not decided (not every held-out batch trace ran at {racks // 2} and {racks * 2} "
-                       f"racks)")
-        lines.append(f"- **{agent}**: mean JCT {g.loc[agent, 'JCT vs dally (%)']:+.1f} % against Dally, makespan "
-                     f"{g.loc[agent, 'makespan vs dally (%)']:+.1f} % (worst trace "
-                     f"{g.loc[agent, 'worst-trace makespan vs dally (%)']:+.1f} %); makespan at other sizes, per "
-                     f"trace: {at or 'not run'}: {verdict}.")
+            verdict = f"goal not decided (not every held-out batch trace ran at {racks // 2} and {racks * 2} racks)"
+        lines.append(
+            f"- **{agent}**: mean JCT {g.loc[agent, 'JCT vs dally (%)']:+.1f} % against Dally, makespan "
+            f"{g.loc[agent, 'makespan vs dally (%)']:+.1f} % (worst trace "
+            f"{g.loc[agent, 'worst-trace makespan vs dally (%)']:+.1f} %); makespan at other sizes, per "
+            f"trace: {at or 'not run'}: {verdict}."
+        )
     return [*lines, ""]
 
 
@@ -353,47 +407,72 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
     if goal is not None and queue:
         lines += queue_goal_lines(rows, goal, queue, args.goal_racks)
     if goal is not None:
-        lines += [f"## The question: does a learned agent beat auto-tuned Dally? ({args.goal_racks} racks, "
-                  f"held-out batch traces, mean over {rows[rows['workload'] == 'batch']['trace'].nunique()})", "",
-                  "Goal: mean JCT at least 10 % lower than Dally's with makespan no worse.", "", _md(goal), ""]
+        lines += [
+            f"## The question: does a learned agent beat auto-tuned Dally? ({args.goal_racks} racks, "
+            f"held-out batch traces, mean over {rows[rows['workload'] == 'batch']['trace'].nunique()})",
+            "",
+            "Goal: mean JCT at least 10 % lower than Dally's with makespan no worse.",
+            "",
+            _md(goal),
+            "",
+        ]
         for agent in learned:
             if agent in set(goal["agent"]):
                 g = goal[goal["agent"] == agent].iloc[0]
                 met = g["JCT vs dally (%)"] <= -10 and g["worst-trace makespan vs dally (%)"] <= 0
                 worst = g["worst-trace makespan vs dally (%)"]
-                lines.append(f"- **{agent}** (offers in {args.priorities.get(agent, 'dally')}'s priority order, "
-                             f"observation mode {args.modes.get(agent, 'hidden')}): "
-                             f"mean JCT {g['JCT vs dally (%)']:+.1f} % against Dally, makespan "
-                             f"{g['makespan vs dally (%)']:+.1f} % (worst trace {worst:+.1f} %): "
-                             f"goal {'met' if met else 'not met'}.")
+                lines.append(
+                    f"- **{agent}** (offers in {args.priorities.get(agent, 'dally')}'s priority order, "
+                    f"observation mode {args.modes.get(agent, 'hidden')}): "
+                    f"mean JCT {g['JCT vs dally (%)']:+.1f} % against Dally, makespan "
+                    f"{g['makespan vs dally (%)']:+.1f} % (worst trace {worst:+.1f} %): "
+                    f"goal {'met' if met else 'not met'}."
+                )
         lines.append("")
         g = goal.set_index("agent")["JCT vs dally (%)"]
         modes = [a for a in learned if a in g.index and args.priorities.get(a) == "dally"]
         probes = [a for a in g.index if a.startswith("oracle-threshold")]
         if modes and "dally-consolidated" in g.index:
             lines += [
-                "### What network-sensitivity knowledge is worth", "",
+                "### What network-sensitivity knowledge is worth",
+                "",
                 "Under Dally's priority order, mean JCT against Dally: "
                 + ", ".join(f"{a} {g[a]:+.1f} %" for a in modes)
                 + f"; always waiting for the best tier (`dally-consolidated`) {g['dally-consolidated']:+.1f} %"
-                + ("; accepting a worse tier only when the oracle's speed factor there is at least a threshold: "
-                   + ", ".join(f"{a} {g[a]:+.1f} %" for a in probes) if probes else "")
-                + ".", "",
+                + (
+                    "; accepting a worse tier only when the oracle's speed factor there is at least a threshold: "
+                    + ", ".join(f"{a} {g[a]:+.1f} %" for a in probes)
+                    if probes
+                    else ""
+                )
+                + ".",
+                "",
             ]
         other = [a for a in learned if args.priorities.get(a) != "dally" and a in g.index]
         if modes and "dally-consolidated" in g.index:
-            lines += ["### What limits it", "",
-                      *_limits(rows, goal, args.goal_racks, modes, other, probes, args.runs), ""]
+            lines += [
+                "### What limits it",
+                "",
+                *_limits(rows, goal, args.goal_racks, modes, other, probes, args.runs),
+                "",
+            ]
     if imported is not None and not imported.empty:
-        lines += ["## Imported Helios-format trace (distribution shift), "
-                  f"{args.goal_racks} racks", "", _md(imported), ""]
+        lines += [
+            f"## Imported Helios-format trace (distribution shift), {args.goal_racks} racks",
+            "",
+            _md(imported),
+            "",
+        ]
     for workload in rows["workload"].unique():
         sub = rows[rows["workload"] == workload]
         trace = sub["trace"].iloc[0]
         sub = sub[sub["trace"] == trace]
-        for metric, label, scale in (("makespan_s", "makespan (h)", 3600), ("jct_mean_s", "mean JCT (h)", 3600),
-                                     ("comm_mean_s", "mean communication latency (h)", 3600)):
-            table = (sub.pivot(index="agent", columns="racks", values=metric) / scale)
+        for metric, label, scale in (
+            ("makespan_s", "makespan (h)", 3600),
+            ("jct_mean_s", "mean JCT (h)", 3600),
+            ("comm_mean_s", "mean communication latency (h)", 3600),
+        ):
+            table = sub.pivot(index="agent", columns="racks", values=metric) / scale
             table = table.reindex([a for a in dict.fromkeys(rows["agent"]) if a in table.index])
             table.columns = [f"{c} racks" for c in table.columns]
             lines += [f"### {trace}: {label}", "", _md(table.reset_index()), ""]
@@ -401,8 +480,14 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
     if not tail.empty:
         trace = tail["trace"].iloc[0]
         t = tail[tail["trace"] == trace].set_index("agent")[["jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s"]]
-        t = (t / 3600).rename(columns={"jct_mean_s": "average (h)", "jct_median_s": "median (h)",
-                                       "jct_p95_s": "P95 (h)", "jct_p99_s": "P99 (h)"})
+        t = (t / 3600).rename(
+            columns={
+                "jct_mean_s": "average (h)",
+                "jct_median_s": "median (h)",
+                "jct_p95_s": "P95 (h)",
+                "jct_p99_s": "P99 (h)",
+            }
+        )
         lines += [f"### Tail JCT, {trace}, {args.goal_racks} racks", "", _md(t.reset_index()), ""]
     for name in written:
         lines += [f"![{name}]({name})", ""]
@@ -411,8 +496,9 @@ def report_md(rows, goal, imported, written, learned, args, total_s) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agent", action="append", default=None,
-                        help="learned agent run dir or model (default: agents/runs/ppo-*)")
+    parser.add_argument(
+        "--agent", action="append", default=None, help="learned agent run dir or model (default: agents/runs/ppo-*)"
+    )
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--racks", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--machines-per-rack", type=int, default=8)
@@ -421,12 +507,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-traces", nargs="+", default=DEFAULT_BATCH)
     parser.add_argument("--poisson-traces", nargs="+", default=DEFAULT_POISSON)
     parser.add_argument("--imported-traces", nargs="*", default=DEFAULT_IMPORTED)
-    parser.add_argument("--probe-thresholds", type=float, nargs="*", default=[0.9, 0.7],
-                        help="oracle-threshold knowledge probes to run (none: no probe)")
+    parser.add_argument(
+        "--probe-thresholds",
+        type=float,
+        nargs="*",
+        default=[0.9, 0.7],
+        help="oracle-threshold knowledge probes to run (none: no probe)",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "report"))
-    parser.add_argument("--workers", type=int, default=1,
-                        help="local processes (default 1: this process), or with --backend ray the CPUs of a "
-                             "local Ray instance")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="local processes (default 1: this process), or with --backend ray the CPUs of a local Ray instance",
+    )
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="ray: join this cluster (auto or HOST:PORT)")
     args = parser.parse_args(argv)
@@ -470,8 +564,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.imported_traces:
         sub = rows[rows["workload"] == "imported"]
         imported = sub[["agent", "trace", "makespan_s", "jct_mean_s", "jct_p99_s", "comm_mean_s"]].assign(
-            makespan_h=sub["makespan_s"] / 3600, jct_mean_h=sub["jct_mean_s"] / 3600,
-            jct_p99_h=sub["jct_p99_s"] / 3600, comm_mean_h=sub["comm_mean_s"] / 3600,
+            makespan_h=sub["makespan_s"] / 3600,
+            jct_mean_h=sub["jct_mean_s"] / 3600,
+            jct_p99_h=sub["jct_p99_s"] / 3600,
+            comm_mean_h=sub["comm_mean_s"] / 3600,
         )[["agent", "trace", "makespan_h", "jct_mean_h", "jct_p99_h", "comm_mean_h"]]
     written = plots(rows, kept, out, args.goal_racks)
     (out / "report.md").write_text(report_md(rows, goal, imported, written, learned, args, total) + "\n")

@@ -37,13 +37,30 @@ import pandas as pd
 import dallygym
 
 ROOT = Path(__file__).resolve().parent.parent
-GRID = ["--policies", "dally", "dally-nowait", "tiresias", "gandiva",
-        "--traces", "batch-500", "poisson-411", "--racks", "2", "4", "8", "16",
-        "--renewal", "upgrade", "keep"]
+GRID = [
+    "--policies",
+    "dally",
+    "dally-nowait",
+    "tiresias",
+    "gandiva",
+    "--traces",
+    "batch-500",
+    "poisson-411",
+    "--racks",
+    "2",
+    "4",
+    "8",
+    "16",
+    "--renewal",
+    "upgrade",
+    "keep",
+]
 GRID_CELLS = 4 * 2 * 4 * 2
-BACKENDS = {"1 local worker": ["--workers", "1"],
-            "2 local workers": ["--workers", "2"],
-            "Ray, 2 CPUs": ["--backend", "ray", "--workers", "2"]}
+BACKENDS = {
+    "1 local worker": ["--workers", "1"],
+    "2 local workers": ["--workers", "2"],
+    "Ray, 2 CPUs": ["--backend", "ray", "--workers", "2"],
+}
 
 
 def command(part: str, backend: list[str], out: Path) -> list[str]:
@@ -70,9 +87,13 @@ def run(part: str, label: str, backend: list[str], scratch: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     table = out / ("results.csv" if part == "grid" else "report.csv")
-    row = {"part": part, "backend": label, "wall_s": round(wall, 1), "table_sha256": digest(table),
-           "command": " ".join("python" if c == sys.executable else c.replace(f"{ROOT}/", "") for c in cmd[:-1])
-           + " DIR"}
+    row = {
+        "part": part,
+        "backend": label,
+        "wall_s": round(wall, 1),
+        "table_sha256": digest(table),
+        "command": " ".join("python" if c == sys.executable else c.replace(f"{ROOT}/", "") for c in cmd[:-1]) + " DIR",
+    }
     print(f"{part:6s} {label:16s} {wall:8.1f} s  {row['table_sha256']}", flush=True)
     return row
 
@@ -90,20 +111,27 @@ def write(rows: list[dict], out: Path) -> None:
         frame.loc[group.index, "speedup"] = (base / group["wall_s"]).round(2)
         frame.loc[group.index, "same_table"] = group["table_sha256"] == group["table_sha256"].iloc[0]
     frame.to_csv(out / "scaleout.csv", index=False)
-    lines = ["# Scale-out: the paper grid and the benchmark report on processes and on Ray", "",
-             f"Produced by `python benchmarks/scaleout.py` (dallygym {dallygym.__version__}, Python "
-             f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores), one command "
-             "at a time on an otherwise idle machine; wall time of the whole process (imports and Ray "
-             "start-up included). Speed-up is against 1 local worker. `--parts` re-measures some parts and "
-             "keeps the others' rows.", "",
-             f"- **grid**: `dallygym sweep` over {GRID_CELLS} cells ({' '.join(GRID)}).",
-             "- **report**: `python benchmarks/report.py` (every heuristic and shipped learned agent on "
-             "the held-out traces).", "",
-             "| part | backend | wall (s) | speed-up | result table identical to 1 worker | command |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "# Scale-out: the paper grid and the benchmark report on processes and on Ray",
+        "",
+        f"Produced by `python benchmarks/scaleout.py` (dallygym {dallygym.__version__}, Python "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores), one command "
+        "at a time on an otherwise idle machine; wall time of the whole process (imports and Ray "
+        "start-up included). Speed-up is against 1 local worker. `--parts` re-measures some parts and "
+        "keeps the others' rows.",
+        "",
+        f"- **grid**: `dallygym sweep` over {GRID_CELLS} cells ({' '.join(GRID)}).",
+        "- **report**: `python benchmarks/report.py` (every heuristic and shipped learned agent on "
+        "the held-out traces).",
+        "",
+        "| part | backend | wall (s) | speed-up | result table identical to 1 worker | command |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in frame.itertuples():
-        lines.append(f"| {r.part} | {r.backend} | {r.wall_s:,.1f} | {r.speedup:.2f} | "
-                     f"{'yes' if r.same_table else 'NO'} ({r.table_sha256}) | `{r.command}` |")
+        lines.append(
+            f"| {r.part} | {r.backend} | {r.wall_s:,.1f} | {r.speedup:.2f} | "
+            f"{'yes' if r.same_table else 'NO'} ({r.table_sha256}) | `{r.command}` |"
+        )
     (out / "scaleout.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -252,10 +252,11 @@ def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
     load_before = os.getloadavg()[0]
     for env_id, trace in QUEUE_ENVS.items():
         for lease_picks, agent in itertools.product(("waiting", "all"), ("dally", "random")):
-            runs = sorted((env_steps_per_s(env_id, agent, trace=trace, lease_picks=lease_picks)
-                           for _ in range(repeats)), key=lambda r: r["steps_per_s"])
-            row = {"env": env_id, "trace": trace, "lease_picks": lease_picks, "agent": agent,
-                   **runs[len(runs) // 2]}
+            runs = sorted(
+                (env_steps_per_s(env_id, agent, trace=trace, lease_picks=lease_picks) for _ in range(repeats)),
+                key=lambda r: r["steps_per_s"],
+            )
+            row = {"env": env_id, "trace": trace, "lease_picks": lease_picks, "agent": agent, **runs[len(runs) // 2]}
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
             rows.append(row)
             print(f"{env_id:18s} {agent:7s} {row['steps_per_s']:9,} steps/s", flush=True)
@@ -275,14 +276,26 @@ def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
         "",
         "```\n" + queue_frame.to_string(index=False) + "\n```",
         "",
-        *([f"1-minute load average {load[0]:.1f} at the start of these measurements and {load[1]:.1f} at "
-           f"their end ({load[2]} CPUs): on a shared machine the rates and CartPole's drop together, "
-           "the ratios less.", ""] if (load := queue_frame.attrs.get("load")) else []),
+        *(
+            [
+                f"1-minute load average {load[0]:.1f} at the start of these measurements and {load[1]:.1f} at "
+                f"their end ({load[2]} CPUs): on a shared machine the rates and CartPole's drop together, "
+                "the ratios less.",
+                "",
+            ]
+            if (load := queue_frame.attrs.get("load"))
+            else []
+        ),
     ]
 
 
-def episode_cost_rows(step_s: float, episodes: int = 2, trace: str = "batch-500",
-                      envs: tuple[str, ...] = ("Dally-v0", "DallyQueue-v0"), rounds: int = 3) -> pd.DataFrame:
+def episode_cost_rows(
+    step_s: float,
+    episodes: int = 2,
+    trace: str = "batch-500",
+    envs: tuple[str, ...] = ("Dally-v0", "DallyQueue-v0"),
+    rounds: int = 3,
+) -> pd.DataFrame:
     """Wall time of one episode on ``trace`` (8 racks) for every shipped heuristic as the agent
     of ``Dally-v0`` and ``DallyQueue-v0`` (seeds 0..episodes-1, resets included; the mean), in
     ms and in CartPole steps (wall / CartPole step time). Each agent is measured in ``rounds``
@@ -309,8 +322,15 @@ def episode_cost_rows(step_s: float, episodes: int = 2, trace: str = "batch-500"
                         done = terminated or truncated
                 best[name] = min(best[name], (time.perf_counter() - start) / episodes)
         for name, wall in best.items():
-            rows.append({"env": env_id, "agent": name, "steps_per_episode": round(steps[name] / episodes),
-                         "ms_per_episode": round(1e3 * wall, 1), "cartpole_steps": round(wall / step_s)})
+            rows.append(
+                {
+                    "env": env_id,
+                    "agent": name,
+                    "steps_per_episode": round(steps[name] / episodes),
+                    "ms_per_episode": round(1e3 * wall, 1),
+                    "cartpole_steps": round(wall / step_s),
+                }
+            )
             print(f"{env_id:14s} {name:20s} {1e3 * wall:8.1f} ms/episode", flush=True)
         env.close()
     return pd.DataFrame(rows)
@@ -326,17 +346,37 @@ def episode_cost_processes(processes: int, episodes: int, envs: tuple[str, ...])
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(processes):
             out = Path(tmp) / f"cost{k}.csv"
-            subprocess.run([sys.executable, __file__, "--episode-cost-process", str(out), "--episodes", str(episodes),
-                            "--cost-envs", *envs], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--episode-cost-process",
+                    str(out),
+                    "--episodes",
+                    str(episodes),
+                    "--cost-envs",
+                    *envs,
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             frames.append(pd.read_csv(out).assign(process=k))
     rates = [int(frame["cartpole_per_s"].iloc[0]) for frame in frames]
     every = pd.concat(frames)
     rows = []
     for (env_id, agent), runs in every.groupby(["env", "agent"], sort=False):
         cost = runs["cartpole_steps"]
-        rows.append({"env": env_id, "agent": agent, "steps_per_episode": runs["steps_per_episode"].iloc[0],
-                     "ms_per_episode": round(runs["ms_per_episode"].median(), 1),
-                     "cartpole_steps": round(cost.median()), "least": cost.min(), "most": cost.max()})
+        rows.append(
+            {
+                "env": env_id,
+                "agent": agent,
+                "steps_per_episode": runs["steps_per_episode"].iloc[0],
+                "ms_per_episode": round(runs["ms_per_episode"].median(), 1),
+                "cartpole_steps": round(cost.median()),
+                "least": cost.min(),
+                "most": cost.max(),
+            }
+        )
     return pd.DataFrame(rows), rates
 
 
@@ -366,8 +406,9 @@ def run_measured(args: list[str], limit_s: float | None = None) -> dict:
     import threading
 
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     killed = threading.Event()
 
     def stop() -> None:
@@ -386,12 +427,17 @@ def run_measured(args: list[str], limit_s: float | None = None) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode and not stopped:
         raise RuntimeError(f"dallygym {' '.join(args)} failed ({proc.returncode}): {err[-2000:]}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "max_rss_mb": round(usage.ru_maxrss / 1024), "summary": None if stopped else json.loads(out)}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "max_rss_mb": round(usage.ru_maxrss / 1024),
+        "summary": None if stopped else json.loads(out),
+    }
 
 
-def whole_trace_rows(step_s: float, source: str, racks: int = 8, limit_s: float = 600.0,
-                     workers: int = 2) -> pd.DataFrame:
+def whole_trace_rows(
+    step_s: float, source: str, racks: int = 8, limit_s: float = 600.0, workers: int = 2
+) -> pd.DataFrame:
     """Every shipped policy on a whole imported Philly trace (``dallygym trace import philly
     SOURCE --seed 0``), one ``dallygym simulate`` process each, ``workers`` at a time; a run
     still going after ``limit_s`` is stopped and reported so."""
@@ -401,43 +447,118 @@ def whole_trace_rows(step_s: float, source: str, racks: int = 8, limit_s: float 
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "philly-whole.csv"
-        subprocess.run([sys.executable, "-m", "dallygym.cli", "trace", "import", "philly", source, "--seed", "0",
-                        "--out", str(path)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dallygym.cli",
+                "trace",
+                "import",
+                "philly",
+                source,
+                "--seed",
+                "0",
+                "--out",
+                str(path),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         jobs = sum(1 for _ in path.open()) - 1
 
         def one(policy: str) -> dict:
-            run = run_measured(["simulate", "--policy", policy, "--racks", str(racks), "--trace", str(path),
-                                "--format", "json", "--no-progress"], limit_s=limit_s)
+            run = run_measured(
+                [
+                    "simulate",
+                    "--policy",
+                    policy,
+                    "--racks",
+                    str(racks),
+                    "--trace",
+                    str(path),
+                    "--format",
+                    "json",
+                    "--no-progress",
+                ],
+                limit_s=limit_s,
+            )
             done = run["summary"] is not None
             print(f"whole trace {policy:20s} {run['wall_s']:8.1f} s {'' if done else '(stopped)'}", flush=True)
-            return {"policy": policy, "jobs": jobs, "racks": racks, "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
-                    "max_rss_mb": run["max_rss_mb"], "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
-                    "status": "ok" if done else f"stopped after {limit_s:.0f} s",
-                    "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1) if done else None}
+            return {
+                "policy": policy,
+                "jobs": jobs,
+                "racks": racks,
+                "wall_s": run["wall_s"],
+                "cpu_s": run["cpu_s"],
+                "max_rss_mb": run["max_rss_mb"],
+                "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
+                "status": "ok" if done else f"stopped after {limit_s:.0f} s",
+                "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1) if done else None,
+            }
 
         with ThreadPoolExecutor(workers) as pool:
             return pd.DataFrame(list(pool.map(one, list(POLICIES))))
 
 
-def scaling_rows(step_s: float, jobs=SCALING_JOBS, racks=SCALING_RACKS, policies=SCALING_POLICIES,
-                 seed: int = 0) -> pd.DataFrame:
+def scaling_rows(
+    step_s: float, jobs=SCALING_JOBS, racks=SCALING_RACKS, policies=SCALING_POLICIES, seed: int = 0
+) -> pd.DataFrame:
     """The scaling table: one ``dallygym simulate`` process per (jobs, racks, policy)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in jobs:
             path = Path(tmp) / f"philly-like-{n}.csv"
-            subprocess.run([sys.executable, "-m", "dallygym.cli", "trace", "generate", "philly-like", "--jobs",
-                            str(n), "--seed", str(seed), "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "dallygym.cli",
+                    "trace",
+                    "generate",
+                    "philly-like",
+                    "--jobs",
+                    str(n),
+                    "--seed",
+                    str(seed),
+                    "--out",
+                    str(path),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             for r in racks:
                 for policy in policies:
-                    run = run_measured(["simulate", "--policy", policy, "--racks", str(r), "--trace", str(path),
-                                        "--format", "json", "--no-progress"])
-                    rows.append({"jobs": n, "racks": r, "policy": policy, "wall_s": run["wall_s"],
-                                 "cpu_s": run["cpu_s"], "max_rss_mb": run["max_rss_mb"],
-                                 "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
-                                 "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1)})
-                    print(f"{n:7,} jobs {r:3d} racks {policy:9s} {run['wall_s']:8.2f} s "
-                          f"{run['max_rss_mb']:6,} MB", flush=True)
+                    run = run_measured(
+                        [
+                            "simulate",
+                            "--policy",
+                            policy,
+                            "--racks",
+                            str(r),
+                            "--trace",
+                            str(path),
+                            "--format",
+                            "json",
+                            "--no-progress",
+                        ]
+                    )
+                    rows.append(
+                        {
+                            "jobs": n,
+                            "racks": r,
+                            "policy": policy,
+                            "wall_s": run["wall_s"],
+                            "cpu_s": run["cpu_s"],
+                            "max_rss_mb": run["max_rss_mb"],
+                            "cartpole_steps_m": round(run["wall_s"] / step_s / 1e6, 2),
+                            "makespan_h": round(run["summary"]["makespan_s"] / 3600, 1),
+                        }
+                    )
+                    print(
+                        f"{n:7,} jobs {r:3d} racks {policy:9s} {run['wall_s']:8.2f} s {run['max_rss_mb']:6,} MB",
+                        flush=True,
+                    )
     return with_growth(pd.DataFrame(rows))
 
 
@@ -451,9 +572,11 @@ def with_growth(frame: pd.DataFrame) -> pd.DataFrame:
 
 def scaling_main(out: Path, step_s: float, jobs=SCALING_JOBS) -> int:
     frame = scaling_rows(step_s, jobs=jobs)
-    how = (f"Produced by `python benchmarks/speed.py --scaling` (dallygym {dallygym.__version__}, Python "
-           f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores); CartPole-v1 in the same "
-           f"run: {1 / step_s:,.0f} steps/s.")
+    how = (
+        f"Produced by `python benchmarks/speed.py --scaling` (dallygym {dallygym.__version__}, Python "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores); CartPole-v1 in the same "
+        f"run: {1 / step_s:,.0f} steps/s."
+    )
     return write_scaling(out, frame, how)
 
 
@@ -504,37 +627,65 @@ def train_rows(step_s: float, steps: int = 8192) -> pd.DataFrame:
     rows = []
     for env_id, n_envs, n_steps in TRAIN_SETUPS:
         with tempfile.TemporaryDirectory() as tmp:
-            config = TrainConfig(env_id=env_id, total_timesteps=steps, n_envs=n_envs, n_steps=n_steps,
-                                 eval_freq_steps=10**9, checkpoint_freq_steps=10**9, time_limit_min=None,
-                                 progress_bar=False, out_dir=tmp)
+            config = TrainConfig(
+                env_id=env_id,
+                total_timesteps=steps,
+                n_envs=n_envs,
+                n_steps=n_steps,
+                eval_freq_steps=10**9,
+                checkpoint_freq_steps=10**9,
+                time_limit_min=None,
+                progress_bar=False,
+                out_dir=tmp,
+            )
             start = time.perf_counter()
             train(config)
             wall = time.perf_counter() - start
         rate = steps / wall
-        rows.append({"env": env_id, "n_envs": n_envs, "steps": steps, "wall_s": round(wall, 1),
-                     "steps_per_s": round(rate, 1), "cartpole_ratio": round(rate * step_s, 4)})
+        rows.append(
+            {
+                "env": env_id,
+                "n_envs": n_envs,
+                "steps": steps,
+                "wall_s": round(wall, 1),
+                "steps_per_s": round(rate, 1),
+                "cartpole_ratio": round(rate * step_s, 4),
+            }
+        )
         print(f"train {env_id:14s} {rate:8.1f} steps/s", flush=True)
     return pd.DataFrame(rows)
 
 
 def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
-    return [f"`dallygym train` from a fresh network (`dallygym.learn.train`, MaskablePPO, one torch thread, "
-            f"no evaluations), {steps:,} steps each, timed whole; `cartpole_ratio` = training steps/s / "
-            "CartPole steps/s:", "", "```\n" + frame.to_string(index=False) + "\n```", ""]
+    return [
+        f"`dallygym train` from a fresh network (`dallygym.learn.train`, MaskablePPO, one torch thread, "
+        f"no evaluations), {steps:,} steps each, timed whole; `cartpole_ratio` = training steps/s / "
+        "CartPole steps/s:",
+        "",
+        "```\n" + frame.to_string(index=False) + "\n```",
+        "",
+    ]
 
 
-def write_part(out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str],
-               rates: list[float]) -> int:
+def write_part(
+    out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str], rates: list[float]
+) -> int:
     """Write one partial measurement (``stem``.csv and .md, the command and CartPole's steps/s
     in the header: ``rates``, one for the same run, or one per process that measured) and
     print it."""
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / f"{stem}.csv", index=False)
     where = "in the same run" if len(rates) == 1 else "in the processes"
-    lines = [f"# {title}", "",
-             f"Produced by `python benchmarks/speed.py {options}` (dallygym {dallygym.__version__}, Python "
-             f"{platform.python_version()}, {platform.machine()}); CartPole-v1 {where}: "
-             + ", ".join(f"{rate:,.0f}" for rate in rates) + " steps/s.", "", *body]
+    lines = [
+        f"# {title}",
+        "",
+        f"Produced by `python benchmarks/speed.py {options}` (dallygym {dallygym.__version__}, Python "
+        f"{platform.python_version()}, {platform.machine()}); CartPole-v1 {where}: "
+        + ", ".join(f"{rate:,.0f}" for rate in rates)
+        + " steps/s.",
+        "",
+        *body,
+    ]
     (out / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
@@ -543,33 +694,55 @@ def write_part(out: Path, stem: str, title: str, options: str, frame: pd.DataFra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--env-repeats", type=int, default=3,
-                        help="measurements of each environment rate; the median one is reported")
+    parser.add_argument(
+        "--env-repeats", type=int, default=3, help="measurements of each environment rate; the median one is reported"
+    )
     parser.add_argument("--policies", nargs="+", default=["fifo", "dally"])
     parser.add_argument("--traces", nargs="+", default=["batch-500", "poisson-411"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
-    parser.add_argument("--queue-only", action="store_true",
-                        help="measure only the DallyQueue environments (writes queue_speed.csv/.md)")
-    parser.add_argument("--scaling", action="store_true",
-                        help="measure only the scaling table (writes scaling.csv/.md; takes long)")
-    parser.add_argument("--scaling-jobs", nargs="+", type=int, default=list(SCALING_JOBS),
-                        help="trace lengths of --scaling")
-    parser.add_argument("--episode-cost", action="store_true",
-                        help="measure only the episode cost per heuristic (writes episode_cost.csv/.md)")
+    parser.add_argument(
+        "--queue-only",
+        action="store_true",
+        help="measure only the DallyQueue environments (writes queue_speed.csv/.md)",
+    )
+    parser.add_argument(
+        "--scaling", action="store_true", help="measure only the scaling table (writes scaling.csv/.md; takes long)"
+    )
+    parser.add_argument(
+        "--scaling-jobs", nargs="+", type=int, default=list(SCALING_JOBS), help="trace lengths of --scaling"
+    )
+    parser.add_argument(
+        "--episode-cost",
+        action="store_true",
+        help="measure only the episode cost per heuristic (writes episode_cost.csv/.md)",
+    )
     parser.add_argument("--episodes", type=int, default=2, help="episodes per heuristic of the episode cost")
-    parser.add_argument("--cost-processes", type=int, default=3,
-                        help="fresh processes of the episode cost, one after the other (default 3)")
+    parser.add_argument(
+        "--cost-processes",
+        type=int,
+        default=3,
+        help="fresh processes of the episode cost, one after the other (default 3)",
+    )
     parser.add_argument("--episode-cost-process", metavar="CSV", help=argparse.SUPPRESS)
-    parser.add_argument("--cost-envs", nargs="+", default=["Dally-v0", "DallyQueue-v0"],
-                        help="environments of the episode cost")
-    parser.add_argument("--whole-trace", metavar="PHILLY_CSV",
-                        help="measure only every shipped policy on this whole Philly trace (the Pollux "
-                             "artifact's philly.csv), imported with seed 0 (writes whole_trace.csv/.md)")
+    parser.add_argument(
+        "--cost-envs", nargs="+", default=["Dally-v0", "DallyQueue-v0"], help="environments of the episode cost"
+    )
+    parser.add_argument(
+        "--whole-trace",
+        metavar="PHILLY_CSV",
+        help="measure only every shipped policy on this whole Philly trace (the Pollux "
+        "artifact's philly.csv), imported with seed 0 (writes whole_trace.csv/.md)",
+    )
     parser.add_argument("--whole-racks", type=int, default=8, help="racks of --whole-trace (default 8)")
-    parser.add_argument("--whole-limit-s", type=float, default=600.0,
-                        help="stop a --whole-trace run after this many seconds (default 600)")
-    parser.add_argument("--train", action="store_true",
-                        help="measure only early training steps/s (writes train_speed.csv/.md)")
+    parser.add_argument(
+        "--whole-limit-s",
+        type=float,
+        default=600.0,
+        help="stop a --whole-trace run after this many seconds (default 600)",
+    )
+    parser.add_argument(
+        "--train", action="store_true", help="measure only early training steps/s (writes train_speed.csv/.md)"
+    )
     parser.add_argument("--train-steps", type=int, default=8192, help="steps of each --train run")
     args = parser.parse_args(argv)
 
@@ -580,58 +753,98 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.episode_cost:
         cost_frame, rates = episode_cost_processes(args.cost_processes, args.episodes, tuple(args.cost_envs))
-        return write_part(Path(args.out), "episode_cost", "Episode cost per heuristic",
-                          f"--episode-cost --episodes {args.episodes} --cost-processes {args.cost_processes} "
-                          f"--cost-envs {' '.join(args.cost_envs)}", cost_frame,
-                          cost_lines(cost_frame, args.episodes, args.cost_processes), rates)
+        return write_part(
+            Path(args.out),
+            "episode_cost",
+            "Episode cost per heuristic",
+            f"--episode-cost --episodes {args.episodes} --cost-processes {args.cost_processes} "
+            f"--cost-envs {' '.join(args.cost_envs)}",
+            cost_frame,
+            cost_lines(cost_frame, args.episodes, args.cost_processes),
+            rates,
+        )
     step_s = cartpole_step_s()
     if args.whole_trace:
         whole = whole_trace_rows(step_s, args.whole_trace, args.whole_racks, args.whole_limit_s)
-        body = [f"Every shipped policy on the whole trace ({whole['jobs'].iloc[0]:,} jobs, `dallygym trace import "
-                f"philly {args.whole_trace} --seed 0`) at {args.whole_racks} racks: `dallygym simulate --policy P "
-                f"--racks {args.whole_racks} --trace FILE --format json --no-progress`, one process per policy, two "
-                "at a time on the 2 cores (wall and CPU time and peak RSS of that process, from `os.wait4`; "
-                "`cartpole_steps_m` = wall time in millions of CartPole steps):", "",
-                "```\n" + whole.drop(columns=["jobs", "racks"]).to_string(index=False) + "\n```", ""]
-        return write_part(Path(args.out), "whole_trace", "The whole public Philly trace under every policy",
-                          f"--whole-trace {args.whole_trace} --whole-racks {args.whole_racks} "
-                          f"--whole-limit-s {args.whole_limit_s:g}", whole, body, [1 / step_s])
+        body = [
+            f"Every shipped policy on the whole trace ({whole['jobs'].iloc[0]:,} jobs, `dallygym trace import "
+            f"philly {args.whole_trace} --seed 0`) at {args.whole_racks} racks: `dallygym simulate --policy P "
+            f"--racks {args.whole_racks} --trace FILE --format json --no-progress`, one process per policy, two "
+            "at a time on the 2 cores (wall and CPU time and peak RSS of that process, from `os.wait4`; "
+            "`cartpole_steps_m` = wall time in millions of CartPole steps):",
+            "",
+            "```\n" + whole.drop(columns=["jobs", "racks"]).to_string(index=False) + "\n```",
+            "",
+        ]
+        return write_part(
+            Path(args.out),
+            "whole_trace",
+            "The whole public Philly trace under every policy",
+            f"--whole-trace {args.whole_trace} --whole-racks {args.whole_racks} --whole-limit-s {args.whole_limit_s:g}",
+            whole,
+            body,
+            [1 / step_s],
+        )
     if args.train:
         train_frame = train_rows(step_s, args.train_steps)
-        return write_part(Path(args.out), "train_speed", "Training speed", f"--train --train-steps {args.train_steps}",
-                          train_frame, train_lines(train_frame, args.train_steps), [1 / step_s])
+        return write_part(
+            Path(args.out),
+            "train_speed",
+            "Training speed",
+            f"--train --train-steps {args.train_steps}",
+            train_frame,
+            train_lines(train_frame, args.train_steps),
+            [1 / step_s],
+        )
     if args.scaling:
         return scaling_main(Path(args.out), step_s, jobs=args.scaling_jobs)
     if args.queue_only:
         queue_frame = queue_env_rows(step_s, args.env_repeats)
-        return write_part(Path(args.out), "queue_speed", "DallyQueue speed",
-                          f"--queue-only --env-repeats {args.env_repeats}", queue_frame,
-                          queue_lines(queue_frame, args.env_repeats), [1 / step_s])
+        return write_part(
+            Path(args.out),
+            "queue_speed",
+            "DallyQueue speed",
+            f"--queue-only --env-repeats {args.env_repeats}",
+            queue_frame,
+            queue_lines(queue_frame, args.env_repeats),
+            [1 / step_s],
+        )
     rows = []
     for policy in args.policies:
         for trace in args.traces:
             for racks in RACKS:
                 wall, summary = time_simulate(trace, racks, policy, args.repeats)
-                rows.append({
-                    "policy": policy, "trace": trace, "racks": racks, "wall_s": round(wall, 4),
-                    "cartpole_steps_equivalent": round(wall / step_s),
-                    "makespan_h": round(summary["makespan_s"] / 3600, 1),
-                    "placements": (summary["placements_machine"] + summary["placements_rack"]
-                                   + summary["placements_network"]),
-                })
+                rows.append(
+                    {
+                        "policy": policy,
+                        "trace": trace,
+                        "racks": racks,
+                        "wall_s": round(wall, 4),
+                        "cartpole_steps_equivalent": round(wall / step_s),
+                        "makespan_h": round(summary["makespan_s"] / 3600, 1),
+                        "placements": (
+                            summary["placements_machine"] + summary["placements_rack"] + summary["placements_network"]
+                        ),
+                    }
+                )
                 print(f"{policy:8s} {trace:12s} {racks:3d} racks  {wall:7.3f} s", flush=True)
     cli_s = time_cli(["simulate", "--policy", "fifo", "--racks", "8", "--trace", "batch-500"])
     frame = pd.DataFrame(rows)
     env_rows = []
     for env_id, trace in (("Dally-v0", "batch-500"), ("DallySmall-v0", "small")):
         for agent in ("dally", "random"):
-            runs = sorted((env_steps_per_s(env_id, agent, trace=trace) for _ in range(args.env_repeats)),
-                          key=lambda r: r["steps_per_s"])
+            runs = sorted(
+                (env_steps_per_s(env_id, agent, trace=trace) for _ in range(args.env_repeats)),
+                key=lambda r: r["steps_per_s"],
+            )
             row = {"env": env_id, "agent": agent, **runs[len(runs) // 2]}
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
             env_rows.append(row)
-            print(f"{env_id:14s} {agent:7s} {row['steps_per_s']:9,} steps/s "
-                  f"({row['steps_per_s_without_resets']:,} without resets)", flush=True)
+            print(
+                f"{env_id:14s} {agent:7s} {row['steps_per_s']:9,} steps/s "
+                f"({row['steps_per_s_without_resets']:,} without resets)",
+                flush=True,
+            )
     env_frame = pd.DataFrame(env_rows)
     queue_frame = queue_env_rows(step_s, args.env_repeats)
     split = env_step_split()

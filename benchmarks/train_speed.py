@@ -63,8 +63,10 @@ from dallygym.learn import TrainConfig, train
 ROOT = Path(__file__).resolve().parents[1]
 
 #: (name, TrainConfig overrides) of the cases measured.
-CASES = (("train racks 2 4 8 16", {"racks": 8, "train_racks": [2, 4, 8, 16]}),
-         ("8 racks", {"racks": 8, "train_racks": None}))
+CASES = (
+    ("train racks 2 4 8 16", {"racks": 8, "train_racks": [2, 4, 8, 16]}),
+    ("8 racks", {"racks": 8, "train_racks": None}),
+)
 
 
 def cartpole_steps_per_s(seconds: float) -> float:
@@ -116,8 +118,9 @@ class nets_at:
     def __enter__(self):
         self.saved = (dict(dallygym.nets.QUEUE_POLICIES), dallygym.nets.LiveRolloutBuffer)
         if self.ref is not None:
-            source = subprocess.run(["git", "show", f"{self.ref}:dallygym/nets.py"], cwd=ROOT, check=True,
-                                    capture_output=True, text=True).stdout
+            source = subprocess.run(
+                ["git", "show", f"{self.ref}:dallygym/nets.py"], cwd=ROOT, check=True, capture_output=True, text=True
+            ).stdout
             name = f"dallygym_nets_at_{self.ref.replace('~', '_').replace('^', '_')}"
             module = types.ModuleType(name)
             sys.modules[name] = module
@@ -135,34 +138,54 @@ class nets_at:
 def config_for(case: dict, overrides: dict, steps: int, out_dir: str) -> TrainConfig:
     """What ``dallygym train --env-id DallyQueue-v0 --total-timesteps STEPS --eval-freq-steps
     HUGE --checkpoint-freq-steps HUGE --time-limit-min none --no-progress`` builds."""
-    config = TrainConfig(env_id="DallyQueue-v0", total_timesteps=steps, time_limit_min=None,
-                         eval_freq_steps=10 ** 12, checkpoint_freq_steps=10 ** 12, progress_bar=False,
-                         out_dir=out_dir, **case)
+    config = TrainConfig(
+        env_id="DallyQueue-v0",
+        total_timesteps=steps,
+        time_limit_min=None,
+        eval_freq_steps=10**12,
+        checkpoint_freq_steps=10**12,
+        progress_bar=False,
+        out_dir=out_dir,
+        **case,
+    )
     return dataclasses.replace(config, **overrides)
 
 
 def profile_split(stats: pstats.Stats) -> dict:
     """Seconds of ``MaskablePPO.learn`` in the network, the environments and the rollout buffer."""
+
     def cum(path_end: str, name: str) -> float:
-        return sum(v[3] for (path, _, func), v in stats.stats.items()
-                   if func == name and path.replace(os.sep, "/").endswith(path_end))
+        return sum(
+            v[3]
+            for (path, _, func), v in stats.stats.items()
+            if func == name and path.replace(os.sep, "/").endswith(path_end)
+        )
 
     learn = cum("sb3_contrib/ppo_mask/ppo_mask.py", "learn")
     network = {
         "rollout_forward": cum("sb3_contrib/common/maskable/policies.py", "forward"),
         "update_forward": cum("sb3_contrib/common/maskable/policies.py", "evaluate_actions"),
         "backward": cum("torch/_tensor.py", "backward"),
-        "optimiser": cum("torch/optim/adam.py", "step") + cum("torch/nn/utils/clip_grad.py", "clip_grad_norm_")
+        "optimiser": cum("torch/optim/adam.py", "step")
+        + cum("torch/nn/utils/clip_grad.py", "clip_grad_norm_")
         + cum("torch/optim/optimizer.py", "zero_grad"),
     }
     environments = cum("vec_env/dummy_vec_env.py", "step_wait") + cum("vec_env/dummy_vec_env.py", "reset")
-    buffer = (cum("sb3_contrib/common/maskable/buffers.py", "add")
-              + cum("sb3_contrib/common/maskable/buffers.py", "get")
-              + cum("stable_baselines3/common/buffers.py", "compute_returns_and_advantage")
-              + cum("stable_baselines3/common/utils.py", "obs_as_tensor"))
+    buffer = (
+        cum("sb3_contrib/common/maskable/buffers.py", "add")
+        + cum("sb3_contrib/common/maskable/buffers.py", "get")
+        + cum("stable_baselines3/common/buffers.py", "compute_returns_and_advantage")
+        + cum("stable_baselines3/common/utils.py", "obs_as_tensor")
+    )
     net = sum(network.values())
-    return {"learn_s": learn, "network_s": net, **{f"{k}_s": v for k, v in network.items()},
-            "environments_s": environments, "buffer_s": buffer, "other_s": learn - net - environments - buffer}
+    return {
+        "learn_s": learn,
+        "network_s": net,
+        **{f"{k}_s": v for k, v in network.items()},
+        "environments_s": environments,
+        "buffer_s": buffer,
+        "other_s": learn - net - environments - buffer,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -170,8 +193,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=16384, help="timesteps per timed run (default 16384)")
     parser.add_argument("--profile-steps", type=int, default=8192, help="timesteps per profiled run (0: none)")
     parser.add_argument("--variant", action="append", default=None, help="LABEL[@GITREF][:key=value,...]")
-    parser.add_argument("--profile-variants", nargs="+", default=None, metavar="LABEL",
-                        help="profile only these variants (default: all)")
+    parser.add_argument(
+        "--profile-variants",
+        nargs="+",
+        default=None,
+        metavar="LABEL",
+        help="profile only these variants (default: all)",
+    )
     parser.add_argument("--cases", nargs="+", default=[name for name, _ in CASES], choices=[n for n, _ in CASES])
     parser.add_argument("--cartpole-s", type=float, default=3.0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -203,12 +231,25 @@ def main(argv: list[str] | None = None) -> None:
                 meta = json.loads((Path(config.out_dir) / "meta.json").read_text())
                 rate = meta["timesteps"] / meta["wall_s"]
                 used = json.loads((Path(config.out_dir) / "config.json").read_text())
-                rows.append({"variant": label, "nets": ref or "current", "case": case_name,
-                             "n_envs": config.n_envs, "n_steps": used["n_steps"], "batch_size": config.batch_size,
-                             "n_epochs": config.n_epochs, "steps": meta["timesteps"], "wall_s": meta["wall_s"],
-                             "steps_per_s": round(rate, 1), "cartpole_ratio": round(rate / cartpole, 5),
-                             "cartpole_around": round(local), "ratio_around": round(rate / local, 5),
-                             "load_before": round(load_before, 2), "load_after": round(load_after, 2)})
+                rows.append(
+                    {
+                        "variant": label,
+                        "nets": ref or "current",
+                        "case": case_name,
+                        "n_envs": config.n_envs,
+                        "n_steps": used["n_steps"],
+                        "batch_size": config.batch_size,
+                        "n_epochs": config.n_epochs,
+                        "steps": meta["timesteps"],
+                        "wall_s": meta["wall_s"],
+                        "steps_per_s": round(rate, 1),
+                        "cartpole_ratio": round(rate / cartpole, 5),
+                        "cartpole_around": round(local),
+                        "ratio_around": round(rate / local, 5),
+                        "load_before": round(load_before, 2),
+                        "load_after": round(load_after, 2),
+                    }
+                )
                 print(pd.DataFrame(rows[-1:]).to_string(index=False), flush=True)
                 if args.profile_steps and (args.profile_variants is None or label in args.profile_variants):
                     config = config_for(case, overrides, args.profile_steps, f"{tmp}/{label}-{len(rows)}-profile")
@@ -217,10 +258,15 @@ def main(argv: list[str] | None = None) -> None:
                         profiler.runcall(train, config)
                     split = profile_split(pstats.Stats(profiler))
                     learn = split["learn_s"]
-                    splits.append({"variant": label, "case": case_name, "steps": args.profile_steps,
-                                   "learn_s": round(learn, 1),
-                                   **{k[:-2] + "_pct": round(100 * v / learn, 1) for k, v in split.items()
-                                      if k != "learn_s"}})
+                    splits.append(
+                        {
+                            "variant": label,
+                            "case": case_name,
+                            "steps": args.profile_steps,
+                            "learn_s": round(learn, 1),
+                            **{k[:-2] + "_pct": round(100 * v / learn, 1) for k, v in split.items() if k != "learn_s"},
+                        }
+                    )
                     print(pd.DataFrame(splits[-1:]).to_string(index=False), flush=True)
 
     out = Path(args.out)

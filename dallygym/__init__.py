@@ -40,8 +40,9 @@ def _register_envs() -> None:
             # before reset themselves, and the tests hold them to gymnasium's and
             # stable-baselines3's full checkers. gym.make(..., disable_env_checker=False) puts the
             # passive checker back.
-            gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs, order_enforce=False,
-                         disable_env_checker=True)
+            gym.register(
+                id=env_id, entry_point=entry_point, kwargs=kwargs, order_enforce=False, disable_env_checker=True
+            )
 
 
 _register_envs()

@@ -87,6 +87,7 @@ def _short(value: object, limit: int = 60) -> str:
 
 # --- reading one file, safely -------------------------------------------------------------------
 
+
 def read_regular_file(path: Path, limit: int, what: str) -> bytes:
     """The bytes of ``path``, which must be a regular file (not a symbolic link, FIFO or device)
     of at most ``limit`` bytes; its size is checked before it is read."""
@@ -97,16 +98,19 @@ def read_regular_file(path: Path, limit: int, what: str) -> bytes:
         raise AgentLoadError(f"{path}: no such file ({what})") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP or path.is_symlink():
-            raise AgentLoadError(f"{path}: a symbolic link; an agent's files are read only from its own "
-                                 f"run directory, never through a link") from None
+            raise AgentLoadError(
+                f"{path}: a symbolic link; an agent's files are read only from its own "
+                f"run directory, never through a link"
+            ) from None
         raise AgentLoadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise AgentLoadError(f"{path}: not a regular file ({what})")
         if info.st_size > limit:
-            raise AgentLoadError(f"{path}: {info.st_size:,} bytes, more than the {limit:,} that {what} can "
-                                 f"take; refused before reading")
+            raise AgentLoadError(
+                f"{path}: {info.st_size:,} bytes, more than the {limit:,} that {what} can take; refused before reading"
+            )
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     finally:
@@ -132,8 +136,10 @@ def _check_unpacked_size(data: bytes, limit: int, where: str) -> None:
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
         raise AgentLoadError(f"{where}: not a readable torch file ({str(exc)[:160]})") from None
     if total > limit:
-        raise AgentLoadError(f"{where}: its entries unpack to {total:,} bytes, more than the {limit:,} its network "
-                             f"can hold; refused before reading")
+        raise AgentLoadError(
+            f"{where}: its entries unpack to {total:,} bytes, more than the {limit:,} its network "
+            f"can hold; refused before reading"
+        )
 
 
 def read_state_dict(data: bytes, where: str, limit: int = MAX_POLICY_BYTES) -> dict:
@@ -150,11 +156,23 @@ def read_state_dict(data: bytes, where: str, limit: int = MAX_POLICY_BYTES) -> d
     _check_unpacked_size(data, limit, where)
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError,
-            KeyError, IndexError, OverflowError, MemoryError) as exc:
+    except (
+        pickle.UnpicklingError,
+        RuntimeError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        KeyError,
+        IndexError,
+        OverflowError,
+        MemoryError,
+    ) as exc:
         raise AgentLoadError(f"{where}: not a file of plain tensors, refused ({_why(exc)})") from None
-    if not isinstance(state, dict) or not state or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    if (
+        not isinstance(state, dict)
+        or not state
+        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items())
     ):
         raise AgentLoadError(f"{where}: expected a state dict (parameter name -> tensor)")
     return state
@@ -165,8 +183,7 @@ def _why(exc: BaseException) -> str:
     paragraphs with terminal colour codes)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     found = re.search(r"Unsupported global: GLOBAL [\w.]+", text) or re.search(r"Unsupported operand \d+", text)
-    line = found.group(0) if found else next((ln.strip() for ln in text.splitlines() if ln.strip()),
-                                            type(exc).__name__)
+    line = found.group(0) if found else next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     return "".join(c for c in line if c.isprintable())[:160]
 
 
@@ -176,6 +193,7 @@ def sha256(data: bytes) -> str:
 
 # --- the config's schema ------------------------------------------------------------------------
 
+
 def registered_ids() -> tuple[str, ...]:
     """The Gymnasium ids that dallygym registers (the only ones an agent's config may name)."""
     import gymnasium as gym
@@ -183,10 +201,13 @@ def registered_ids() -> tuple[str, ...]:
     from . import _register_envs
 
     _register_envs()
-    return tuple(sorted(
-        env_id for env_id, spec in gym.registry.items()
-        if isinstance(spec.entry_point, str) and spec.entry_point.startswith("dallygym.")
-        and spec.namespace is None))
+    return tuple(
+        sorted(
+            env_id
+            for env_id, spec in gym.registry.items()
+            if isinstance(spec.entry_point, str) and spec.entry_point.startswith("dallygym.") and spec.namespace is None
+        )
+    )
 
 
 def env_id_of(value: object, where: str) -> str:
@@ -197,11 +218,13 @@ def env_id_of(value: object, where: str) -> str:
     """
     ids = registered_ids()
     if isinstance(value, str):
-        name = value[len("dallygym:"):] if value.startswith("dallygym:") else value
+        name = value[len("dallygym:") :] if value.startswith("dallygym:") else value
         if name in ids:
             return name
-    raise AgentLoadError(f"{where}: env_id {_short(value)} is not one of dallygym's environments "
-                         f"({', '.join(ids)}); nothing else is imported")
+    raise AgentLoadError(
+        f"{where}: env_id {_short(value)} is not one of dallygym's environments "
+        f"({', '.join(ids)}); nothing else is imported"
+    )
 
 
 def _option_choices() -> dict[str, tuple[str, ...]]:
@@ -213,11 +236,16 @@ def _option_choices() -> dict[str, tuple[str, ...]]:
     from .queue_env import MAKESPAN_CREDITS, OFFER_RULES, QUEUE_REWARDS
 
     return {
-        "priority": tuple(POLICIES), "makespan_reference": tuple(POLICIES), "sensitivity": SENSITIVITY_MODES,
+        "priority": tuple(POLICIES),
+        "makespan_reference": tuple(POLICIES),
+        "sensitivity": SENSITIVITY_MODES,
         "reward": tuple(dict.fromkeys((*REWARDS, *QUEUE_REWARDS))),
         "offer_rule": tuple(dict.fromkeys((*OFFER_RULES, *POLICIES))),
-        "lease_picks": tuple(LEASE_PICKS), "makespan_credit": MAKESPAN_CREDITS,
-        "vec_env": ("dummy", "subproc"), "keep": tuple(KEEP), "queue_net": QUEUE_NETS,
+        "lease_picks": tuple(LEASE_PICKS),
+        "makespan_credit": MAKESPAN_CREDITS,
+        "vec_env": ("dummy", "subproc"),
+        "keep": tuple(KEEP),
+        "queue_net": QUEUE_NETS,
     }
 
 
@@ -248,8 +276,11 @@ def _check_value(key: str, value: object, annotation: str, where: str) -> None:
         if not isinstance(value, str) or len(value) > _MAX_STRING or not value.isprintable():
             raise AgentLoadError(f"{bad} of printable characters (at most {_MAX_STRING}), got {_short(value)}")
     elif base == "list[int]":
-        if not isinstance(value, list) or len(value) > 64 or any(
-                isinstance(v, bool) or not isinstance(v, int) or abs(v) > _MAX_INT for v in value):
+        if (
+            not isinstance(value, list)
+            or len(value) > 64
+            or any(isinstance(v, bool) or not isinstance(v, int) or abs(v) > _MAX_INT for v in value)
+        ):
             raise AgentLoadError(f"{bad} (at most 64), got {_short(value)}")
     else:  # pragma: no cover - a new field type must be taught here
         raise AgentLoadError(f"{where}: {key} has a type this version cannot check ({annotation})")
@@ -278,8 +309,10 @@ def check_config(config: object, where: str) -> dict:
     fields = TrainConfig.__dataclass_fields__
     unknown = [k for k in config if k not in fields and k != HASH_KEY]
     if unknown:
-        raise AgentLoadError(f"{where}: unknown key {_short(unknown[0])}; this version of dallygym reads "
-                             f"the fields of TrainConfig and {HASH_KEY}")
+        raise AgentLoadError(
+            f"{where}: unknown key {_short(unknown[0])}; this version of dallygym reads "
+            f"the fields of TrainConfig and {HASH_KEY}"
+        )
     for key, value in config.items():
         if key == HASH_KEY:
             if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
@@ -294,9 +327,11 @@ def check_config(config: object, where: str) -> dict:
         if value is not None and value not in choices:
             raise AgentLoadError(f"{where}: {key} {_short(value)} is not one of {', '.join(choices)}")
     try:
-        ClusterSpec(config.get("racks", TrainConfig.racks),
-                    config.get("machines_per_rack", TrainConfig.machines_per_rack),
-                    config.get("gpus_per_machine", TrainConfig.gpus_per_machine))
+        ClusterSpec(
+            config.get("racks", TrainConfig.racks),
+            config.get("machines_per_rack", TrainConfig.machines_per_rack),
+            config.get("gpus_per_machine", TrainConfig.gpus_per_machine),
+        )
     except (ClusterError, ValueError) as exc:
         raise AgentLoadError(f"{where}: {str(exc).splitlines()[0][:200]}") from None
     for key in ("guard_leases", "teacher_share"):
@@ -313,12 +348,15 @@ def check_config(config: object, where: str) -> dict:
 
         net_arch = config.get("net_arch", TrainConfig().net_arch)
         if not net_arch or len(net_arch) > MAX_LAYERS or not all(1 <= n <= MAX_WIDTH for n in net_arch):
-            raise AgentLoadError(f"{where}: net_arch must be 1 to {MAX_LAYERS} layers of 1 to {MAX_WIDTH} units, "
-                                 f"got {_short(net_arch)}")
+            raise AgentLoadError(
+                f"{where}: net_arch must be 1 to {MAX_LAYERS} layers of 1 to {MAX_WIDTH} units, got {_short(net_arch)}"
+            )
         count = mlp_parameters(net_arch, OBS_DIM, 4)
         if count > MAX_PARAMETERS:
-            raise AgentLoadError(f"{where}: net_arch {_short(net_arch)} has {count:,} parameters, more than the "
-                                 f"{MAX_PARAMETERS:,} an agent may have")
+            raise AgentLoadError(
+                f"{where}: net_arch {_short(net_arch)} has {count:,} parameters, more than the "
+                f"{MAX_PARAMETERS:,} an agent may have"
+            )
     return config
 
 
@@ -363,8 +401,10 @@ def read_policy(path: Path, config: dict, limit: int) -> dict:
     data = read_regular_file(path, limit, "the agent's network")
     recorded = config.get(HASH_KEY)
     if recorded is not None and sha256(data) != recorded:
-        raise AgentLoadError(f"{path}: not the parameters its {CONFIG_FILE} was written with (SHA-256 differs): "
-                             f"the two files come from different runs, e.g. a training killed while saving")
+        raise AgentLoadError(
+            f"{path}: not the parameters its {CONFIG_FILE} was written with (SHA-256 differs): "
+            f"the two files come from different runs, e.g. a training killed while saving"
+        )
     return read_state_dict(data, str(path), limit)
 
 
@@ -376,6 +416,7 @@ def policy_limit(policy) -> int:
 
 
 # --- writing, atomically ------------------------------------------------------------------------
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` by a rename from a temporary file beside it (never a partial
@@ -428,6 +469,7 @@ def commit_agent(run_dir: Path, state: dict, config: dict) -> Path:
 
 # --- converting a stable-baselines3 archive -----------------------------------------------------
 
+
 def _zip_policy_bytes(zip_path: Path) -> bytes:
     """The ``policy.pth`` entry of a stable-baselines3 archive, at most :data:`MAX_POLICY_BYTES`
     whatever its header claims; no other entry is read."""
@@ -440,11 +482,14 @@ def _zip_policy_bytes(zip_path: Path) -> bytes:
             try:
                 entry = archive.getinfo(POLICY_FILE)
             except KeyError:
-                raise AgentLoadError(f"{zip_path}: no {POLICY_FILE} entry: not a stable-baselines3 model "
-                                     f"archive") from None
+                raise AgentLoadError(
+                    f"{zip_path}: no {POLICY_FILE} entry: not a stable-baselines3 model archive"
+                ) from None
             if entry.file_size > MAX_POLICY_BYTES:
-                raise AgentLoadError(f"{zip_path}: entry {POLICY_FILE} inflates to {entry.file_size:,} bytes, more "
-                                     f"than {MAX_POLICY_BYTES:,}; refused before reading")
+                raise AgentLoadError(
+                    f"{zip_path}: entry {POLICY_FILE} inflates to {entry.file_size:,} bytes, more "
+                    f"than {MAX_POLICY_BYTES:,}; refused before reading"
+                )
             with archive.open(entry) as handle:
                 data = handle.read(MAX_POLICY_BYTES + 1)
     except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, RuntimeError) as exc:
@@ -476,8 +521,9 @@ def inferred_net_arch(state: dict) -> list[int]:
     return layers
 
 
-def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None, env_id: str | None = None,
-                  cluster=None) -> Path:
+def convert_agent(
+    zip_path: str | Path, out_dir: str | Path | None = None, env_id: str | None = None, cluster=None
+) -> Path:
     """Write an agent (``policy.pth`` and ``config.json``) from a stable-baselines3 ``model.zip``,
     without unpickling it.
 
@@ -502,18 +548,25 @@ def convert_agent(zip_path: str | Path, out_dir: str | Path | None = None, env_i
         config = read_config(zip_path.parent)
         config.pop(HASH_KEY, None)  # it belongs to the policy.pth beside, which this replaces
         if env_id is not None and env_id_of(env_id, "--env-id") != config["env_id"]:
-            raise AgentLoadError(f"{beside}: says env_id {config['env_id']}, but --env-id is {env_id}; "
-                                 f"convert into another --out without the config, or drop --env-id")
+            raise AgentLoadError(
+                f"{beside}: says env_id {config['env_id']}, but --env-id is {env_id}; "
+                f"convert into another --out without the config, or drop --env-id"
+            )
     else:
         ids = [i for i in registered_ids() if family and is_queue_env(i) == (family == "queue")]
         if env_id is None:
             fits = f" (its parameters fit {' or '.join(ids)})" if ids else ""
-            raise AgentLoadError(f"{zip_path}: no {CONFIG_FILE} beside it; say which environment the agent was "
-                                 f"trained on with --env-id{fits}")
+            raise AgentLoadError(
+                f"{zip_path}: no {CONFIG_FILE} beside it; say which environment the agent was "
+                f"trained on with --env-id{fits}"
+            )
         config = {"env_id": env_id_of(env_id, "--env-id")}
         if cluster is not None:
-            config.update(racks=cluster.racks, machines_per_rack=cluster.machines_per_rack,
-                          gpus_per_machine=cluster.gpus_per_machine)
+            config.update(
+                racks=cluster.racks,
+                machines_per_rack=cluster.machines_per_rack,
+                gpus_per_machine=cluster.gpus_per_machine,
+            )
         if family == "offer":
             config["net_arch"] = inferred_net_arch(state)
         if family == "queue":  # the set network's value head is named critic; the pointer one's is not

@@ -63,8 +63,9 @@ def fastest_shapes(g: int, spec: ClusterSpec) -> list[tuple]:
     return shapes
 
 
-def fastest_run_s(trace: str | pd.DataFrame, cluster: ClusterSpec | int,
-                  latency: str | LatencyModel = "dally-paper") -> np.ndarray:
+def fastest_run_s(
+    trace: str | pd.DataFrame, cluster: ClusterSpec | int, latency: str | LatencyModel = "dally-paper"
+) -> np.ndarray:
     """Each job's run time at its fastest placement (the best speed factor over
     :func:`fastest_shapes`), in the trace's job order: iterations x ``iter_time_s`` / speed."""
     spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(racks=cluster)
@@ -76,15 +77,17 @@ def fastest_run_s(trace: str | pd.DataFrame, cluster: ClusterSpec | int,
         key = (name, int(g))
         s = best.get(key)
         if s is None:
-            s = best[key] = 1.0 if g == 1 else max(float(model.speed_factor(name, shape))
-                                                   for shape in fastest_shapes(int(g), spec))
+            s = best[key] = (
+                1.0 if g == 1 else max(float(model.speed_factor(name, shape)) for shape in fastest_shapes(int(g), spec))
+            )
         speeds[i] = s
     ideal = frame["total_iterations"].to_numpy(dtype=np.float64) * frame["iter_time_s"].to_numpy(dtype=np.float64)
     return ideal / speeds
 
 
-def lower_bound(trace: str | pd.DataFrame, cluster: ClusterSpec | int,
-                latency: str | LatencyModel = "dally-paper") -> dict:
+def lower_bound(
+    trace: str | pd.DataFrame, cluster: ClusterSpec | int, latency: str | LatencyModel = "dally-paper"
+) -> dict:
     """The no-queueing, fastest-placement bound of ``trace`` on ``cluster``:
 
     * ``jct_mean_s``: mean over jobs of the fastest run time (each job's JCT if it started at

@@ -96,12 +96,16 @@ class ClusterSpec:
         # Each count alone is in range; their products may still be too large.
         machines = self.racks * self.machines_per_rack
         if machines > MAX_MACHINES:
-            raise ClusterError(f"racks x machines_per_rack must be at most {MAX_MACHINES:,} machines, got "
-                               f"{self.racks:,} x {self.machines_per_rack:,} = {machines:,}")
+            raise ClusterError(
+                f"racks x machines_per_rack must be at most {MAX_MACHINES:,} machines, got "
+                f"{self.racks:,} x {self.machines_per_rack:,} = {machines:,}"
+            )
         gpus = machines * self.gpus_per_machine
         if gpus > MAX_GPUS:
-            raise ClusterError(f"the cluster must have at most {MAX_GPUS:,} GPUs, got {self.racks:,} racks x "
-                               f"{self.machines_per_rack:,} machines x {self.gpus_per_machine:,} GPUs = {gpus:,}")
+            raise ClusterError(
+                f"the cluster must have at most {MAX_GPUS:,} GPUs, got {self.racks:,} racks x "
+                f"{self.machines_per_rack:,} machines x {self.gpus_per_machine:,} GPUs = {gpus:,}"
+            )
 
     @property
     def num_machines(self) -> int:
@@ -118,9 +122,7 @@ class ClusterSpec:
     def best_possible_tier(self, num_gpus: int) -> Tier:
         """The most consolidated tier a job of ``num_gpus`` GPUs can ever have here."""
         if num_gpus > self.num_gpus:
-            raise ClusterError(
-                f"a job of {num_gpus} GPUs is larger than the cluster ({self.num_gpus} GPUs)"
-            )
+            raise ClusterError(f"a job of {num_gpus} GPUs is larger than the cluster ({self.num_gpus} GPUs)")
         if num_gpus <= self.gpus_per_machine:
             return Tier.MACHINE
         if num_gpus <= self.gpus_per_rack:
@@ -155,8 +157,7 @@ class ClusterSpec:
         ids = np.asarray(gpus, dtype=np.int64).reshape(-1)
         # Per rack, the counts of the machines used (a placement touches a few machines,
         # whatever the size of the cluster).
-        racks, counts, bad = kernels.machine_counts(ids, self.gpus_per_machine, self.machines_per_rack,
-                                                    self.num_gpus)
+        racks, counts, bad = kernels.machine_counts(ids, self.gpus_per_machine, self.machines_per_rack, self.num_gpus)
         if bad >= 0:
             raise ClusterError(f"GPU id {ids.item(bad)} out of range 0..{self.num_gpus - 1}")
         per_rack: dict[int, list[int]] = {}
@@ -210,12 +211,17 @@ class ClusterState:
         self.free_per_rack = np.full(spec.racks, spec.gpus_per_rack, dtype=np.int64)
         # The five arrays are views of one buffer (kernels.cluster_views), so that a compiled
         # kernel takes the cluster as one argument.
-        self.buffer = np.concatenate((self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
-                                      self.free_per_rack))
+        self.buffer = np.concatenate(
+            (self.owner, self.mark, self.free_per_machine, self.idle_per_machine, self.free_per_rack)
+        )
         g, m = spec.num_gpus, spec.num_machines
         self.owner, self.mark, self.free_per_machine, self.idle_per_machine, self.free_per_rack = (
-            self.buffer[:g], self.buffer[g:2 * g], self.buffer[2 * g:2 * g + m], self.buffer[2 * g + m:2 * g + 2 * m],
-            self.buffer[2 * g + 2 * m:])
+            self.buffer[:g],
+            self.buffer[g : 2 * g],
+            self.buffer[2 * g : 2 * g + m],
+            self.buffer[2 * g + m : 2 * g + 2 * m],
+            self.buffer[2 * g + 2 * m :],
+        )
         self.free_total = spec.num_gpus
         #: Bumped on every change of the free GPUs, so derived answers can be cached.
         self.version = 0
@@ -278,8 +284,17 @@ class ClusterState:
             self.version += 1
             return
         if self.compiled:
-            kernels.allocate(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
-                             self.free_per_rack, gpus, job, self.spec.machines_per_rack, self.spec.gpus_per_machine)
+            kernels.allocate(
+                self.owner,
+                self.mark,
+                self.free_per_machine,
+                self.idle_per_machine,
+                self.free_per_rack,
+                gpus,
+                job,
+                self.spec.machines_per_rack,
+                self.spec.gpus_per_machine,
+            )
             self.free_total -= n
             self.version += 1
             return
@@ -311,8 +326,15 @@ class ClusterState:
             self._check_machine(gpus, machine)
         n = len(gpus)
         if self.compiled:
-            kernels.release(self.owner, self.free_per_machine, self.idle_per_machine, self.free_per_rack, gpus,
-                            self.spec.machines_per_rack, self.spec.gpus_per_machine)
+            kernels.release(
+                self.owner,
+                self.free_per_machine,
+                self.idle_per_machine,
+                self.free_per_rack,
+                gpus,
+                self.spec.machines_per_rack,
+                self.spec.gpus_per_machine,
+            )
             self.free_total += n
             self.version += 1
             return
@@ -436,9 +458,19 @@ class ClusterState:
         """
         spec = self.spec
         if self.compiled and num_gpus >= 1 and 0 <= tier <= 2:
-            gpus = kernels.place(self.owner, self.mark, self.free_per_machine, self.idle_per_machine,
-                                 self.free_per_rack, spec.racks, spec.machines_per_rack,
-                                 spec.gpus_per_machine, num_gpus, int(tier), self.marks_active)
+            gpus = kernels.place(
+                self.owner,
+                self.mark,
+                self.free_per_machine,
+                self.idle_per_machine,
+                self.free_per_rack,
+                spec.racks,
+                spec.machines_per_rack,
+                spec.gpus_per_machine,
+                num_gpus,
+                int(tier),
+                self.marks_active,
+            )
             if gpus.size:
                 return gpus
             # No such placement: the reference below says why.

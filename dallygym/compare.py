@@ -53,8 +53,9 @@ def compare(
     rows = []
     for i, policy in enumerate(built, 1):
         start = time.perf_counter()
-        result = simulate(frame, spec, policy=policy, latency=latency_model, config=config,
-                          progress=progress is not None)
+        result = simulate(
+            frame, spec, policy=policy, latency=latency_model, config=config, progress=progress is not None
+        )
         wall = time.perf_counter() - start
         if results is not None:
             results[policy.name] = result
@@ -99,10 +100,14 @@ def contention_note(frame: pd.DataFrame, cluster: ClusterSpec) -> str | None:
         return None
     size = f"{cluster.racks} racks, {cluster.num_gpus} GPUs"
     if never_queued:
-        return (f"note: no job waited under any policy: the cluster ({size}) never contends for this trace, "
-                f"so the comparison says little about the policies; try fewer racks (--racks)")
-    return (f"note: every policy gave the same results: the cluster ({size}) barely contends for this "
-            f"trace; try fewer racks (--racks)")
+        return (
+            f"note: no job waited under any policy: the cluster ({size}) never contends for this trace, "
+            f"so the comparison says little about the policies; try fewer racks (--racks)"
+        )
+    return (
+        f"note: every policy gave the same results: the cluster ({size}) barely contends for this "
+        f"trace; try fewer racks (--racks)"
+    )
 
 
 def stderr_progress(message: str) -> None:

@@ -147,6 +147,7 @@ def speed_tables(latency) -> SpeedTables:
     except TypeError:
         return SpeedTables()
 
+
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
 _TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
@@ -228,11 +229,12 @@ class JobSet:
         """The members in increasing order."""
         arr = self._array
         if arr is None:
-            arr = self._array = self._row[:self._n].copy()
+            arr = self._array = self._row[: self._n].copy()
         if self._compiled:
             if self._added or self._left:
-                arr = self._array = kernels.job_set(arr, np.array(self._added, dtype=np.int64), self._state,
-                                                    self._code, self._left)
+                arr = self._array = kernels.job_set(
+                    arr, np.array(self._added, dtype=np.int64), self._state, self._code, self._left
+                )
                 self._added = []
                 self._left = False
                 self._row = None
@@ -275,9 +277,23 @@ class TraceArrays:
     environment's fixed trace, reset after reset) makes it once and passes it instead of the
     frame, and every engine shares it (none writes to it)."""
 
-    __slots__ = ("arrival_s", "ideal_s", "iter_time_list", "iter_time_s", "job_id", "job_id_list", "model",
-                 "model_index", "model_index_list", "model_names", "n", "num_gpus", "num_gpus_list",
-                 "total_iterations", "total_iterations_list")
+    __slots__ = (
+        "arrival_s",
+        "ideal_s",
+        "iter_time_list",
+        "iter_time_s",
+        "job_id",
+        "job_id_list",
+        "model",
+        "model_index",
+        "model_index_list",
+        "model_names",
+        "n",
+        "num_gpus",
+        "num_gpus_list",
+        "total_iterations",
+        "total_iterations_list",
+    )
 
     def __init__(self, trace: pd.DataFrame) -> None:
         frame = trace if _in_arrival_order(trace) else trace.sort_values(["arrival_s", "job_id"], kind="stable")
@@ -295,8 +311,16 @@ class TraceArrays:
         self.total_iterations = frame["total_iterations"].to_numpy(dtype=np.float64, copy=True)
         self.iter_time_s = frame["iter_time_s"].to_numpy(dtype=np.float64, copy=True)
         self.ideal_s = self.total_iterations * self.iter_time_s
-        for name in ("job_id", "arrival_s", "num_gpus", "model", "model_index", "total_iterations", "iter_time_s",
-                     "ideal_s"):
+        for name in (
+            "job_id",
+            "arrival_s",
+            "num_gpus",
+            "model",
+            "model_index",
+            "total_iterations",
+            "iter_time_s",
+            "ideal_s",
+        ):
             getattr(self, name).flags.writeable = False
         self.num_gpus_list: list[int] = self.num_gpus.tolist()
         self.job_id_list: list[int] = self.job_id.tolist()
@@ -327,7 +351,7 @@ class JobGpus:
         if self._flags.item(j) < 0:  # (an index out of range raises IndexError here)
             return None
         lo = self._offsets[j]
-        return self._store[lo:lo + self._num_gpus[j]].copy()
+        return self._store[lo : lo + self._num_gpus[j]].copy()
 
     def __iter__(self):
         return (self[j] for j in range(len(self)))
@@ -388,19 +412,30 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not (_is_real(self.lease_s) and MIN_LEASE_S <= self.lease_s <= MAX_LEASE_S):
-            raise ValueError(f"lease_s must be a number of seconds from {MIN_LEASE_S:g} to {MAX_LEASE_S:g}, got "
-                             f"{self.lease_s!r} (each round is a scheduling pass: a shorter lease makes a run "
-                             f"take about makespan / lease passes)")
+            raise ValueError(
+                f"lease_s must be a number of seconds from {MIN_LEASE_S:g} to {MAX_LEASE_S:g}, got "
+                f"{self.lease_s!r} (each round is a scheduling pass: a shorter lease makes a run "
+                f"take about makespan / lease passes)"
+            )
         if not (_is_real(self.restart_overhead_s) and 0 <= self.restart_overhead_s <= MAX_RESTART_OVERHEAD_S):
-            raise ValueError(f"restart_overhead_s must be a number of seconds from 0 to {MAX_RESTART_OVERHEAD_S:g}, "
-                             f"got {self.restart_overhead_s!r}")
-        if (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
-                or not 0 <= self.seed <= MAX_SEED):
+            raise ValueError(
+                f"restart_overhead_s must be a number of seconds from 0 to {MAX_RESTART_OVERHEAD_S:g}, "
+                f"got {self.restart_overhead_s!r}"
+            )
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, (int, np.integer))
+            or not 0 <= self.seed <= MAX_SEED
+        ):
             raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {self.seed!r}")
-        if (isinstance(self.max_idle_rounds, bool) or not isinstance(self.max_idle_rounds, int)
-                or not 1 <= self.max_idle_rounds <= MAX_IDLE_ROUNDS):
-            raise ValueError(f"max_idle_rounds must be a whole number from 1 to {MAX_IDLE_ROUNDS:,}, "
-                             f"got {self.max_idle_rounds!r}")
+        if (
+            isinstance(self.max_idle_rounds, bool)
+            or not isinstance(self.max_idle_rounds, int)
+            or not 1 <= self.max_idle_rounds <= MAX_IDLE_ROUNDS
+        ):
+            raise ValueError(
+                f"max_idle_rounds must be a whole number from 1 to {MAX_IDLE_ROUNDS:,}, got {self.max_idle_rounds!r}"
+            )
         if self.renewal not in RENEWAL_MODES:
             raise ValueError(f"unknown renewal mode {self.renewal!r}; choose one of {', '.join(RENEWAL_MODES)}")
 
@@ -454,11 +489,22 @@ class Offer:
             moves it) or ``"rebid"`` (waiting gives its GPUs up) for a renewal offer.
     """
 
-    __slots__ = ("best_possible_tier", "best_tier", "current_tier", "job", "job_id", "now_s", "num_gpus",
-                 "renewal", "starvation_s", "tiers")
+    __slots__ = (
+        "best_possible_tier",
+        "best_tier",
+        "current_tier",
+        "job",
+        "job_id",
+        "now_s",
+        "num_gpus",
+        "renewal",
+        "starvation_s",
+        "tiers",
+    )
 
-    def __init__(self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier,
-                 current_tier=None, renewal=None):
+    def __init__(
+        self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier, current_tier=None, renewal=None
+    ):
         self.job = job
         self.job_id = job_id
         self.num_gpus = num_gpus
@@ -578,8 +624,9 @@ class Engine:
         self.policy = policy
         # A policy that keeps the default priority (arrival time) orders a pass's jobs as their
         # indices already are (indices follow arrival, then id): no sort needed.
-        self._arrival_order = (getattr(type(policy), "priority", None) is Policy.priority
-                               and "priority" not in getattr(policy, "__dict__", {}))
+        self._arrival_order = getattr(type(policy), "priority", None) is Policy.priority and "priority" not in getattr(
+            policy, "__dict__", {}
+        )
         self.latency = latency
         self.config = config or EngineConfig()
         self.rng = np.random.default_rng(self.config.seed)
@@ -662,8 +709,9 @@ class Engine:
         #: The speed factors known (:class:`SpeedTables`, shared by the runs of ``latency``),
         #: and each job's model's id in them (what the kernels read).
         self._tables = speed_tables(latency)
-        self._model_id = np.asarray(self._tables.model_ids(self.model_names, cluster.gpus_per_machine),
-                                    dtype=np.int64)[self.model_index]
+        self._model_id = np.asarray(self._tables.model_ids(self.model_names, cluster.gpus_per_machine), dtype=np.int64)[
+            self.model_index
+        ]
         self._model_id_list: list[int] = self._model_id.tolist()
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
         #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
@@ -767,8 +815,10 @@ class Engine:
         self._plan = np.zeros((4, n), dtype=np.int64)
         self._expired_buf = np.zeros(n, dtype=np.int64)
         # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
-        self._migrates = any(getattr(type(policy), name) is not getattr(Policy, name)
-                             or name in getattr(policy, "__dict__", {}) for name in ("migrate", "may_migrate"))
+        self._migrates = any(
+            getattr(type(policy), name) is not getattr(Policy, name) or name in getattr(policy, "__dict__", {})
+            for name in ("migrate", "may_migrate")
+        )
         # The per-job arrays the kernels read and write are rows of two tables (one argument
         # each): ``done_iters`` is ``_jobf[kernels.F_DONE]``, and so on.
         self._jobf = np.stack([getattr(self, name) for name in kernels.JOB_FLOATS])
@@ -854,8 +904,9 @@ class Engine:
         if self.cluster.compiled:
             return kernels.nw_sens(jobs, self.done_iters, self.iter_time_s, self.run_s, self._never_nw_sens)
         run = self.run_s[jobs]
-        return np.divide(self.done_iters[jobs] * self.iter_time_s[jobs], run, out=self._never_nw_sens[jobs],
-                         where=run > 0)
+        return np.divide(
+            self.done_iters[jobs] * self.iter_time_s[jobs], run, out=self._never_nw_sens[jobs], where=run > 0
+        )
 
     # --- the run -------------------------------------------------------------------------
 
@@ -897,13 +948,44 @@ class Engine:
         # Its arguments, but for the speed tables' arrays: the same objects from here on.
         c = self.cluster
         self._loop_args = (
-            (self.arrival_s, self.first_arrival_s, self.config.lease_s, self.config.max_idle_rounds,
-             self.spec.num_gpus, RENEWAL_MODES.index(self._renewal), self._upgrades_offered,
-             self._auto if self._batch_starts else kernels.AUTO_NONE, self._keys, self.config.restart_overhead_s,
-             self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier),
-            (self._gpu_store, c.buffer, *self._dims, self._sets, self._wkey, self._li, self._lf, self._plan,
-             self._expired_buf, self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f,
-             self._rec_i, self._rec_f, self._partials, self._timeline),
+            (
+                self.arrival_s,
+                self.first_arrival_s,
+                self.config.lease_s,
+                self.config.max_idle_rounds,
+                self.spec.num_gpus,
+                RENEWAL_MODES.index(self._renewal),
+                self._upgrades_offered,
+                self._auto if self._batch_starts else kernels.AUTO_NONE,
+                self._keys,
+                self.config.restart_overhead_s,
+                self._jobf,
+                self._jobi,
+                self.state,
+                self.speed_seen,
+                self.tier_s,
+                self.placements_by_tier,
+            ),
+            (
+                self._gpu_store,
+                c.buffer,
+                *self._dims,
+                self._sets,
+                self._wkey,
+                self._li,
+                self._lf,
+                self._plan,
+                self._expired_buf,
+                self._renewed_log,
+                self._turn_log,
+                self._log_f,
+                self._starts,
+                self._starts_f,
+                self._rec_i,
+                self._rec_f,
+                self._partials,
+                self._timeline,
+            ),
         )
         resume = -1
         while True:
@@ -922,8 +1004,13 @@ class Engine:
     def _compiled_loop(self) -> bool:
         """Whether :meth:`decisions` runs compiled: the kernels are on, the policy's priority
         order is one the engine computes, it does not migrate, and no agent picks."""
-        return (self.cluster.compiled and self.renew_together and self._keys >= 0 and not self.agent_picks
-                and not self._migrates)
+        return (
+            self.cluster.compiled
+            and self.renew_together
+            and self._keys >= 0
+            and not self.agent_picks
+            and not self._migrates
+        )
 
     def _event(self) -> Generator[Offer | Pick, Tier | int | None, None]:
         """The next event: time moves to it (arrival, finish or round boundary, whichever
@@ -984,31 +1071,60 @@ class Engine:
         li, lf = self._li, self._lf
         # The scalars in kernels.LI_* and LF_* order (the first LI_N_LOG and LF_SIZE; packed
         # into the arrays' bytes by struct, several times faster than numpy's assignment).
-        _LI_PACK.pack_into(li, 0, self._next_arrival, self.finished, self.rounds, self._round_no,
-                           self._idle_rounds, self.passes, self.n_waiting, self.n_running, self.waiting_gpus,
-                           c.free_total, c.version, c.marks_active, 0)  # (LI_N_LOG: no log yet)
+        _LI_PACK.pack_into(
+            li,
+            0,
+            self._next_arrival,
+            self.finished,
+            self.rounds,
+            self._round_no,
+            self._idle_rounds,
+            self.passes,
+            self.n_waiting,
+            self.n_running,
+            self.waiting_gpus,
+            c.free_total,
+            c.version,
+            c.marks_active,
+            0,
+        )  # (LI_N_LOG: no log yet)
         li[kernels.LI_N_STARTS] = 0
-        _LF_PACK.pack_into(lf, 0, self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
-                           self.comm_area_s)
+        _LF_PACK.pack_into(
+            lf, 0, self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s
+        )
         sets = self._sets
         # The job sets, unless the kernel's rows hold them still (see JobSet.lend).
         if not self._waiting.lent():
             waiting = self._waiting.array()
-            sets[0, :waiting.size] = waiting
+            sets[0, : waiting.size] = waiting
             li[kernels.LI_KEYED] = 0  # the kernel orders the waiting jobs again
         if not self._running.lent():
             running = self._running.array()
-            sets[1, :running.size] = running
+            sets[1, : running.size] = running
         tables = self._tables  # (its arrays grow: read at each call)
         head, tail = self._loop_args
-        stop = kernels.run_events(resume, *head, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
-                                  *tail)
-        (self._next_arrival, self.finished, self.rounds, self._round_no, self._idle_rounds, self.passes,
-         self.n_waiting, self.n_running, self.waiting_gpus, c.free_total, c.version,
-         marks, n_log) = _LI_PACK.unpack_from(li)
+        stop = kernels.run_events(
+            resume, *head, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots, *tail
+        )
+        (
+            self._next_arrival,
+            self.finished,
+            self.rounds,
+            self._round_no,
+            self._idle_rounds,
+            self.passes,
+            self.n_waiting,
+            self.n_running,
+            self.waiting_gpus,
+            c.free_total,
+            c.version,
+            marks,
+            n_log,
+        ) = _LI_PACK.unpack_from(li)
         c.marks_active = bool(marks)
-        (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s,
-         self.comm_area_s) = _LF_PACK.unpack_from(lf)
+        (self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s) = (
+            _LF_PACK.unpack_from(lf)
+        )
         self._waiting.lend(sets[0], self.n_waiting)
         self._running.lend(sets[1], self.n_running)
         if n_log:
@@ -1023,7 +1139,8 @@ class Engine:
         li = self._li
         t = self.now_s
         boundary, n_queue, n_exp_pos, start, n_ranked, pos, asks, _, answer = _LI_PASS.unpack_from(
-            li, 8 * kernels.LI_BOUNDARY)
+            li, 8 * kernels.LI_BOUNDARY
+        )
         plan = self._plan
         queue, least_ahead = plan[1, :n_queue], plan[2, :n_queue]
         expired_pos = plan[3, :n_exp_pos]
@@ -1034,7 +1151,7 @@ class Engine:
             j = queue.item(pos)
             if boundary:
                 if n_ranked:
-                    self._ranked = plan[0, start:start + n_ranked]
+                    self._ranked = plan[0, start : start + n_ranked]
                 # The lease-expired jobs the pass has not visited: those from this turn on (but
                 # this turn's job if the kernel preempted it already, to ask it an offer); made
                 # when first read, which the turns up to a hand-back to the kernel never do.
@@ -1184,9 +1301,27 @@ class Engine:
         running = self.running_jobs() if boundary else waiting
         plan = self._plan
         status, n_cand, start, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
-            waiting, running, boundary, self._keys, self._renewal != "rebid",
-            self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._jobf, self._jobi, self.state,
-            self._gpu_store, c.buffer, racks, mpr, gpm, c.free_total, plan, self._expired_buf, False, self._wkey)
+            waiting,
+            running,
+            boundary,
+            self._keys,
+            self._renewal != "rebid",
+            self._upgrades_offered and self.n_below_best > 0,
+            self.agent_picks,
+            self._jobf,
+            self._jobi,
+            self.state,
+            self._gpu_store,
+            c.buffer,
+            racks,
+            mpr,
+            gpm,
+            c.free_total,
+            plan,
+            self._expired_buf,
+            False,
+            self._wkey,
+        )
         if status == 0:
             return None
         cand = None
@@ -1197,7 +1332,7 @@ class Engine:
             return None
         # (Views of the plan buffers: the next pass writes them again, after this one ends.)
         if n_expired:
-            self._ranked = plan[0, start:start + n_ranked]
+            self._ranked = plan[0, start : start + n_ranked]
             if count:  # as ClusterState.mark_reclaimable
                 c.free_total += count
                 c.version += 1
@@ -1236,8 +1371,15 @@ class Engine:
                 return None
         return (cand, *self._visit_plan(order, boundary))
 
-    def _pass_turns(self, t: float, boundary: bool, cand: np.ndarray, queue: np.ndarray, least_ahead: np.ndarray,
-                    expired_pos: np.ndarray) -> Generator[Offer | Pick, Tier | int | None, None]:
+    def _pass_turns(
+        self,
+        t: float,
+        boundary: bool,
+        cand: np.ndarray,
+        queue: np.ndarray,
+        least_ahead: np.ndarray,
+        expired_pos: np.ndarray,
+    ) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass's turns over its visit plan, in order (see :meth:`_visit_plan`)."""
         cluster = self.cluster
         try:
@@ -1273,8 +1415,9 @@ class Engine:
         if boundary:
             self._migrations(cand, t)
 
-    def _python_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
-                      t: float) -> Generator[Offer, Tier | None, None]:
+    def _python_turns(
+        self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int, t: float
+    ) -> Generator[Offer, Tier | None, None]:
         """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
         Python, to the pass's end."""
         cluster = self.cluster
@@ -1310,8 +1453,9 @@ class Engine:
                 continue
             yield from self._visit(j, t)
 
-    def _turns_to_hand_over(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray,
-                            pos: int, t: float) -> Generator[Offer, Tier | None, tuple[int, Tier | None] | None]:
+    def _turns_to_hand_over(
+        self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int, t: float
+    ) -> Generator[Offer, Tier | None, tuple[int, Tier | None] | None]:
         """:meth:`_python_turns` up to an offer a waiting job accepts, returning (its position,
         the tier), or up to a lease-expired job's turn, returning (its position, None): the
         compiled loop makes that start or turn and goes on from there (see
@@ -1392,13 +1536,13 @@ class Engine:
             return None
         if answer not in offer.tiers:
             raise EngineError(
-                f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
-                f"tiers or None"
+                f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered tiers or None"
             )
         return _TIERS[int(answer)]
 
-    def _picked_visits(self, queue: list[int] | np.ndarray, t: float,
-                       boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
+    def _picked_visits(
+        self, queue: list[int] | np.ndarray, t: float, boundary: bool
+    ) -> Generator[Offer | Pick, Tier | int | None, None]:
         """A pass whose order an agent chooses (``agent_picks``): see :class:`Pick`.
 
         ``queue`` is the pass's jobs in the policy's priority order. While the order matters
@@ -1473,8 +1617,9 @@ class Engine:
                 raise EngineError(f"pick_guard served {answer!r}, which is not a candidate of {pick!r}")
             if answer is None:
                 if not pick.may_stop:
-                    raise EngineError(f"stopped the pass at {pick!r}, where stopping is not allowed "
-                                      f"(nothing would keep running)")
+                    raise EngineError(
+                        f"stopped the pass at {pick!r}, where stopping is not allowed (nothing would keep running)"
+                    )
                 self._stop_pass(q[waiting | leases].tolist())
                 return
             at = self._position_in(q, position, answer)
@@ -1572,10 +1717,25 @@ class Engine:
         if c.compiled:
             _, mpr, gpm = self._dims
             start, n_expired, count = kernels.expire_leases(
-                order, state, self.tier, self.best_possible_tier, mode != "rebid",
-                self._upgrades_offered and self.n_below_best > 0, self.agent_picks, self._rank, c.owner,
-                c.mark, c.free_per_machine, c.free_per_rack, mpr, gpm, self._gpu_store, self._gpu_off, self.num_gpus,
-                self._expired_buf)
+                order,
+                state,
+                self.tier,
+                self.best_possible_tier,
+                mode != "rebid",
+                self._upgrades_offered and self.n_below_best > 0,
+                self.agent_picks,
+                self._rank,
+                c.owner,
+                c.mark,
+                c.free_per_machine,
+                c.free_per_rack,
+                mpr,
+                gpm,
+                self._gpu_store,
+                self._gpu_off,
+                self.num_gpus,
+                self._expired_buf,
+            )
             expired = self._expired_buf[:n_expired]
             if start < 0:
                 return None
@@ -1620,8 +1780,9 @@ class Engine:
         :class:`EngineConfig`): it keeps them, is offered better tiers, or bids again."""
         mode = self._renewal
         current = self.tier.item(j)
-        if mode == "keep" or (mode == "upgrade" and (current == self.best_possible_tier.item(j)
-                                                      or not self._upgrades_offered)):
+        if mode == "keep" or (
+            mode == "upgrade" and (current == self.best_possible_tier.item(j) or not self._upgrades_offered)
+        ):
             self.cluster.allocate(j, held, self._machine_of(j))  # renewed on the same GPUs
             return
         cluster = self.cluster
@@ -1651,8 +1812,9 @@ class Engine:
                 starvation = 0.0  # rebid: its clock restarts at the boundary
             answer = None
             if tiers:
-                offer = Offer(j, self._job_id_list[j], g, t, starvation, tiers, self._best_tier_list[j],
-                              _TIERS[current], mode)
+                offer = Offer(
+                    j, self._job_id_list[j], g, t, starvation, tiers, self._best_tier_list[j], _TIERS[current], mode
+                )
                 answer = yield offer
                 if answer is not None and answer not in tiers:
                     raise EngineError(
@@ -1729,8 +1891,9 @@ class Engine:
     #: :meth:`_visit` -- the plain reference the tests hold the fast path to, result for result.
     renew_together = True
 
-    def _compiled_turns(self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int,
-                        t: float) -> tuple[int, bool]:
+    def _compiled_turns(
+        self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int, t: float
+    ) -> tuple[int, bool]:
         """The turns of a pass from position ``pos`` of its visit plan, compiled
         (:func:`dallygym.kernels.pass_turns`), up to the first that needs Python: its position
         (-1 if the pass is over) and whether it asks the caller a question. Completes here what
@@ -1739,11 +1902,34 @@ class Engine:
         c = self.cluster
         tables = self._tables
         stop, asks, n_log, n_renewed, free_total, ops = kernels.pass_turns(
-            queue, least_ahead, expired_pos, pos, t, self._auto, self._renewal != "rebid", self._upgrades_offered,
-            self.config.restart_overhead_s, self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s,
-            self.placements_by_tier, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots,
-            self._gpu_store, c.buffer, *self._dims, c.free_total, c.marks_active,
-            self._turn_log, self._renewed_log)
+            queue,
+            least_ahead,
+            expired_pos,
+            pos,
+            t,
+            self._auto,
+            self._renewal != "rebid",
+            self._upgrades_offered,
+            self.config.restart_overhead_s,
+            self._jobf,
+            self._jobi,
+            self.state,
+            self.speed_seen,
+            self.tier_s,
+            self.placements_by_tier,
+            tables.machine,
+            tables.rows,
+            tables.seq,
+            tables.speed,
+            tables.slots,
+            self._gpu_store,
+            c.buffer,
+            *self._dims,
+            c.free_total,
+            c.marks_active,
+            self._turn_log,
+            self._renewed_log,
+        )
         if ops:
             c.free_total = free_total
             c.version += ops
@@ -1829,9 +2015,23 @@ class Engine:
         if c.compiled:
             racks, mpr, gpm = self._dims
             n, count = kernels.renew_in_place(
-                jobs, self._rank, c.mark, c.owner, c.free_per_machine, c.idle_per_machine, c.free_per_rack,
-                self.num_gpus, self.tier, self.best_possible_tier, racks, mpr, gpm, self._upgrades_offered,
-                self._gpu_store, self._gpu_off)
+                jobs,
+                self._rank,
+                c.mark,
+                c.owner,
+                c.free_per_machine,
+                c.idle_per_machine,
+                c.free_per_rack,
+                self.num_gpus,
+                self.tier,
+                self.best_possible_tier,
+                racks,
+                mpr,
+                gpm,
+                self._upgrades_offered,
+                self._gpu_store,
+                self._gpu_off,
+            )
             if count:  # as ClusterState.renew_marked
                 c.free_total -= count
                 c.version += 1
@@ -1902,9 +2102,12 @@ class Engine:
         if tiers is None:
             most_on_machine, most_on_rack, network = self._tier_limits
             tiers = self._tiers_cache[g] = tuple(
-                tier for tier, ok in ((Tier.MACHINE, g <= most_on_machine),
-                                      (Tier.RACK, 2 <= g <= most_on_rack),
-                                      (Tier.NETWORK, network and 2 <= g <= c.free_total))
+                tier
+                for tier, ok in (
+                    (Tier.MACHINE, g <= most_on_machine),
+                    (Tier.RACK, 2 <= g <= most_on_rack),
+                    (Tier.NETWORK, network and 2 <= g <= c.free_total),
+                )
                 if ok
             )
         return tiers
@@ -2014,8 +2217,19 @@ class Engine:
         c = self.cluster
         if c.compiled:
             racks, mpr, gpm = self._dims
-            c.free_total += kernels.complete(np.array(jobs, dtype=np.int64), t, self._jobf, self._jobi, self.state,
-                                             self.tier_s, self._gpu_store, c.buffer, racks, mpr, gpm)
+            c.free_total += kernels.complete(
+                np.array(jobs, dtype=np.int64),
+                t,
+                self._jobf,
+                self._jobi,
+                self.state,
+                self.tier_s,
+                self._gpu_store,
+                c.buffer,
+                racks,
+                mpr,
+                gpm,
+            )
             c.version += len(jobs)
             for j in jobs:  # the rest of _close_segment and _set_state
                 self._let_go(j)
@@ -2043,8 +2257,10 @@ class Engine:
             return
         target = Tier(target)
         if target >= self.tier[j]:
-            raise EngineError(f"{self.policy.name!r} asked to migrate job {self.job_id[j]} to {target.label}, "
-                              f"which is not better than its {Tier(int(self.tier[j])).label} placement")
+            raise EngineError(
+                f"{self.policy.name!r} asked to migrate job {self.job_id[j]} to {target.label}, "
+                f"which is not better than its {Tier(int(self.tier[j])).label} placement"
+            )
         held = self.gpus[j]
         self.cluster.release(held)
         if target not in self._offer_tiers(int(self.num_gpus[j])):
@@ -2091,14 +2307,15 @@ class Engine:
                 if self.cluster.compiled:  # a shape seen before: from the shape table
                     _, mpr, gpm = self._dims
                     tables = self._tables
-                    entry = kernels.shape_entry(gpus, gpm, mpr, tables.rows, tables.seq, tables.slots,
-                                                self._model_id_list[j])
+                    entry = kernels.shape_entry(
+                        gpus, gpm, mpr, tables.rows, tables.seq, tables.slots, self._model_id_list[j]
+                    )
                     if entry >= 0:
                         shape = tables.shapes[entry]
                 if shape is None:
                     shape = self.spec.shape_of(gpus)
             off = self._gpu_off.item(j)
-            self._gpu_store[off:off + g] = gpus
+            self._gpu_store[off : off + g] = gpus
         speed = self._speed_factor(j, shape)
         overhead = self.config.restart_overhead_s if (prev is not None and not same) else 0.0
         self._last_tier[j] = level
@@ -2145,14 +2362,24 @@ class Engine:
         used = self.cluster.used_total
         remaining = self.n - self.finished
         if self.cluster.compiled:
-            kernels.record(t, used, self.n_running, self.n_waiting, remaining, self._rec_i, self._rec_f,
-                           self._partials, self._timeline)
+            kernels.record(
+                t,
+                used,
+                self.n_running,
+                self.n_waiting,
+                remaining,
+                self._rec_i,
+                self._rec_f,
+                self._partials,
+                self._timeline,
+            )
             return
         rec_i, rec_f, rows = self._rec_i, self._rec_f, self._timeline
         if rec_i[kernels.RI_HAS_LAST]:
             t0 = rec_f[kernels.RF_LAST_T]
-            rec_i[kernels.RI_PARTIALS] = _add_exact(self._partials, int(rec_i[kernels.RI_PARTIALS]),
-                                                    rec_i[kernels.RI_LAST_USED] * (t - t0))
+            rec_i[kernels.RI_PARTIALS] = _add_exact(
+                self._partials, int(rec_i[kernels.RI_PARTIALS]), rec_i[kernels.RI_LAST_USED] * (t - t0)
+            )
         rec_i[kernels.RI_HAS_LAST] = 1
         rec_i[kernels.RI_LAST_USED] = used
         rec_f[kernels.RF_LAST_T] = t
@@ -2164,7 +2391,7 @@ class Engine:
         if k >= len(rows) - 1:  # (one spare row)
             rec_f[kernels.RF_STEP] = 2.0 * (t - rows[0, 0]) / k
             kept = rows[:k:2].copy()
-            rows[:len(kept)] = kept
+            rows[: len(kept)] = kept
             k = len(kept)
         rec_i[kernels.RI_ROWS] = k
         rec_f[kernels.RF_NEXT] = t + rec_f[kernels.RF_STEP]
@@ -2176,12 +2403,12 @@ class Engine:
         row is its last event (the last completion, no GPU in use) even when thinning skipped
         it: a thinned timeline records an event only once the spacing since the last kept row
         has passed, which the run's final event often has not."""
-        rows = self._timeline[:self._rec_i[kernels.RI_ROWS]]
+        rows = self._timeline[: self._rec_i[kernels.RI_ROWS]]
         rec_i, last_t = self._rec_i, float(self._rec_f[kernels.RF_LAST_T])
-        if (self.finished == self.n and rec_i[kernels.RI_HAS_LAST]
-                and (len(rows) == 0 or rows[-1, 0] < last_t)):
-            final = np.array([[last_t, rec_i[kernels.RI_LAST_USED], self.n_running, self.n_waiting, 0]],
-                             dtype=rows.dtype)
+        if self.finished == self.n and rec_i[kernels.RI_HAS_LAST] and (len(rows) == 0 or rows[-1, 0] < last_t):
+            final = np.array(
+                [[last_t, rec_i[kernels.RI_LAST_USED], self.n_running, self.n_waiting, 0]], dtype=rows.dtype
+            )
             # Within the row budget: the final row takes the place of the last kept one if need be.
             keep = rows if len(rows) < self.timeline_rows - 1 else rows[:-1]
             rows = np.concatenate((keep, final))
@@ -2197,7 +2424,7 @@ class Engine:
             return 0.0
         t0 = float(self._rec_f[kernels.RF_LAST_T])
         last = int(rec_i[kernels.RI_LAST_USED]) * (end_s - t0)
-        return math.fsum([*self._partials[:rec_i[kernels.RI_PARTIALS]].tolist(), last])
+        return math.fsum([*self._partials[: rec_i[kernels.RI_PARTIALS]].tolist(), last])
 
 
 def _add_exact(partials, n: int, x: float) -> int:

@@ -43,15 +43,38 @@ SENSITIVITY_MODES = ("hidden", "observed", "oracle")
 
 #: Names of the observation features, in order (see the DallyEnv docstring for each).
 OBS_FEATURES: tuple[str, ...] = (
-    "job_gpus", "job_best_machine", "job_best_rack", "job_best_network",
-    "job_starvation", "job_nw_sens", "job_work_done", "job_attained_service",
-    "job_preemptions", "job_remaining_ideal",
-    "offer_machine", "offer_rack", "offer_network",
-    "speed_machine", "speed_rack", "speed_network",
-    "timer_machine", "timer_rack", "past_timer_machine", "past_timer_rack",
-    "free_gpus", "machines_that_fit", "racks_that_fit", "max_free_machine", "max_free_rack",
-    "queue_jobs", "queue_gpu_demand", "running_jobs", "jobs_remaining",
-    "time_elapsed", "time_in_round", "job_current_tier",
+    "job_gpus",
+    "job_best_machine",
+    "job_best_rack",
+    "job_best_network",
+    "job_starvation",
+    "job_nw_sens",
+    "job_work_done",
+    "job_attained_service",
+    "job_preemptions",
+    "job_remaining_ideal",
+    "offer_machine",
+    "offer_rack",
+    "offer_network",
+    "speed_machine",
+    "speed_rack",
+    "speed_network",
+    "timer_machine",
+    "timer_rack",
+    "past_timer_machine",
+    "past_timer_rack",
+    "free_gpus",
+    "machines_that_fit",
+    "racks_that_fit",
+    "max_free_machine",
+    "max_free_rack",
+    "queue_jobs",
+    "queue_gpu_demand",
+    "running_jobs",
+    "jobs_remaining",
+    "time_elapsed",
+    "time_in_round",
+    "job_current_tier",
 )
 OBS_DIM = len(OBS_FEATURES)
 
@@ -99,7 +122,9 @@ def warn_invalid_action(env: gym.Env, action, fallback: str, stacklevel: int) ->
         f"{fallback}; info['invalid_action'] flags each such step. Masked agents avoid them: sb3-contrib's "
         f"MaskablePPO, or sampling from env.action_masks(); strict=True raises instead. "
         f"(Warned once per environment.)",
-        InvalidActionWarning, stacklevel=stacklevel + 1)
+        InvalidActionWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 def _check_number(name: str, value, *, allow_none: bool = False) -> None:
@@ -107,8 +132,9 @@ def _check_number(name: str, value, *, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number{' or None' if allow_none else ''}, "
-                        f"got {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"{name} must be a number{' or None' if allow_none else ''}, got {type(value).__name__} {value!r}"
+        )
 
 
 #: Keys ``reset(options=...)`` understands (none yet: an empty dict or None).
@@ -155,8 +181,7 @@ class ReferenceRun:
     :meth:`area_until` evaluates from sorted arrivals and completions and their prefix sums.
     """
 
-    __slots__ = ("area_s", "makespan_s", "first_arrival_s", "n", "_arrivals", "_arrival_sums", "_ends",
-                 "_end_sums")
+    __slots__ = ("area_s", "makespan_s", "first_arrival_s", "n", "_arrivals", "_arrival_sums", "_ends", "_end_sums")
 
     def __init__(self, engine: Engine) -> None:
         """From an engine that has run to the end."""
@@ -174,8 +199,9 @@ class ReferenceRun:
         self._end_sums = np.concatenate(([0.0], np.cumsum(ends)))
 
     @classmethod
-    def of(cls, trace, spec: ClusterSpec, policy: str | Policy, latency: LatencyModel,
-           config: EngineConfig) -> ReferenceRun:
+    def of(
+        cls, trace, spec: ClusterSpec, policy: str | Policy, latency: LatencyModel, config: EngineConfig
+    ) -> ReferenceRun:
         """Run ``trace`` natively under ``policy`` (a name, or an instance, which is copied so
         that the caller's is left alone) and record it."""
         policy = make_policy(policy) if isinstance(policy, str) else copy.deepcopy(policy)
@@ -384,8 +410,13 @@ class DallyEnv(gym.Env):
     * The rest as in ``dallygym simulate``.
 
     The baseline to beat is the constant policy "always wait" (action 0): it equals
-    ``dally-consolidated`` and does better than auto-tuned Dally on mean JCT. The order in which
-    jobs get GPUs, which decides JCT far more, is the agent's question in ``DallyQueue-v0``.
+    ``dally-consolidated`` and does better than auto-tuned Dally on mean JCT. What to expect
+    from learning here: PPO with the default reward, from scratch over 2-16 racks for 40
+    minutes (``agents/runs/ppo-relative-s0``), reaches a mean JCT of 0.97 x Dally's on the
+    held-out grid (geometric mean over 31 cells; its initial policy 1.13 x), short of always
+    wait's 0.87 x: the offer answers move mean JCT by about a tenth. The order in which jobs get
+    GPUs, which decides JCT far more (the best safe heuristics reach 0.3 x), is the agent's
+    question in ``DallyQueue-v0``.
 
     ## Version History
 
@@ -435,14 +466,17 @@ class DallyEnv(gym.Env):
             raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
         if makespan_reference is not None:
             if not isinstance(makespan_reference, str):
-                raise TypeError(f"makespan_reference must be a policy name or None, "
-                                f"got {type(makespan_reference).__name__} {makespan_reference!r}")
+                raise TypeError(
+                    f"makespan_reference must be a policy name or None, "
+                    f"got {type(makespan_reference).__name__} {makespan_reference!r}"
+                )
             make_policy(makespan_reference)  # fail now on an unknown name, not at reset
         if not isinstance(priority, (str, Policy)):
             raise TypeError(f"priority must be a policy name or a Policy, got {type(priority).__name__} {priority!r}")
         if not isinstance(latency, (str, LatencyModel)):
-            raise TypeError(f"latency must be a latency model name or a LatencyModel, "
-                            f"got {type(latency).__name__} {latency!r}")
+            raise TypeError(
+                f"latency must be a latency model name or a LatencyModel, got {type(latency).__name__} {latency!r}"
+            )
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         from .profiles import make_profile_policy, profile_renewal
 
@@ -536,16 +570,23 @@ class DallyEnv(gym.Env):
         ``step``)."""
         episode = None
         if self.engine is not None:
-            episode = {"start": self._episode_start, "answers": list(self._answers),
-                       "terminal_pending": self._terminal_pending, "steps": self.steps,
-                       "rng_now": self.np_random.bit_generator.state, "cycle_now": self._cycle,
-                       "seed": self._np_random_seed}
+            episode = {
+                "start": self._episode_start,
+                "answers": list(self._answers),
+                "terminal_pending": self._terminal_pending,
+                "steps": self.steps,
+                "rng_now": self.np_random.bit_generator.state,
+                "cycle_now": self._cycle,
+                "seed": self._np_random_seed,
+            }
         return {"init_kwargs": self._init_kwargs, "episode": episode}
 
     def __setstate__(self, state: dict) -> None:
         if not (isinstance(state, Mapping) and isinstance(state.get("init_kwargs"), Mapping) and "episode" in state):
-            raise ValueError(f"not a snapshot of {type(self).__name__} (a dict with 'init_kwargs' and 'episode', "
-                             f"as __getstate__ makes), got {type(state).__name__}")
+            raise ValueError(
+                f"not a snapshot of {type(self).__name__} (a dict with 'init_kwargs' and 'episode', "
+                f"as __getstate__ makes), got {type(state).__name__}"
+            )
         type(self).__init__(self, **state["init_kwargs"])
         episode = state["episode"]
         if episode is None:
@@ -592,13 +633,36 @@ class DallyEnv(gym.Env):
             self._static_of = trace if isinstance(trace, TraceArrays) else None
         spec = self.spec_cluster
         # kernels.offer_observation's constants (kernels.OC_*), in its order.
-        self._obs_consts = np.array([
-            self._lease_s, self._long_s, _LOG_LONG, _LOG_1000, spec.num_gpus, n, self.engine.first_arrival_s,
-            spec.num_machines, spec.racks, spec.gpus_per_machine, spec.gpus_per_rack])
+        self._obs_consts = np.array(
+            [
+                self._lease_s,
+                self._long_s,
+                _LOG_LONG,
+                _LOG_1000,
+                spec.num_gpus,
+                n,
+                self.engine.first_arrival_s,
+                spec.num_machines,
+                spec.racks,
+                spec.gpus_per_machine,
+                spec.gpus_per_rack,
+            ]
+        )
         # kernels.offer_observation's arrays, the same objects all episode long.
         c = self.engine.cluster
-        self._obs_head = (self._obs, self._obs_consts, self._job_static, self.engine._jobf, self.engine._jobi,
-                          c.free_per_machine, c.free_per_rack) if c.compiled else None
+        self._obs_head = (
+            (
+                self._obs,
+                self._obs_consts,
+                self._job_static,
+                self.engine._jobf,
+                self.engine._jobi,
+                c.free_per_machine,
+                c.free_per_rack,
+            )
+            if c.compiled
+            else None
+        )
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -627,9 +691,19 @@ class DallyEnv(gym.Env):
             info["summary"] = summarize(self.engine)
             return self._obs.copy(), float(reward), True, False, info
         # (_info's dict for an open offer, built here: this is the return of nearly every step)
-        return self._obs.copy(), float(reward), False, False, {
-            "action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid, "time_s": float(self.engine.now_s),
-            "job_id": offer.job_id, "num_gpus": offer.num_gpus}
+        return (
+            self._obs.copy(),
+            float(reward),
+            False,
+            False,
+            {
+                "action_mask": _MASKS[offer.tiers].copy(),
+                "invalid_action": invalid,
+                "time_s": float(self.engine.now_s),
+                "job_id": offer.job_id,
+                "num_gpus": offer.num_gpus,
+            },
+        )
 
     def _answer(self, action, index: int | None, offer: Offer) -> tuple[Tier | None, bool]:
         """The engine's answer to ``offer`` for ``action`` (``index``: :func:`action_index`
@@ -638,8 +712,10 @@ class DallyEnv(gym.Env):
         if index is None or not 0 < index < 4:
             if self.strict:
                 what = "not an integer" if index is None else "outside 0..3"
-                raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: "
-                                 f"Discrete(4) takes the integers 0 (wait) to 3")
+                raise ValueError(
+                    f"action {action!r} ({type(action).__name__}) is {what}: "
+                    f"Discrete(4) takes the integers 0 (wait) to 3"
+                )
             if not self._warned_invalid:
                 warn_invalid_action(self, action, "0 (wait)", stacklevel=3)  # (the caller of step)
             return None, True
@@ -792,8 +868,13 @@ class DallyEnv(gym.Env):
         offer = self.offer
         if offer is None:
             return {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s)}
-        return {"action_mask": _MASKS[offer.tiers].copy(), "invalid_action": invalid,
-                "time_s": float(self.engine.now_s), "job_id": offer.job_id, "num_gpus": offer.num_gpus}
+        return {
+            "action_mask": _MASKS[offer.tiers].copy(),
+            "invalid_action": invalid,
+            "time_s": float(self.engine.now_s),
+            "job_id": offer.job_id,
+            "num_gpus": offer.num_gpus,
+        }
 
     def _static_features(self) -> np.ndarray:
         """Features 0-3 of every job of the engine's trace (n x 4): log2(1 + GPUs) / log2(1 +
@@ -818,11 +899,20 @@ class DallyEnv(gym.Env):
         timers = self._timers
         current = offer.current_tier
         kernels.offer_observation(
-            *head, offer.job, offer.now_s, offer.starvation_s,
+            *head,
+            offer.job,
+            offer.now_s,
+            offer.starvation_s,
             *(timers(offer.num_gpus, offer.now_s) if timers is not None else _NO_TIMERS),
-            _OFFERED_BITS[offer.tiers], -1 if current is None else int(current),
+            _OFFERED_BITS[offer.tiers],
+            -1 if current is None else int(current),
             *(_NO_SPEEDS if self.sensitivity == "hidden" else self._speeds(offer)),
-            e.n_waiting, e.waiting_gpus, e.n_running, e.finished, e.cluster.free_total)
+            e.n_waiting,
+            e.waiting_gpus,
+            e.n_running,
+            e.finished,
+            e.cluster.free_total,
+        )
 
     def _observe_reference(self, offer: Offer) -> None:
         """The observation of ``offer``, feature by feature: the definition that
@@ -860,7 +950,10 @@ class DallyEnv(gym.Env):
             shown((total - done) * iter_time),
             *_OFFERED[offer.tiers],
             *(_NO_SPEEDS if self.sensitivity == "hidden" else self._speeds(offer)),
-            shown(t_mc), shown(t_rk), starv >= t_mc, starv >= t_rk,
+            shown(t_mc),
+            shown(t_rk),
+            starv >= t_mc,
+            starv >= t_rk,
             c.free_total / spec.num_gpus,
             np.count_nonzero(free_m >= g) / spec.num_machines,
             np.count_nonzero(free_r >= g) / spec.racks,

@@ -193,9 +193,11 @@ def _pick_machine(mark, free_pm, idle_pm, gpm, need, marks_active):
                 pos -= 1
             marks[pos] = x
         victim = marks[gpm - reclaim]
-        if (best < 0 or victim > best_victim
-                or (victim == best_victim and (reclaim < best_reclaim
-                                               or (reclaim == best_reclaim and f < free_pm[best])))):
+        if (
+            best < 0
+            or victim > best_victim
+            or (victim == best_victim and (reclaim < best_reclaim or (reclaim == best_reclaim and f < free_pm[best])))
+        ):
             best = m
             best_victim = victim
             best_reclaim = reclaim
@@ -292,9 +294,11 @@ def _fewest_units(free, idle, need, min_units, unit_out, count_out):
                 c = order[q]
                 if free[c] < left:
                     continue
-                if (best < 0 or free[c] < free[best]
-                        or (free[c] == free[best] and (idle[c] > idle[best]
-                                                       or (idle[c] == idle[best] and c < best)))):
+                if (
+                    best < 0
+                    or free[c] < free[best]
+                    or (free[c] == free[best] and (idle[c] > idle[best] or (idle[c] == idle[best] and c < best)))
+                ):
                     best = c
             unit_out[shares] = best
             count_out[shares] = left
@@ -312,7 +316,7 @@ def _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, rack, count, min_ma
     first = rack * mpr
     units = np.empty(mpr, dtype=np.int64)
     counts = np.empty(mpr, dtype=np.int64)
-    k = _fewest_units(free_pm[first:first + mpr], idle_pm[first:first + mpr], count, min_machines, units, counts)
+    k = _fewest_units(free_pm[first : first + mpr], idle_pm[first : first + mpr], count, min_machines, units, counts)
     if k < 0:
         return False
     for i in range(k):
@@ -359,8 +363,9 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
                 best_reclaim = reclaim
         if best < 0:
             return fail
-        if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, np.int64(best), need, _I2, marks_active, out,
-                               _I0):
+        if not _spread_in_rack(
+            owner, mark, free_pm, idle_pm, mpr, gpm, np.int64(best), need, _I2, marks_active, out, _I0
+        ):
             return fail
         return out
     if tier == 2:
@@ -376,8 +381,9 @@ def place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, need, tier, m
             return fail
         at = _I0  # (a literal 0 here would compile the callee twice: see _I0)
         for i in range(k):
-            if not _spread_in_rack(owner, mark, free_pm, idle_pm, mpr, gpm, units[i], counts[i], _I1, marks_active, out,
-                                   at):
+            if not _spread_in_rack(
+                owner, mark, free_pm, idle_pm, mpr, gpm, units[i], counts[i], _I1, marks_active, out, at
+            ):
                 return fail
             at += counts[i]
         return out
@@ -469,8 +475,26 @@ def _count_own(per_machine, gpu_store, lo, g, gpm, by):
 
 
 @njit(cache=True, nogil=True)
-def expire_leases(order, state, tier, best_tier, scan, upgrades, from_zero, rank, owner, mark, free_pm, free_pr,
-                  mpr, gpm, gpu_store, gpu_off, num_gpus, expired):
+def expire_leases(
+    order,
+    state,
+    tier,
+    best_tier,
+    scan,
+    upgrades,
+    from_zero,
+    rank,
+    owner,
+    mark,
+    free_pm,
+    free_pr,
+    mpr,
+    gpm,
+    gpu_store,
+    gpu_off,
+    num_gpus,
+    expired,
+):
     """Engine._expire_leases over ``order`` (waiting and running jobs in priority order).
 
     With ``scan``, the pass starts at the first job that may act -- a waiting job, or with
@@ -535,8 +559,24 @@ def _held_marked(j, r, mark, gpu_store, gpu_off, num_gpus):
 
 
 @njit(cache=True, nogil=True)
-def renew_in_place(jobs, rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus, tier, best_tier,
-                   racks, mpr, gpm, upgrades_offered, gpu_store, gpu_off):
+def renew_in_place(
+    jobs,
+    rank,
+    mark,
+    owner,
+    free_pm,
+    idle_pm,
+    free_pr,
+    num_gpus,
+    tier,
+    best_tier,
+    racks,
+    mpr,
+    gpm,
+    upgrades_offered,
+    gpu_store,
+    gpu_off,
+):
     """Engine._renew_in_place: of ``jobs`` (lease-expired, in their turns' order, nothing
     between their turns), renew the leading ones whose turn would give back just the GPUs they
     hold -- none claimed, and no upgrade offer due (a job below its best tier is offered one if
@@ -826,20 +866,61 @@ def machine_counts(gpus, gpm, mpr, num_gpus):
     return machines[:k] // mpr, counts[:k], -1
 
 
-
 # --- a scheduling pass's turns (Engine._pass) -----------------------------------------------
 
 #: Rows of the engine's per-job float table (``Engine._jobf``; the named arrays are its rows).
-JOB_FLOATS = ("done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s", "run_s",
-              "overhead_s", "starve_anchor_s", "first_start_s", "total_iterations", "iter_time_s", "end_s",
-              "_scratch_f", "_never_nw_sens")
+JOB_FLOATS = (
+    "done_iters",
+    "speed",
+    "rate",
+    "seg_start_s",
+    "seg_done0",
+    "hold_start_s",
+    "finish_s",
+    "run_s",
+    "overhead_s",
+    "starve_anchor_s",
+    "first_start_s",
+    "total_iterations",
+    "iter_time_s",
+    "end_s",
+    "_scratch_f",
+    "_never_nw_sens",
+)
 #: Rows of the engine's per-job int table (``Engine._jobi``).
-JOB_INTS = ("num_gpus", "best_possible_tier", "_model_id", "tier", "_last_tier", "_gpu_off", "preemptions", "_rank",
-            "_declined_key", "_shape_entry")
-(F_DONE, F_SPEED, F_RATE, F_SEG_START, F_SEG_DONE0, F_HOLD_START, F_FINISH, F_RUN, F_OVERHEAD, F_ANCHOR,
- F_FIRST_START, F_TOTAL, F_ITER_TIME, F_END, F_SCRATCH, F_NEVER) = range(len(JOB_FLOATS))
-(I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED,
- I_SHAPE) = range(len(JOB_INTS))
+JOB_INTS = (
+    "num_gpus",
+    "best_possible_tier",
+    "_model_id",
+    "tier",
+    "_last_tier",
+    "_gpu_off",
+    "preemptions",
+    "_rank",
+    "_declined_key",
+    "_shape_entry",
+)
+(
+    F_DONE,
+    F_SPEED,
+    F_RATE,
+    F_SEG_START,
+    F_SEG_DONE0,
+    F_HOLD_START,
+    F_FINISH,
+    F_RUN,
+    F_OVERHEAD,
+    F_ANCHOR,
+    F_FIRST_START,
+    F_TOTAL,
+    F_ITER_TIME,
+    F_END,
+    F_SCRATCH,
+    F_NEVER,
+) = range(len(JOB_FLOATS))
+(I_GPUS, I_BEST, I_MODEL, I_TIER, I_LAST_TIER, I_GPU_OFF, I_PREEMPTIONS, I_RANK, I_DECLINED, I_SHAPE) = range(
+    len(JOB_INTS)
+)
 #: ``Engine._shape_entry`` of a job whose last placement's shape is in ``Engine.last_shape``
 #: (a start made in Python); otherwise its shape table entry, or -1 for one machine.
 SHAPE_LISTED = -2
@@ -860,7 +941,7 @@ def cluster_views(cl, racks, mpr, gpm):
     GPUs per machine, free GPUs per rack."""
     g = racks * mpr * gpm
     m = racks * mpr
-    return cl[:g], cl[g:2 * g], cl[2 * g:2 * g + m], cl[2 * g + m:2 * g + 2 * m], cl[2 * g + 2 * m:]
+    return cl[:g], cl[g : 2 * g], cl[2 * g : 2 * g + m], cl[2 * g + m : 2 * g + 2 * m], cl[2 * g + 2 * m :]
 
 
 @njit(cache=True, nogil=True)
@@ -992,7 +1073,7 @@ def index_shapes(slots, shapes, shape_seq, lo, hi):
     mask = np.uint64(slots.size - 1)
     for e in range(lo, hi):
         a = shapes[e, 1]
-        h = shape_hash(shapes[e, 0], shape_seq[a:a + shapes[e, 2]]) & mask
+        h = shape_hash(shapes[e, 0], shape_seq[a : a + shapes[e, 2]]) & mask
         while slots[h] != 0:
             h = (h + np.uint64(1)) & mask
         slots[h] = e + 1
@@ -1005,10 +1086,38 @@ def shape_entry(gpus, gpm, mpr, shapes, shape_seq, slots, model):
 
 
 @njit(cache=True, nogil=True)
-def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_offered, overhead_s,
-               jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed,
-               shapes, shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm, free_total, marks_active,
-               log, renewed, answer=-1):
+def pass_turns(
+    queue,
+    least_ahead,
+    expired_pos,
+    pos,
+    t,
+    auto,
+    renew,
+    upgrades_offered,
+    overhead_s,
+    jobf,
+    jobi,
+    state,
+    speed_seen,
+    tier_s,
+    placements_by_tier,
+    machine_speed,
+    shapes,
+    shape_seq,
+    shape_speed,
+    slots,
+    gpu_store,
+    cl,
+    racks,
+    mpr,
+    gpm,
+    free_total,
+    marks_active,
+    log,
+    renewed,
+    answer=-1,
+):
     """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
     as each turn needs nothing from Python.
 
@@ -1074,9 +1183,24 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             i = 0
             while i < run.size:
                 if renew:
-                    r, count = renew_in_place(run[i:], rank, mark, owner, free_pm, idle_pm, free_pr, num_gpus,
-                                              tier, best_tier, racks, mpr, gpm, upgrades_offered, gpu_store,
-                                              gpu_off)
+                    r, count = renew_in_place(
+                        run[i:],
+                        rank,
+                        mark,
+                        owner,
+                        free_pm,
+                        idle_pm,
+                        free_pr,
+                        num_gpus,
+                        tier,
+                        best_tier,
+                        racks,
+                        mpr,
+                        gpm,
+                        upgrades_offered,
+                        gpu_store,
+                        gpu_off,
+                    )
                     if count:
                         free_total -= count
                         ops += 1
@@ -1088,7 +1212,7 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                         break
                 jj = run[i]
                 g = num_gpus[jj]
-                held = gpu_store[gpu_off[jj]:gpu_off[jj] + g]
+                held = gpu_store[gpu_off[jj] : gpu_off[jj] + g]
                 if _all_free(owner, held):
                     return run_pos[i], True, n_log, n_renewed, free_total, ops  # a renewal offer to make
                 # Claimed: preempted; then offered like a waiting job (unmarking changes no
@@ -1112,9 +1236,28 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
                     return run_pos[i], True, n_log, n_renewed, free_total, ops
                 if b == 0:
                     gpus = place(owner, mark, free_pm, idle_pm, free_pr, racks, mpr, gpm, g, _I0, marks_active)
-                    _start(jj, _I0, t, _FALSE, gpus, machine_speed[model_index[jj], g], overhead_s, jobf, jobi,
-                           state, speed_seen, placements_by_tier, gpu_store, owner, mark, free_pm, idle_pm,
-                           free_pr, mpr, gpm)
+                    _start(
+                        jj,
+                        _I0,
+                        t,
+                        _FALSE,
+                        gpus,
+                        machine_speed[model_index[jj], g],
+                        overhead_s,
+                        jobf,
+                        jobi,
+                        state,
+                        speed_seen,
+                        placements_by_tier,
+                        gpu_store,
+                        owner,
+                        mark,
+                        free_pm,
+                        idle_pm,
+                        free_pr,
+                        mpr,
+                        gpm,
+                    )
                     free_total -= g
                     ops += 1
                     log[n_log, 0] = LOG_STARTED
@@ -1145,10 +1288,10 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
         elif not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
             return pos - 1, True, n_log, n_renewed, free_total, ops
         lo = gpu_off[j]
-        same = last_tier[j] == b and _all_free(owner, gpu_store[lo:lo + g])
+        same = last_tier[j] == b and _all_free(owner, gpu_store[lo : lo + g])
         entry = -1
         if same:
-            gpus = gpu_store[lo:lo + g]
+            gpus = gpu_store[lo : lo + g]
             s = speed_seen[j, b]
         elif b == 0:
             s = machine_speed[model_index[j], g]
@@ -1161,8 +1304,28 @@ def pass_turns(queue, least_ahead, expired_pos, pos, t, auto, renew, upgrades_of
             if entry < 0:
                 return pos - 1, False, n_log, n_renewed, free_total, ops
             s = shape_speed[entry]
-        _start(j, b, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen, placements_by_tier, gpu_store,
-               owner, mark, free_pm, idle_pm, free_pr, mpr, gpm)
+        _start(
+            j,
+            b,
+            t,
+            same,
+            gpus,
+            s,
+            overhead_s,
+            jobf,
+            jobi,
+            state,
+            speed_seen,
+            placements_by_tier,
+            gpu_store,
+            owner,
+            mark,
+            free_pm,
+            idle_pm,
+            free_pr,
+            mpr,
+            gpm,
+        )
         free_total -= g
         ops += 1
         log[n_log, 0] = LOG_RESTARTED_SAME if same else LOG_STARTED
@@ -1193,7 +1356,7 @@ def complete(jobs, t, jobf, jobi, state, tier_s, gpu_store, cl, racks, mpr, gpm)
     for j in jobs:
         g = jobi[I_GPUS, j]
         lo = jobi[I_GPU_OFF, j]
-        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], mpr, gpm)
+        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo : lo + g], mpr, gpm)
         _close(j, t, jobf, jobi[I_TIER], tier_s)
         jobf[F_DONE, j] = jobf[F_TOTAL, j]
         jobf[F_END, j] = t
@@ -1203,8 +1366,28 @@ def complete(jobs, t, jobf, jobi, state, tier_s, gpu_store, cl, racks, mpr, gpm)
 
 
 @njit(cache=True, nogil=True)
-def _start(j, level, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen, placements_by_tier, gpu_store,
-           owner, mark, free_pm, idle_pm, free_pr, mpr, gpm):
+def _start(
+    j,
+    level,
+    t,
+    same,
+    gpus,
+    s,
+    overhead_s,
+    jobf,
+    jobi,
+    state,
+    speed_seen,
+    placements_by_tier,
+    gpu_store,
+    owner,
+    mark,
+    free_pm,
+    idle_pm,
+    free_pr,
+    mpr,
+    gpm,
+):
     """The array part of Engine._start for a waiting job at ``level`` on ``gpus`` (its last
     ones again if ``same``) at speed factor ``s``."""
     g = jobi[I_GPUS, j]
@@ -1213,8 +1396,8 @@ def _start(j, level, t, same, gpus, s, overhead_s, jobf, jobi, state, speed_seen
     if not same:
         if jobi[I_LAST_TIER, j] >= 0:
             overhead = overhead_s
-        gpu_store[lo:lo + g] = gpus
-    allocate(owner, mark, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], j, mpr, gpm)
+        gpu_store[lo : lo + g] = gpus
+    allocate(owner, mark, free_pm, idle_pm, free_pr, gpu_store[lo : lo + g], j, mpr, gpm)
     state[j] = 2
     jobi[I_LAST_TIER, j] = level
     jobi[I_TIER, j] = level
@@ -1249,7 +1432,7 @@ def _merge(a, b, out):
             k += 1
         out[k] = x
         k += 1
-    out[k:k + a.size - i] = a[i:]
+    out[k : k + a.size - i] = a[i:]
 
 
 @njit(cache=True, nogil=True)
@@ -1267,13 +1450,13 @@ def _merge_keyed(a, akey, b, bkey, b_order, out):
             k += 1
         out[k] = x
         k += 1
-    out[k:k + a.size - i] = a[i:]
+    out[k : k + a.size - i] = a[i:]
 
 
 @njit(cache=True, nogil=True)
 def _shift_right(a, pos, size):
     """``a[pos + 1:size + 1] = a[pos:size]`` in place (last first: the ranges overlap)."""
-    b = a[pos:size + 1]  # (on a view from 0, as _shift_left)
+    b = a[pos : size + 1]  # (on a view from 0, as _shift_left)
     for i in range(b.size - 1, 0, -1):
         b[i] = b[i - 1]
 
@@ -1326,8 +1509,28 @@ def _nw_sens_of(j, jobf):
 
 
 @njit(cache=True, nogil=True)
-def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf, jobi, state, gpu_store, cl, racks,
-              mpr, gpm, free_total, plan, expired_out, keyed, wkey):
+def open_pass(
+    waiting,
+    running,
+    boundary,
+    keys,
+    scan,
+    upgrades,
+    from_zero,
+    jobf,
+    jobi,
+    state,
+    gpu_store,
+    cl,
+    racks,
+    mpr,
+    gpm,
+    free_total,
+    plan,
+    expired_out,
+    keyed,
+    wkey,
+):
     """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
     KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
@@ -1382,13 +1585,29 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
     start = 0
     if boundary:
         owner, mark, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
-        start, n_expired, count = expire_leases(order[:n], state, jobi[I_TIER], jobi[I_BEST], scan, upgrades,
-                                                from_zero, jobi[I_RANK], owner, mark, free_pm, free_pr, mpr, gpm,
-                                                gpu_store, jobi[I_GPU_OFF], jobi[I_GPUS], expired_out)
+        start, n_expired, count = expire_leases(
+            order[:n],
+            state,
+            jobi[I_TIER],
+            jobi[I_BEST],
+            scan,
+            upgrades,
+            from_zero,
+            jobi[I_RANK],
+            owner,
+            mark,
+            free_pm,
+            free_pr,
+            mpr,
+            gpm,
+            gpu_store,
+            jobi[I_GPU_OFF],
+            jobi[I_GPUS],
+            expired_out,
+        )
         if start < 0:
             return 1, n, 0, 0, 0, 0, 0, 0
-    k, e = _visit_plan_into(order[start:n], num_gpus, state, free_total + count, boundary, plan[1], plan[2],
-                            plan[3])
+    k, e = _visit_plan_into(order[start:n], num_gpus, state, free_total + count, boundary, plan[1], plan[2], plan[3])
     return 2, n, start, n - start, k, e, n_expired, count
 
 
@@ -1398,9 +1617,32 @@ def open_pass(waiting, running, boundary, keys, scan, upgrades, from_zero, jobf,
 #: writes of the engine's counters, the round clock and the cluster's scalars (the slots before
 #: LI_N_LOG, which the engine copies in and out), then its log's length and the pass it
 #: stopped in, and its start log's length.
-(LI_NEXT_ARRIVAL, LI_FINISHED, LI_ROUNDS, LI_ROUND_NO, LI_IDLE_ROUNDS, LI_PASSES, LI_N_WAITING, LI_N_RUNNING,
- LI_WAITING_GPUS, LI_FREE_TOTAL, LI_VERSION, LI_MARKS_ACTIVE, LI_N_LOG, LI_BOUNDARY, LI_N_QUEUE, LI_N_EXP_POS,
- LI_START, LI_N_RANKED, LI_POS, LI_ASKS, LI_KEYED, LI_ANSWER, LI_N_STARTS, LI_SIZE) = range(24)
+(
+    LI_NEXT_ARRIVAL,
+    LI_FINISHED,
+    LI_ROUNDS,
+    LI_ROUND_NO,
+    LI_IDLE_ROUNDS,
+    LI_PASSES,
+    LI_N_WAITING,
+    LI_N_RUNNING,
+    LI_WAITING_GPUS,
+    LI_FREE_TOTAL,
+    LI_VERSION,
+    LI_MARKS_ACTIVE,
+    LI_N_LOG,
+    LI_BOUNDARY,
+    LI_N_QUEUE,
+    LI_N_EXP_POS,
+    LI_START,
+    LI_N_RANKED,
+    LI_POS,
+    LI_ASKS,
+    LI_KEYED,
+    LI_ANSWER,
+    LI_N_STARTS,
+    LI_SIZE,
+) = range(24)
 #: Slots of its float state (``Engine._lf``).
 LF_NEXT_ROUND, LF_NOW, LF_LAST_SYNC, LF_IN_SYSTEM, LF_COMM, LF_SIZE = range(6)
 #: Slots of the record state (``Engine._rec_i`` / ``_rec_f``, :func:`record`).
@@ -1509,10 +1751,50 @@ def _order_waiting(waiting, nw, jobf, wkey, ordered):
 
 
 @njit(cache=True, nogil=True)
-def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys,
-               overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier, machine_speed, shapes,
-               shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm, sets, wkey, li, lf, plan,
-               expired_buf, renewed, log, log_f, starts, starts_f, rec_i, rec_f, partials, timeline):
+def run_events(
+    resume,
+    arrival,
+    first_s,
+    lease_s,
+    max_idle,
+    n_gpus,
+    mode,
+    upgrades_offered,
+    auto,
+    keys,
+    overhead_s,
+    jobf,
+    jobi,
+    state,
+    speed_seen,
+    tier_s,
+    placements_by_tier,
+    machine_speed,
+    shapes,
+    shape_seq,
+    shape_speed,
+    slots,
+    gpu_store,
+    cl,
+    racks,
+    mpr,
+    gpm,
+    sets,
+    wkey,
+    li,
+    lf,
+    plan,
+    expired_buf,
+    renewed,
+    log,
+    log_f,
+    starts,
+    starts_f,
+    rec_i,
+    rec_f,
+    partials,
+    timeline,
+):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
 
@@ -1530,14 +1812,33 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
     starvation and the time), for the policy's start hooks.
     """
     # Every array borrowed for the call (see _borrowed): no counting of references below.
-    arrival, jobf, jobi, state, speed_seen, tier_s = (_borrowed(arrival), _borrowed(jobf), _borrowed(jobi),
-                                                      _borrowed(state), _borrowed(speed_seen), _borrowed(tier_s))
-    placements_by_tier, machine_speed, shapes = (_borrowed(placements_by_tier), _borrowed(machine_speed),
-                                                 _borrowed(shapes))
-    shape_seq, shape_speed, slots, gpu_store = (_borrowed(shape_seq), _borrowed(shape_speed), _borrowed(slots),
-                                                _borrowed(gpu_store))
-    cl, sets, wkey, li, lf, plan = (_borrowed(cl), _borrowed(sets), _borrowed(wkey), _borrowed(li), _borrowed(lf),
-                                    _borrowed(plan))
+    arrival, jobf, jobi, state, speed_seen, tier_s = (
+        _borrowed(arrival),
+        _borrowed(jobf),
+        _borrowed(jobi),
+        _borrowed(state),
+        _borrowed(speed_seen),
+        _borrowed(tier_s),
+    )
+    placements_by_tier, machine_speed, shapes = (
+        _borrowed(placements_by_tier),
+        _borrowed(machine_speed),
+        _borrowed(shapes),
+    )
+    shape_seq, shape_speed, slots, gpu_store = (
+        _borrowed(shape_seq),
+        _borrowed(shape_speed),
+        _borrowed(slots),
+        _borrowed(gpu_store),
+    )
+    cl, sets, wkey, li, lf, plan = (
+        _borrowed(cl),
+        _borrowed(sets),
+        _borrowed(wkey),
+        _borrowed(li),
+        _borrowed(lf),
+        _borrowed(plan),
+    )
     expired_buf, renewed, log, log_f = _borrowed(expired_buf), _borrowed(renewed), _borrowed(log), _borrowed(log_f)
     starts, starts_f = _borrowed(starts), _borrowed(starts_f)
     rec_i, rec_f, partials, timeline = _borrowed(rec_i), _borrowed(rec_f), _borrowed(partials), _borrowed(timeline)
@@ -1633,7 +1934,7 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                     if finish[j] <= t:
                         g = num_gpus[j]
                         lo = jobi[I_GPU_OFF, j]
-                        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo:lo + g], mpr, gpm)
+                        release(owner, free_pm, idle_pm, free_pr, gpu_store[lo : lo + g], mpr, gpm)
                         _close(j, t, jobf, jobi[I_TIER], tier_s)
                         jobf[F_DONE, j] = jobf[F_TOTAL, j]
                         jobf[F_END, j] = t
@@ -1680,9 +1981,27 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             li[LI_N_RANKED] = 0
             if boundary or li[LI_N_WAITING] > 0:
                 status, n_cand, start, n_ranked, n_queue, n_exp_pos, n_expired, count = open_pass(
-                    (ordered if keyed else waiting)[:li[LI_N_WAITING]], running[:li[LI_N_RUNNING]], boundary, keys,
-                    mode != 2, upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi), _FALSE, jobf,
-                    jobi, state, gpu_store, cl, racks, mpr, gpm, li[LI_FREE_TOTAL], plan, expired_buf, keyed, wkey)
+                    (ordered if keyed else waiting)[: li[LI_N_WAITING]],
+                    running[: li[LI_N_RUNNING]],
+                    boundary,
+                    keys,
+                    mode != 2,
+                    upgrades_offered and _any_below_best(running, li[LI_N_RUNNING], jobi),
+                    _FALSE,
+                    jobf,
+                    jobi,
+                    state,
+                    gpu_store,
+                    cl,
+                    racks,
+                    mpr,
+                    gpm,
+                    li[LI_FREE_TOTAL],
+                    plan,
+                    expired_buf,
+                    keyed,
+                    wkey,
+                )
                 if status == 2:
                     li[LI_N_QUEUE] = n_queue
                     li[LI_N_EXP_POS] = n_exp_pos
@@ -1703,10 +2022,37 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
             n_log = li[LI_N_LOG]
             answer = li[LI_ANSWER]
             stop, asks, n_new, _, free_total, ops = pass_turns(
-                plan[1, :n_queue], plan[2, :n_queue], plan[3, :li[LI_N_EXP_POS]], pos, t, auto, mode != 2,
-                upgrades_offered, overhead_s, jobf, jobi, state, speed_seen, tier_s, placements_by_tier,
-                machine_speed, shapes, shape_seq, shape_speed, slots, gpu_store, cl, racks, mpr, gpm,
-                li[LI_FREE_TOTAL], li[LI_MARKS_ACTIVE] != 0, log[n_log:], renewed, answer)
+                plan[1, :n_queue],
+                plan[2, :n_queue],
+                plan[3, : li[LI_N_EXP_POS]],
+                pos,
+                t,
+                auto,
+                mode != 2,
+                upgrades_offered,
+                overhead_s,
+                jobf,
+                jobi,
+                state,
+                speed_seen,
+                tier_s,
+                placements_by_tier,
+                machine_speed,
+                shapes,
+                shape_seq,
+                shape_speed,
+                slots,
+                gpu_store,
+                cl,
+                racks,
+                mpr,
+                gpm,
+                li[LI_FREE_TOTAL],
+                li[LI_MARKS_ACTIVE] != 0,
+                log[n_log:],
+                renewed,
+                answer,
+            )
             if answer >= 0 and stop != pos:  # the answered start is made (else Python makes it)
                 li[LI_ANSWER] = -1
             li[LI_FREE_TOTAL] = free_total
@@ -1751,8 +2097,17 @@ def run_events(resume, arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrad
                 for i in range(start, start + li[LI_N_RANKED]):
                     rank[plan[0, i]] = -1
         # --- the record (Engine._record) ---
-        record(t, n_gpus - li[LI_FREE_TOTAL], li[LI_N_RUNNING], li[LI_N_WAITING], n - li[LI_FINISHED],
-               rec_i, rec_f, partials, timeline)
+        record(
+            t,
+            n_gpus - li[LI_FREE_TOTAL],
+            li[LI_N_RUNNING],
+            li[LI_N_WAITING],
+            n - li[LI_FINISHED],
+            rec_i,
+            rec_f,
+            partials,
+            timeline,
+        )
 
 
 @njit(cache=True, nogil=True)
@@ -1790,8 +2145,20 @@ def _any_below_best(running, n_running, jobi):
 # --- Dally-v0's observation (DallyEnv._observe) ---------------------------------------------
 
 #: ``offer_observation``'s constants, by position in its ``consts`` array.
-(OC_LEASE, OC_LONG, OC_LOG_LONG, OC_LOG_1000, OC_GPUS, OC_JOBS, OC_FIRST_ARRIVAL, OC_MACHINES, OC_RACKS, OC_GPM,
- OC_GPR, OC_SIZE) = range(12)
+(
+    OC_LEASE,
+    OC_LONG,
+    OC_LOG_LONG,
+    OC_LOG_1000,
+    OC_GPUS,
+    OC_JOBS,
+    OC_FIRST_ARRIVAL,
+    OC_MACHINES,
+    OC_RACKS,
+    OC_GPM,
+    OC_GPR,
+    OC_SIZE,
+) = range(12)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1804,8 +2171,30 @@ def _time_shown(t, lease, long_s, log_long):
 
 
 @njit(cache=True, nogil=True)
-def offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, j, now, starvation, t_mc, t_rk, offered,
-                      current, speed_m, speed_r, speed_n, n_waiting, waiting_gpus, n_running, finished, free_total):
+def offer_observation(
+    out,
+    consts,
+    static,
+    jobf,
+    jobi,
+    free_pm,
+    free_pr,
+    j,
+    now,
+    starvation,
+    t_mc,
+    t_rk,
+    offered,
+    current,
+    speed_m,
+    speed_r,
+    speed_n,
+    n_waiting,
+    waiting_gpus,
+    n_running,
+    finished,
+    free_total,
+):
     """DallyEnv._observe's features of job ``j``'s offer into ``out`` (float32): the same
     arithmetic in the same order as its Python reference, each value rounded to float32 once
     as it is stored. ``static``: features 0-3 by job; ``offered``: bit t set for each tier t
@@ -1863,6 +2252,7 @@ def offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, j, now,
 
 # --- DallyQueue's observation (DallyQueueEnv._observe) ---------------------------------------
 
+
 @njit(cache=True, nogil=True)
 def queue_demands(c, jobi, best_of, present, demands):
     """The distinct GPU demands of candidates ``c``, increasing, into ``demands`` (returns how
@@ -1882,8 +2272,25 @@ def queue_demands(c, jobi, best_of, present, demands):
 
 
 @njit(cache=True, nogil=True)
-def queue_job_features(c, now, lease, cluster_gpus, gpm, never_multi_nw, largest, jobf, jobi, state, size_feature,
-                       free_of, limits_of, timed, jobs, times, estimates):
+def queue_job_features(
+    c,
+    now,
+    lease,
+    cluster_gpus,
+    gpm,
+    never_multi_nw,
+    largest,
+    jobf,
+    jobi,
+    state,
+    size_feature,
+    free_of,
+    limits_of,
+    timed,
+    jobs,
+    times,
+    estimates,
+):
     """DallyQueueEnv._observe's job features of candidates ``c`` into the rows of ``jobs``
     (float32), the same arithmetic as its numpy reference, value for value, but for the four
     times: their arguments max(t, 0) / lease go to ``times`` (4 x k: starvation, remaining
@@ -1946,8 +2353,9 @@ def queue_job_features(c, now, lease, cluster_gpus, gpm, never_multi_nw, largest
 
 
 @njit(cache=True, nogil=True)
-def queue_shown_rows(c, every, rows, row_estimate, now, largest, jobf, jobi, free_of, limits_of, timed, jobs, mask,
-                     shown):
+def queue_shown_rows(
+    c, every, rows, row_estimate, now, largest, jobf, jobi, free_of, limits_of, timed, jobs, mask, shown
+):
     """DallyQueueEnv._observe's job rows at a pick from rows kept by job (see
     DallyQueueEnv._job_features_cached): candidate ``c[r]``'s kept row into row ``r`` of
     ``jobs``, with what the pick changes computed as :func:`queue_job_features` does (feature 4

@@ -475,9 +475,7 @@ class DallyPaperLatency(LatencyModel):
             return 0.0
         cal = self.calibration(model)
         latency_s, per_byte_s = collective_cost(shape, *self.links)
-        exposed_s = _exposed_s(
-            sched, latency_s * cal.latency_scale, per_byte_s * cal.bytes_scale
-        )
+        exposed_s = _exposed_s(sched, latency_s * cal.latency_scale, per_byte_s * cal.bytes_scale)
         exposed_s += cal.overhead_pct / 100.0 * sched.compute_s
         return exposed_s * 1e3
 
@@ -502,13 +500,9 @@ def _checked_shape(shape: Iterable[Iterable[int]]) -> Shape:
         racks = [list(r) for r in shape]
         bad = any(isinstance(c, bool) or int(c) != c or c < 1 for r in racks for c in r)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"a shape is a tuple of per-rack tuples of GPU counts, got {shape!r}"
-        ) from None
+        raise ValueError(f"a shape is a tuple of per-rack tuples of GPU counts, got {shape!r}") from None
     if bad or not racks or any(not r for r in racks):
-        raise ValueError(
-            f"a shape needs positive GPU counts in every machine and rack, got {shape!r}"
-        )
+        raise ValueError(f"a shape needs positive GPU counts in every machine and rack, got {shape!r}")
     return canonical_shape(racks)
 
 
@@ -538,9 +532,7 @@ def get_latency_model(name: str = "dally-paper", **kwargs) -> LatencyModel:
     try:
         factory = LATENCY_PRESETS[name]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown latency model {name!r}; known presets: {', '.join(LATENCY_PRESETS)}"
-        ) from None
+        raise ValueError(f"unknown latency model {name!r}; known presets: {', '.join(LATENCY_PRESETS)}") from None
     return factory(**kwargs)
 
 
@@ -608,8 +600,9 @@ FIT_OVERHEADS: tuple[float, ...] = tuple(0.5 * i for i in range(41))
 _KNOBS = ("bytes_scale", "latency_scale", "overhead_pct")
 
 
-def _grid_pct(model: DallyPaperLatency, name: str, shape: Shape, latency_scales: np.ndarray,
-              bytes_scales: np.ndarray) -> np.ndarray:
+def _grid_pct(
+    model: DallyPaperLatency, name: str, shape: Shape, latency_scales: np.ndarray, bytes_scales: np.ndarray
+) -> np.ndarray:
     """Exposed communication (% of compute, no overhead) of ``name`` on ``shape`` for every
     pair of scales: shape ``(len(latency_scales), len(bytes_scales))``.
 
@@ -624,14 +617,17 @@ def _grid_pct(model: DallyPaperLatency, name: str, shape: Shape, latency_scales:
     latency_s, per_byte_s = collective_cost(shape, *model.links)
     count = np.arange(sched.issue_s.size, 0, -1, dtype=float)
     suffix_bytes = np.cumsum(sched.grad_bytes[::-1])[::-1]
-    end = (sched.issue_s
-           + latency_scales[:, None, None] * (latency_s * count)
-           + bytes_scales[None, :, None] * (per_byte_s * suffix_bytes)).max(axis=2)
+    end = (
+        sched.issue_s
+        + latency_scales[:, None, None] * (latency_s * count)
+        + bytes_scales[None, :, None] * (per_byte_s * suffix_bytes)
+    ).max(axis=2)
     return 100.0 * np.maximum(end - sched.compute_s, 0.0) / sched.compute_s
 
 
-def fit_calibration(model: str, targets: Mapping[Shape, float],
-                    latency: DallyPaperLatency | None = None) -> Calibration:
+def fit_calibration(
+    model: str, targets: Mapping[Shape, float], latency: DallyPaperLatency | None = None
+) -> Calibration:
     """The per-model :class:`Calibration` that reproduces ``targets`` (shape -> exposed
     communication, % of compute), by the rule the ``"dally-paper"`` table follows.
 
@@ -660,11 +656,15 @@ def fit_calibration(model: str, targets: Mapping[Shape, float],
     for size in range(len(_KNOBS) + 1):
         best: tuple[float, Calibration] | None = None
         for free in itertools.combinations(_KNOBS, size):
-            grids = [scales if "bytes_scale" in free else np.array([1.0]),
-                     scales if "latency_scale" in free else np.array([1.0]),
-                     overheads if "overhead_pct" in free else np.array([0.0])]
-            base = np.stack([_grid_pct(raw, model, shape, grids[1], grids[0]) for shape in shapes]
-                            or [np.zeros((grids[1].size, grids[0].size))])
+            grids = [
+                scales if "bytes_scale" in free else np.array([1.0]),
+                scales if "latency_scale" in free else np.array([1.0]),
+                overheads if "overhead_pct" in free else np.array([0.0]),
+            ]
+            base = np.stack(
+                [_grid_pct(raw, model, shape, grids[1], grids[0]) for shape in shapes]
+                or [np.zeros((grids[1].size, grids[0].size))]
+            )
             # (target, bytes, latency, overhead): grid order bytes, latency, overhead for ties.
             ours = base.transpose(0, 2, 1)[..., None] + grids[2]
             ours = ours if shapes else ours[:0]

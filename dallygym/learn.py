@@ -148,15 +148,24 @@ class TrainConfig:
         :meth:`training_sizes`), else at ``self.racks``. Options left None take the
         environment's default."""
         kwargs = {
-            "racks": self.racks if racks is None else racks, "machines_per_rack": self.machines_per_rack,
-            "gpus_per_machine": self.gpus_per_machine, "trace": self.trace,
-            "sensitivity": self.sensitivity, "reward": self.reward,
-            "makespan_penalty": self.makespan_penalty, "makespan_reference": self.makespan_reference,
+            "racks": self.racks if racks is None else racks,
+            "machines_per_rack": self.machines_per_rack,
+            "gpus_per_machine": self.gpus_per_machine,
+            "trace": self.trace,
+            "sensitivity": self.sensitivity,
+            "reward": self.reward,
+            "makespan_penalty": self.makespan_penalty,
+            "makespan_reference": self.makespan_reference,
         }
         if is_queue_env(self.env_id):
-            kwargs.update(offer_rule=self.offer_rule, makespan_weight=self.makespan_weight,
-                          max_candidates=self.max_candidates, lease_picks=self.lease_picks,
-                          makespan_credit=self.makespan_credit, guard_leases=self.guard_leases)
+            kwargs.update(
+                offer_rule=self.offer_rule,
+                makespan_weight=self.makespan_weight,
+                max_candidates=self.max_candidates,
+                lease_picks=self.lease_picks,
+                makespan_credit=self.makespan_credit,
+                guard_leases=self.guard_leases,
+            )
             if self.guard_waiting:  # omitted when off: configs saved before the option still load as they were
                 kwargs["guard_waiting"] = True
         else:
@@ -179,8 +188,10 @@ class TrainConfig:
         if not sizes or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in sizes):
             raise ValueError(f"train_racks must be a non-empty list of positive integers, got {self.train_racks!r}")
         if len(sizes) > self.n_envs:
-            raise ValueError(f"train_racks lists {len(sizes)} sizes but there are only {self.n_envs} training "
-                             f"environments (--n-envs): sizes {sizes[self.n_envs:]} would never be trained on")
+            raise ValueError(
+                f"train_racks lists {len(sizes)} sizes but there are only {self.n_envs} training "
+                f"environments (--n-envs): sizes {sizes[self.n_envs :]} would never be trained on"
+            )
 
 
 def is_queue_env(env_id: str) -> bool:
@@ -203,11 +214,14 @@ def rollout_steps(total_timesteps: int, n_envs: int, n_steps: int) -> int:
     environment steps once per vectorised step.
     """
     if total_timesteps < 1 or n_envs < 1 or n_steps < 1:
-        raise ValueError("total_timesteps, n_envs and n_steps must be positive, "
-                         f"got {total_timesteps}, {n_envs}, {n_steps}")
+        raise ValueError(
+            f"total_timesteps, n_envs and n_steps must be positive, got {total_timesteps}, {n_envs}, {n_steps}"
+        )
     if total_timesteps % n_envs:
-        raise ValueError(f"total_timesteps ({total_timesteps}) must be a multiple of n_envs ({n_envs}): every "
-                         f"environment takes one step per vectorised step")
+        raise ValueError(
+            f"total_timesteps ({total_timesteps}) must be a multiple of n_envs ({n_envs}): every "
+            f"environment takes one step per vectorised step"
+        )
     per_env = total_timesteps // n_envs
     divisors = [d for i in range(1, math.isqrt(per_env) + 1) if per_env % i == 0 for d in (i, per_env // i)]
     return min(divisors, key=lambda d: (abs(math.log(d / n_steps)), -d))
@@ -290,9 +304,9 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
         # Shuffled batches of similar candidate counts (sorted within chunks of 16 batches),
         # each cut to its largest count: the empty tail is the same for every sample.
         order = rng.permutation(n)
-        chunks = [order[i:i + 16 * size] for i in range(0, n, 16 * size)]
+        chunks = [order[i : i + 16 * size] for i in range(0, n, 16 * size)]
         order = np.concatenate([c[np.argsort(sizes[c], kind="stable")] for c in chunks])
-        batches = [order[i:i + size] for i in range(0, n, size)]
+        batches = [order[i : i + size] for i in range(0, n, size)]
         for index in rng.permutation(len(batches)):
             batch = batches[index]
             b = len(batch)
@@ -318,13 +332,18 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
             losses.append(loss.item())
     policy.set_training_mode(False)
     per_epoch = max(1, -(-n // config.batch_size))
-    return {"teacher": "protected_share_action", "teacher_share": config.teacher_share,
-            "episodes": config.imitate_episodes,
-            "samples": n, "steps_per_episode": steps_per_episode, "epochs": config.imitate_epochs,
-            "learning_rate": config.imitate_learning_rate,
-            "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
-            "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
-            "return_std": round(float(np.sqrt(return_var)), 4)}
+    return {
+        "teacher": "protected_share_action",
+        "teacher_share": config.teacher_share,
+        "episodes": config.imitate_episodes,
+        "samples": n,
+        "steps_per_episode": steps_per_episode,
+        "epochs": config.imitate_epochs,
+        "learning_rate": config.imitate_learning_rate,
+        "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
+        "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
+        "return_std": round(float(np.sqrt(return_var)), 4),
+    }
 
 
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
@@ -347,8 +366,10 @@ def train(config: TrainConfig) -> Path:
     if config.keep not in KEEP:
         raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {config.keep!r}")
     if config.imitate_episodes < 0 or config.imitate_epochs < 1:
-        raise ValueError(f"imitate_episodes must be >= 0 and imitate_epochs >= 1, got "
-                         f"{config.imitate_episodes} and {config.imitate_epochs}")
+        raise ValueError(
+            f"imitate_episodes must be >= 0 and imitate_epochs >= 1, got "
+            f"{config.imitate_episodes} and {config.imitate_epochs}"
+        )
     if config.imitate_episodes and not is_queue_env(config.env_id):
         raise ValueError(f"imitate_episodes needs a DallyQueue id (the teacher picks jobs), got {config.env_id!r}")
     if not 0.0 < config.teacher_share <= 1.0:
@@ -363,8 +384,11 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"queue_net must be one of {', '.join(QUEUE_NETS)}, got {config.queue_net!r}")
     # Rollouts that add up to exactly the requested steps (config.json records the size used),
     # and the reward named: config.json says what the return is even if a default changes.
-    config = replace(config, n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps),
-                     reward=config.reward or RELATIVE_JCT)
+    config = replace(
+        config,
+        n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps),
+        reward=config.reward or RELATIVE_JCT,
+    )
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # The settings go to config.json only with the parameters, at the end (commit_agent): a
@@ -385,17 +409,22 @@ def train(config: TrainConfig) -> Path:
             env = gym.make(env_id, render_mode="rgb_array", **config.env_kwargs(config.rank_racks(rank)))
             env.action_space.seed(config.seed + rank)
             return Monitor(env, filename=str(monitor_dir / str(rank)))
+
         return build
 
     venv = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)(
-        [training_env(rank) for rank in range(config.n_envs)])
+        [training_env(rank) for rank in range(config.n_envs)]
+    )
     venv.seed(config.seed)
     # 2. Evaluation: one environment per training size, each cycling the fixed validation
     #    traces; every evaluation plays each trace once at each size, masks used.
     validation = _validation_traces(config)
-    eval_env = DummyVecEnv([
-        (lambda racks=racks: Monitor(gym.make(env_id, **{**config.env_kwargs(racks), "trace": validation})))
-        for racks in config.training_sizes()])
+    eval_env = DummyVecEnv(
+        [
+            (lambda racks=racks: Monitor(gym.make(env_id, **{**config.env_kwargs(racks), "trace": validation})))
+            for racks in config.training_sizes()
+        ]
+    )
     n_eval_episodes = len(VALIDATION_SEEDS) * len(config.training_sizes())
 
     # 3. The model.
@@ -410,10 +439,21 @@ def train(config: TrainConfig) -> Path:
     if is_queue_env(config.env_id) and config.queue_net == "set":
         from .nets import LiveRolloutBuffer as buffer_class
     model = MaskablePPO(
-        policy, venv, n_steps=config.n_steps, batch_size=config.batch_size, n_epochs=config.n_epochs,
-        learning_rate=config.learning_rate, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed, rollout_buffer_class=buffer_class,
-        tensorboard_log=str(out / "tensorboard") if config.tensorboard else None, device="cpu", verbose=0,
+        policy,
+        venv,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        learning_rate=config.learning_rate,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        ent_coef=config.ent_coef,
+        policy_kwargs=policy_kwargs,
+        seed=config.seed,
+        rollout_buffer_class=buffer_class,
+        tensorboard_log=str(out / "tensorboard") if config.tensorboard else None,
+        device="cpu",
+        verbose=0,
     )
 
     # The initial policy, as an agent of its own (RUN/initial): what the training contributed is
@@ -437,11 +477,18 @@ def train(config: TrainConfig) -> Path:
 
     per_env = lambda steps: max(1, steps // config.n_envs)  # noqa: E731 - SB3 counts calls per env
     callbacks = [
-        MaskableEvalCallback(eval_env, n_eval_episodes=n_eval_episodes, eval_freq=per_env(config.eval_freq_steps),
-                             log_path=str(out / "eval"), best_model_save_path=str(out / "best"),
-                             deterministic=True, verbose=0),
-        CheckpointCallback(save_freq=per_env(config.checkpoint_freq_steps), save_path=str(out / "checkpoints"),
-                           name_prefix="ppo"),
+        MaskableEvalCallback(
+            eval_env,
+            n_eval_episodes=n_eval_episodes,
+            eval_freq=per_env(config.eval_freq_steps),
+            log_path=str(out / "eval"),
+            best_model_save_path=str(out / "best"),
+            deterministic=True,
+            verbose=0,
+        ),
+        CheckpointCallback(
+            save_freq=per_env(config.checkpoint_freq_steps), save_path=str(out / "checkpoints"), name_prefix="ppo"
+        ),
         WallClockLimit(config.time_limit_min),
     ]
 
@@ -450,8 +497,9 @@ def train(config: TrainConfig) -> Path:
         # The warm start is the first candidate for "best": its validation return, saved as such.
         from sb3_contrib.common.maskable.evaluation import evaluate_policy
 
-        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True,
-                                     return_episode_rewards=True)
+        returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True, return_episode_rewards=True
+        )
         warm["validation_return"] = round(float(np.mean(returns)), 4)
         evaluation.best_mean_reward = float(np.mean(returns))
         (out / "best").mkdir(exist_ok=True)
@@ -471,11 +519,17 @@ def train(config: TrainConfig) -> Path:
     commit_agent(out, model.policy.state_dict(), asdict(config))  # what `dallygym evaluate` loads
     (out / TRAINING_FILE).unlink(missing_ok=True)
     venv.close()
-    meta = {"command": _command_line(), "timesteps": trained, "wall_s": round(wall_s, 1),
-            "stopped_by_time_limit": trained < config.total_timesteps,
-            "env_kwargs": config.env_kwargs(), "kept": config.keep,
-            "best_validation_return": (None if not np.isfinite(evaluation.best_mean_reward)
-                                       else round(float(evaluation.best_mean_reward), 4))}
+    meta = {
+        "command": _command_line(),
+        "timesteps": trained,
+        "wall_s": round(wall_s, 1),
+        "stopped_by_time_limit": trained < config.total_timesteps,
+        "env_kwargs": config.env_kwargs(),
+        "kept": config.keep,
+        "best_validation_return": (
+            None if not np.isfinite(evaluation.best_mean_reward) else round(float(evaluation.best_mean_reward), 4)
+        ),
+    }
     if warm is not None:
         meta["imitation_warm_start"] = warm
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -523,12 +577,14 @@ def _return_label(run_dir: Path) -> str:
     reward = config.get("reward") or ("jct-makespan" if queue else "jct")
     if reward == "relative-jct":
         penalty = config.get("makespan_penalty")
-        return (f"episode return = −(% JCT over Dally) − {penalty if penalty is not None else 3:g}"
-                f"·(% makespan over Dally)")
+        return (
+            f"episode return = −(% JCT over Dally) − {penalty if penalty is not None else 3:g}·(% makespan over Dally)"
+        )
     weight = config.get("makespan_weight")
     if queue:  # every DallyQueue reward is a total over 100 leases (see DallyQueueEnv)
-        total = {"jct-makespan": f"mean JCT + {weight if weight is not None else 1:g}·makespan",
-                 "jct": "mean JCT"}.get(reward, reward)
+        total = {"jct-makespan": f"mean JCT + {weight if weight is not None else 1:g}·makespan", "jct": "mean JCT"}.get(
+            reward, reward
+        )
         return f"episode return = −({total}) / (100 leases)"
     return "episode return = −mean JCT (leases)" if reward == "jct" else f"episode return ({reward} reward)"
 
@@ -548,8 +604,9 @@ def plot_training_curve(run_dir: str | Path) -> Path | None:
     if not episodes.empty:
         ax.plot(episodes["timesteps"], episodes["r"], ".", alpha=0.3, label="training episodes")
         window = max(1, len(episodes) // 20)
-        ax.plot(episodes["timesteps"], episodes["r"].rolling(window, min_periods=1).mean(),
-                label="training (rolling mean)")
+        ax.plot(
+            episodes["timesteps"], episodes["r"].rolling(window, min_periods=1).mean(), label="training (rolling mean)"
+        )
     if not evals.empty:
         ax.plot(evals["timesteps"], evals["mean_return"], "o-", label="validation traces")
     ax.set_xlabel("timesteps (decisions)")
@@ -580,18 +637,19 @@ def _queue_policy_network(config: dict, where: str):
     env_id = config.get("env_id", "DallyQueue-v0")
     # Bounded by agent_files.check_config, which every config read from a file has passed.
     slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
-    obs_space = gym.spaces.Dict({
-        "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
-        "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
-        "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
-    })
+    obs_space = gym.spaces.Dict(
+        {
+            "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+            "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
+            "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+        }
+    )
     # No orthogonal initialisation: every parameter is overwritten by the load, and the QR
     # decompositions it takes grow with the slots (minutes at a few thousand).
     name = config.get("queue_net", SAVED_QUEUE_NET)
     if name not in QUEUE_POLICIES:
         raise AgentLoadError(f"{where}: queue_net must be one of {', '.join(QUEUE_NETS)}, got {str(name)[:60]}")
-    return QUEUE_POLICIES[name](obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0,
-                                ortho_init=False)
+    return QUEUE_POLICIES[name](obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 0.0, ortho_init=False)
 
 
 def _empty_policy_network(config: dict, where: str):
@@ -607,8 +665,11 @@ def _empty_policy_network(config: dict, where: str):
         return _queue_policy_network(config, where)
     net_arch = config.get("net_arch", TrainConfig().net_arch)
     return MaskableActorCriticPolicy(
-        spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32), spaces.Discrete(4),
-        lr_schedule=lambda _: 0.0, net_arch=list(net_arch), ortho_init=False,
+        spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32),
+        spaces.Discrete(4),
+        lr_schedule=lambda _: 0.0,
+        net_arch=list(net_arch),
+        ortho_init=False,
     )
 
 
@@ -619,13 +680,17 @@ def _load_into(policy, state: dict, config: dict, where: str):
     from .queue_env import JOB_DIM
 
     env_id = config.get("env_id", "Dally-v0")
-    first, features = (("features_extractor.phi.0.weight", "job features") if is_queue_env(str(env_id))
-                       else ("mlp_extractor.policy_net.0.weight", "observation features"))
+    first, features = (
+        ("features_extractor.phi.0.weight", "job features")
+        if is_queue_env(str(env_id))
+        else ("mlp_extractor.policy_net.0.weight", "observation features")
+    )
     expected = JOB_DIM if is_queue_env(str(env_id)) else OBS_DIM
     trained = state.get(first)
     if trained is not None and trained.ndim == 2 and trained.shape[1] != expected:
-        raise AgentLoadError(f"{where}: the agent was trained on {trained.shape[1]} {features}; this "
-                             f"version of {env_id} has {expected}")
+        raise AgentLoadError(
+            f"{where}: the agent was trained on {trained.shape[1]} {features}; this version of {env_id} has {expected}"
+        )
     try:
         policy.load_state_dict(state, strict=True)
     except RuntimeError as exc:
@@ -661,7 +726,8 @@ class LearnedAgent:
         if self.path.suffix == ".zip":
             raise AgentLoadError(
                 f"{self.path}: a stable-baselines3 archive is not loaded (unpickling its 'data' entry can run "
-                f"any code); write an agent from it with: dallygym agent convert {self.path}")
+                f"any code); write an agent from it with: dallygym agent convert {self.path}"
+            )
         if not (self.path.exists() or self.path.is_symlink()):
             hint = f"; if it holds a model.zip you trust, run: dallygym agent convert {path}" if path.is_dir() else ""
             raise AgentLoadError(f"{self.path}: no such file (a learned agent is {POLICY_FILE} + {CONFIG_FILE}){hint}")
@@ -682,8 +748,13 @@ class LearnedAgent:
         self.name = self.path.parent.name
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
-        return self.policy.predict(observation, state=state, episode_start=episode_start,
-                                   deterministic=deterministic, action_masks=action_masks)
+        return self.policy.predict(
+            observation,
+            state=state,
+            episode_start=episode_start,
+            deterministic=deterministic,
+            action_masks=action_masks,
+        )
 
 
 def load_agent(name_or_path: str) -> str | LearnedAgent:
@@ -693,8 +764,10 @@ def load_agent(name_or_path: str) -> str | LearnedAgent:
         return name_or_path
     path = Path(name_or_path)
     if not path.exists():
-        raise ValueError(f"agent {name_or_path!r} is neither a policy name ({', '.join(POLICIES)}) "
-                         f"nor a saved agent (a run directory or its {POLICY_FILE})")
+        raise ValueError(
+            f"agent {name_or_path!r} is neither a policy name ({', '.join(POLICIES)}) "
+            f"nor a saved agent (a run directory or its {POLICY_FILE})"
+        )
     return LearnedAgent(path)
 
 
@@ -715,13 +788,21 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
         return simulate(trace, cluster, policy=agent)
     config = getattr(agent, "config", None)
     if config is None:  # a hand-written Dally-v0 agent (e.g. a probe): its attributes say how it observes
-        settings = {"priority": getattr(agent, "priority", "dally"),
-                    "sensitivity": getattr(agent, "sensitivity", "hidden"), "reward": getattr(agent, "reward", "jct")}
+        settings = {
+            "priority": getattr(agent, "priority", "dally"),
+            "sensitivity": getattr(agent, "sensitivity", "hidden"),
+            "reward": getattr(agent, "reward", "jct"),
+        }
         env_id = "Dally-v0"
     else:
         settings, env_id = config.env_kwargs(), agent.env_id
-    kwargs = {**settings, "racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
-              "gpus_per_machine": cluster.gpus_per_machine, "trace": trace}
+    kwargs = {
+        **settings,
+        "racks": cluster.racks,
+        "machines_per_rack": cluster.machines_per_rack,
+        "gpus_per_machine": cluster.gpus_per_machine,
+        "trace": trace,
+    }
     env_id = env_id if ":" in env_id else f"dallygym:{env_id}"
     env = gym.make(env_id, **kwargs).unwrapped
     with one_torch_thread():
@@ -764,8 +845,9 @@ def default_eval_traces() -> list[str]:
     directory = shipped_trace_dir()
     if directory is None:
         return []
-    return [str(p) for p in (directory / "heldout" / f"batch-500-seed{s}.csv" for s in (2001, 2002, 2003))
-            if p.is_file()]
+    return [
+        str(p) for p in (directory / "heldout" / f"batch-500-seed{s}.csv" for s in (2001, 2002, 2003)) if p.is_file()
+    ]
 
 
 #: The files of a run that a training sweep brings back from the worker that trained it.
@@ -794,8 +876,9 @@ def _train_task(job: tuple[TrainConfig, list[str]]) -> dict:
     }
 
 
-def train_sweep(configs: list[TrainConfig], eval_traces: list[str], backend=None,
-                out: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def train_sweep(
+    configs: list[TrainConfig], eval_traces: list[str], backend=None, out: str | Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Independent training runs as tasks of a :mod:`dallygym.sweep` backend (one CPU each).
 
     Each run trains into its ``config.out_dir``; on a cluster that directory is on the node that
@@ -817,8 +900,11 @@ def train_sweep(configs: list[TrainConfig], eval_traces: list[str], backend=None
         name = Path(config.out_dir).name
         if not ok:
             failed.append(name)
-            print(f"dallygym: run failed: {name} (seed {config.seed}, {config.sensitivity}): {value.error}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"dallygym: run failed: {name} (seed {config.seed}, {config.sensitivity}): {value.error}",
+                file=sys.stderr,
+                flush=True,
+            )
             continue
         here = Path(config.out_dir)
         here.mkdir(parents=True, exist_ok=True)
@@ -827,22 +913,46 @@ def train_sweep(configs: list[TrainConfig], eval_traces: list[str], backend=None
                 write_atomic(here / file_name, data)
         meta, validation = value["meta"], value["validation"]
         returns = [v["mean_return"] for v in validation]
-        facts = {"run": name, "seed": config.seed, "sensitivity": config.sensitivity, "priority": config.priority,
-                 "timesteps": meta["timesteps"], "wall_s": meta["wall_s"],
-                 "stopped_by_time_limit": meta["stopped_by_time_limit"],
-                 "final_validation_return": returns[-1] if returns else math.nan,
-                 "best_validation_return": max(returns) if returns else math.nan}
+        facts = {
+            "run": name,
+            "seed": config.seed,
+            "sensitivity": config.sensitivity,
+            "priority": config.priority,
+            "timesteps": meta["timesteps"],
+            "wall_s": meta["wall_s"],
+            "stopped_by_time_limit": meta["stopped_by_time_limit"],
+            "final_validation_return": returns[-1] if returns else math.nan,
+            "best_validation_return": max(returns) if returns else math.nan,
+        }
         runs += [{**facts, **row} for row in value["evaluation"]] or [facts]
-        curves += [{"run": name, "seed": config.seed, "kind": "validation", "timesteps": int(v["timesteps"]),
-                    "return": float(v["mean_return"])} for v in validation]
-        curves += [{"run": name, "seed": config.seed, "kind": "training", "timesteps": int(e["timesteps"]),
-                    "return": float(e["r"])} for e in value["training"]]
-        print(f"dallygym: run done: {name} ({meta['timesteps']} steps, {meta['wall_s']} s)", file=sys.stderr,
-              flush=True)
+        curves += [
+            {
+                "run": name,
+                "seed": config.seed,
+                "kind": "validation",
+                "timesteps": int(v["timesteps"]),
+                "return": float(v["mean_return"]),
+            }
+            for v in validation
+        ]
+        curves += [
+            {
+                "run": name,
+                "seed": config.seed,
+                "kind": "training",
+                "timesteps": int(e["timesteps"]),
+                "return": float(e["r"]),
+            }
+            for e in value["training"]
+        ]
+        print(
+            f"dallygym: run done: {name} ({meta['timesteps']} steps, {meta['wall_s']} s)", file=sys.stderr, flush=True
+        )
     order = {Path(c.out_dir).name: i for i, c in enumerate(configs)}
     runs_frame = pd.DataFrame(sorted(runs, key=lambda r: order[r["run"]]))  # stable: trace order kept
-    curves_frame = pd.DataFrame(sorted(curves, key=lambda r: order[r["run"]]),
-                                columns=["run", "seed", "kind", "timesteps", "return"])
+    curves_frame = pd.DataFrame(
+        sorted(curves, key=lambda r: order[r["run"]]), columns=["run", "seed", "kind", "timesteps", "return"]
+    )
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         runs_frame.to_csv(Path(out) / "runs.csv", index=False)

@@ -74,8 +74,9 @@ SUMMARY_KEYS: tuple[str, ...] = (
 
 #: The figures ``dallygym simulate --out`` adds to a run's directory when matplotlib is installed
 #: (:func:`dallygym.plots.run_figures`); a directory holding them may be replaced.
-PLOT_FILES: frozenset[str] = frozenset(f"{stem}.{ext}" for stem in ("occupancy", "utilisation_queue", "jct_cdf",
-                                                                    "tiers_comm") for ext in ("png", "svg"))
+PLOT_FILES: frozenset[str] = frozenset(
+    f"{stem}.{ext}" for stem in ("occupancy", "utilisation_queue", "jct_cdf", "tiers_comm") for ext in ("png", "svg")
+)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,10 @@ class RunResult:
             others = sorted(p.name for p in out.iterdir() if p.name not in names)
             if others:
                 shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-                raise ValueError(f"--out {out}: holds other files ({shown}); the output replaces the whole "
-                                 f"directory, so give a new one or one holding only a previous run's output")
+                raise ValueError(
+                    f"--out {out}: holds other files ({shown}); the output replaces the whole "
+                    f"directory, so give a new one or one holding only a previous run's output"
+                )
         target = out.resolve()
         parent = target.parent
         with naming(parent):
@@ -359,8 +362,10 @@ def queue_times(engine: Engine, end: np.ndarray | None = None) -> np.ndarray:
         real = negative & (queue < -tolerance)
         if real.any():
             j = int(np.flatnonzero(real)[0])
-            raise ValueError(f"job {engine.job_id[j]} ran {engine.run_s[j]!r} s but was in the system only "
-                             f"{end[j] - engine.arrival_s[j]!r} s (queueing delay {queue[j]!r} s)")
+            raise ValueError(
+                f"job {engine.job_id[j]} ran {engine.run_s[j]!r} s but was in the system only "
+                f"{end[j] - engine.arrival_s[j]!r} s (queueing delay {queue[j]!r} s)"
+            )
         queue[negative] = 0.0
     return queue
 
@@ -444,18 +449,24 @@ def placement_frame(engine: Engine, end: np.ndarray | None = None) -> pd.DataFra
     within = np.arange(int(num.sum()), dtype=np.int64) - np.repeat(np.cumsum(num) - num, num)
     gpus = np.asarray(engine._gpu_store)[np.repeat(offsets, num) + within]
     segments = 1 + engine.preemptions + engine.migrations + engine.upgrades
-    return pd.DataFrame({
-        "job_id": np.asarray(engine.job_id)[job],
-        "gpu": gpus.astype(np.int64),
-        "tier": np.asarray(engine._last_tier)[job].astype(np.int64),
-        "start_s": np.where(segments == 1, engine.first_start_s, end - engine.run_s)[job],
-        "end_s": end[job],
-        "segments": np.asarray(segments)[job].astype(np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "job_id": np.asarray(engine.job_id)[job],
+            "gpu": gpus.astype(np.int64),
+            "tier": np.asarray(engine._last_tier)[job].astype(np.int64),
+            "start_s": np.where(segments == 1, engine.first_start_s, end - engine.run_s)[job],
+            "end_s": end[job],
+            "segments": np.asarray(segments)[job].astype(np.int64),
+        }
+    )
 
 
 def collect(engine: Engine) -> RunResult:
     """Metrics of a finished engine run."""
     jobs = _job_columns(engine)
-    return RunResult(jobs=pd.DataFrame(jobs), timeline=timeline_frame(engine), summary=summarize(engine, jobs),
-                     placements=placement_frame(engine, jobs["end_s"]))
+    return RunResult(
+        jobs=pd.DataFrame(jobs),
+        timeline=timeline_frame(engine),
+        summary=summarize(engine, jobs),
+        placements=placement_frame(engine, jobs["end_s"]),
+    )

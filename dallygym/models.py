@@ -132,9 +132,7 @@ class ModelProfile:
 def check_model(name: str, known: tuple[str, ...] | frozenset[str] = MODEL_NAMES) -> str:
     """Return ``name`` if it is a known model identifier, else raise naming the known ones."""
     if name not in known:
-        raise UnknownModelError(
-            f"unknown model {name!r}; known models: {', '.join(sorted(known))}"
-        )
+        raise UnknownModelError(f"unknown model {name!r}; known models: {', '.join(sorted(known))}")
     return name
 
 

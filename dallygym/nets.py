@@ -184,7 +184,7 @@ class JobSetEncoder(BaseFeaturesExtractor):
     def _context_part(self, ctx: th.Tensor) -> th.Tensor:
         """The context's share of the pointer head's first layer (its bias included)."""
         layer = self.score_hidden[0]
-        return th.nn.functional.linear(ctx, layer.weight[:, self.job_dim:], layer.bias)
+        return th.nn.functional.linear(ctx, layer.weight[:, self.job_dim :], layer.bias)
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
         """The features of a batch. ``obs["jobs"]`` and ``obs["job_mask"]`` may hold fewer
@@ -247,7 +247,7 @@ class _SetHeads(nn.Module):
         return features
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
-        return self.critic(features[:, features.shape[1] - self.summary_dim:])
+        return self.critic(features[:, features.shape[1] - self.summary_dim :])
 
 
 class JobSetPolicy(JobPointerPolicy):
@@ -263,8 +263,9 @@ class JobSetPolicy(JobPointerPolicy):
 
     def _build_mlp_extractor(self) -> None:
         widths = self.net_arch.get("vf", []) if isinstance(self.net_arch, dict) else list(self.net_arch)
-        self.mlp_extractor = _SetHeads(self.features_dim, self.features_extractor.summary_dim, widths,
-                                       self.activation_fn)
+        self.mlp_extractor = _SetHeads(
+            self.features_dim, self.features_extractor.summary_dim, widths, self.activation_fn
+        )
 
 
 #: The ``DallyQueue`` networks by name (``TrainConfig.queue_net``).
@@ -282,8 +283,11 @@ class LiveRolloutBuffer(MaskableDictRolloutBuffer):
         job_mask = self.observations["job_mask"][batch_inds]
         live = np.flatnonzero(job_mask.any(axis=0))
         shown = int(live[-1]) + 1 if len(live) else 0
-        observations = {key: th.from_numpy(obs[batch_inds]) for key, obs in self.observations.items()
-                        if key not in ("jobs", "job_mask")}
+        observations = {
+            key: th.from_numpy(obs[batch_inds])
+            for key, obs in self.observations.items()
+            if key not in ("jobs", "job_mask")
+        }
         observations["jobs"] = th.from_numpy(self.observations["jobs"][batch_inds, :shown])
         observations["job_mask"] = th.from_numpy(np.ascontiguousarray(job_mask[:, :shown]))
         return MaskableDictRolloutBufferSamples(

@@ -56,8 +56,11 @@ PALETTE: dict[str, str] = {
 
 #: The tiers' fixed colours (tier index 0, 1, 2), light to dark so that greyscale keeps them apart.
 TIER_NAMES: tuple[str, ...] = ("machine", "rack", "network")
-TIER_COLOURS: dict[str, str] = {"machine": PALETTE["sky blue"], "rack": PALETTE["vermillion"],
-                                "network": PALETTE["black"]}
+TIER_COLOURS: dict[str, str] = {
+    "machine": PALETTE["sky blue"],
+    "rack": PALETTE["vermillion"],
+    "network": PALETTE["black"],
+}
 TIER_HATCHES: dict[str, str] = {"machine": "", "rack": "//", "network": "xx"}
 
 
@@ -76,8 +79,10 @@ FREE_COLOUR = "#E4E4E8"
 FREE_RGB: tuple[int, int, int] = hex_rgb(FREE_COLOUR)
 
 #: Colours of the runs of a comparison, in order; line styles for greyscale.
-SERIES_COLOURS: tuple[str, ...] = tuple(PALETTE[k] for k in (
-    "blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black", "yellow"))
+SERIES_COLOURS: tuple[str, ...] = tuple(
+    PALETTE[k]
+    for k in ("blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black", "yellow")
+)
 SERIES_STYLES: tuple[str, ...] = ("-", "--", "-.", ":")
 
 #: Colour map of the heat maps (monotone lightness, colour-vision-deficiency safe).
@@ -154,12 +159,19 @@ def _geometry(result: RunResult, cluster: ClusterSpec | None, placements: pd.Dat
 def _tier_patches(tiers=TIER_NAMES):
     from matplotlib.patches import Patch
 
-    return [Patch(facecolor=TIER_COLOURS[t], hatch=TIER_HATCHES[t], edgecolor="white", label=f"{t} tier")
-            for t in tiers]
+    return [
+        Patch(facecolor=TIER_COLOURS[t], hatch=TIER_HATCHES[t], edgecolor="white", label=f"{t} tier") for t in tiers
+    ]
 
 
-def occupancy(result: RunResult | str | Path, cluster: ClusterSpec | None = None, *, max_bars: int = MAX_BARS,
-              max_gpus: int = MAX_GPUS, bins: int = 200) -> Figure:
+def occupancy(
+    result: RunResult | str | Path,
+    cluster: ClusterSpec | None = None,
+    *,
+    max_bars: int = MAX_BARS,
+    max_gpus: int = MAX_GPUS,
+    bins: int = 200,
+) -> Figure:
     """GPUs against time: which job held which GPU when, coloured by placement tier.
 
     y: GPU ids, grouped by rack and machine (thin lines between machines, thick between
@@ -178,8 +190,9 @@ def occupancy(result: RunResult | str | Path, cluster: ClusterSpec | None = None
     result = _as_result(result)
     placements = result.placements
     if placements is None:
-        raise ValueError("occupancy needs the run's placements (RunResult.placements); "
-                         "a run loaded from CSVs needs a placements.csv")
+        raise ValueError(
+            "occupancy needs the run's placements (RunResult.placements); a run loaded from CSVs needs a placements.csv"
+        )
     racks, mpr, gpm = _geometry(result, cluster, placements)
     n_gpus = racks * mpr * gpm
     if len(placements) > max_bars or n_gpus > max_gpus:
@@ -206,26 +219,50 @@ def _occupancy_bars(result: RunResult, placements: pd.DataFrame, racks: int, mpr
             continue
         s, e, g = start[sel], end[sel], gpu[sel]
         lo, hi = g - height / 2, g + height / 2
-        verts = np.stack([np.stack([s, lo], 1), np.stack([s, hi], 1), np.stack([e, hi], 1),
-                          np.stack([e, lo], 1)], axis=1)
-        coll = PolyCollection(verts, facecolors=TIER_COLOURS[name], edgecolors="white", linewidths=0.5,
-                              hatch=TIER_HATCHES[name] or None, label=f"{name} tier")
+        verts = np.stack(
+            [np.stack([s, lo], 1), np.stack([s, hi], 1), np.stack([e, hi], 1), np.stack([e, lo], 1)], axis=1
+        )
+        coll = PolyCollection(
+            verts,
+            facecolors=TIER_COLOURS[name],
+            edgecolors="white",
+            linewidths=0.5,
+            hatch=TIER_HATCHES[name] or None,
+            label=f"{name} tier",
+        )
         ax.add_collection(coll)
     # Placements after a job's first: their rows start later than the job's earliest row.
     first = p.groupby("job_id")["start_s"].transform("min").to_numpy(float)
     later = p["start_s"].to_numpy(float) > first
     handles = _tier_patches()
     if later.any():
-        handles.append(ax.plot(start[later], gpu[later], linestyle="none", marker="o", markersize=5,
-                               markerfacecolor="white", markeredgecolor=PALETTE["black"],
-                               label="re-placed (preempted / moved)")[0])
+        handles.append(
+            ax.plot(
+                start[later],
+                gpu[later],
+                linestyle="none",
+                marker="o",
+                markersize=5,
+                markerfacecolor="white",
+                markeredgecolor=PALETTE["black"],
+                label="re-placed (preempted / moved)",
+            )[0]
+        )
     if "segments" in p.columns:
         starts_per_job = p.groupby("job_id")["start_s"].transform("nunique").to_numpy()
         unrecorded = (p["segments"].to_numpy() > 1) & (starts_per_job == 1)
         if unrecorded.any():
-            handles.append(ax.plot(start[unrecorded], gpu[unrecorded], linestyle="none", marker="x",
-                                   markersize=5, color=PALETTE["orange"],
-                                   label="placed more than once (last GPUs shown)")[0])
+            handles.append(
+                ax.plot(
+                    start[unrecorded],
+                    gpu[unrecorded],
+                    linestyle="none",
+                    marker="x",
+                    markersize=5,
+                    color=PALETTE["orange"],
+                    label="placed more than once (last GPUs shown)",
+                )[0]
+            )
     # Machine and rack boundaries, machine labels.
     for m in range(1, racks * mpr):
         ax.axhline(m * gpm - 0.5, color="0.6" if m % mpr else "0.2", linewidth=0.5 if m % mpr else 1.2)
@@ -241,8 +278,9 @@ def _occupancy_bars(result: RunResult, placements: pd.DataFrame, racks: int, mpr
     return fig
 
 
-def busy_per_machine(placements: pd.DataFrame, t0: float, t1: float, n_rows: int, gpus_per_row: int,
-                     bins: int) -> np.ndarray:
+def busy_per_machine(
+    placements: pd.DataFrame, t0: float, t1: float, n_rows: int, gpus_per_row: int, bins: int
+) -> np.ndarray:
     """Busy GPU-seconds per row (machine or rack: ``gpu // gpus_per_row``) per time bin of
     ``[t0, t1]``, as a share of the row's GPU time in the bin: an ``(n_rows, bins)`` array
     in [0, 1]. Each placement adds its exact overlap with each bin; linear in placements."""
@@ -266,8 +304,9 @@ def busy_per_machine(placements: pd.DataFrame, t0: float, t1: float, n_rows: int
     return np.clip(busy[:, :bins] / (width * gpus_per_row), 0.0, 1.0)
 
 
-def _occupancy_heatmap(result: RunResult, placements: pd.DataFrame, racks: int, mpr: int, gpm: int,
-                       bins: int) -> Figure:
+def _occupancy_heatmap(
+    result: RunResult, placements: pd.DataFrame, racks: int, mpr: int, gpm: int, bins: int
+) -> Figure:
     t0 = _origin(result)
     t1 = float(placements["end_s"].max()) if len(placements) else t0 + 1.0
     machines = racks * mpr
@@ -276,16 +315,26 @@ def _occupancy_heatmap(result: RunResult, placements: pd.DataFrame, racks: int, 
     share = busy_per_machine(placements, t0, t1, n_rows, per_row, bins)
     fig = _figure(figsize=(10, 6))
     ax = fig.add_subplot()
-    image = ax.imshow(share, aspect="auto", interpolation="nearest", cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0,
-                      origin="upper", extent=(0.0, (t1 - t0) / HOUR, n_rows - 0.5, -0.5))
+    image = ax.imshow(
+        share,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=HEATMAP_CMAP,
+        vmin=0.0,
+        vmax=1.0,
+        origin="upper",
+        extent=(0.0, (t1 - t0) / HOUR, n_rows - 0.5, -0.5),
+    )
     if not per_rack and racks <= 16:  # rack boundaries, while they stay apart
         for r in range(1, racks):
             ax.axhline(r * mpr - 0.5, color="white", linewidth=0.3)
     unit = "rack" if per_rack else "machine"
     ax.set_xlabel("time since first arrival (hours)")
     ax.set_ylabel(f"{unit} (rack-major index)" if not per_rack else "rack")
-    ax.set_title(f"GPU occupancy per {unit}: {placements['job_id'].nunique():,} jobs on "
-                 f"{racks * mpr * gpm:,} GPUs (aggregated, {bins} time bins)")
+    ax.set_title(
+        f"GPU occupancy per {unit}: {placements['job_id'].nunique():,} jobs on "
+        f"{racks * mpr * gpm:,} GPUs (aggregated, {bins} time bins)"
+    )
     bar = fig.colorbar(image, ax=ax, label=f"busy GPUs (share of the {unit}'s GPUs)")
     bar.ax.yaxis.set_major_formatter(_percent_formatter())
     # A legend for the figure's one encoding, so that every figure carries one.
@@ -293,8 +342,13 @@ def _occupancy_heatmap(result: RunResult, placements: pd.DataFrame, racks: int, 
     from matplotlib.patches import Patch
 
     cmap = colormaps[HEATMAP_CMAP]
-    ax.legend(handles=[Patch(facecolor=cmap(0.0), label="idle"), Patch(facecolor=cmap(1.0), label="all GPUs busy")],
-              loc="upper left", bbox_to_anchor=(0.0, -0.08), ncols=2, frameon=False)
+    ax.legend(
+        handles=[Patch(facecolor=cmap(0.0), label="idle"), Patch(facecolor=cmap(1.0), label="all GPUs busy")],
+        loc="upper left",
+        bbox_to_anchor=(0.0, -0.08),
+        ncols=2,
+        frameon=False,
+    )
     return fig
 
 
@@ -313,15 +367,28 @@ def utilisation_queue(result: RunResult | str | Path) -> Figure:
     t = (tl["time_s"].to_numpy(float) - _origin(result)) / HOUR
     fig = _figure(figsize=(10, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True)
-    top.step(*thin_steps(t, 100 * tl["utilization"].to_numpy(float)), where="post", color=SERIES_COLOURS[0],
-             label="GPU utilisation")
+    top.step(
+        *thin_steps(t, 100 * tl["utilization"].to_numpy(float)),
+        where="post",
+        color=SERIES_COLOURS[0],
+        label="GPU utilisation",
+    )
     top.set_ylabel("GPU utilisation (%)")
     top.set_ylim(0, 105)
     top.legend(loc="upper right")
-    bottom.step(*thin_steps(t, tl["waiting"].to_numpy(float)), where="post", color=PALETTE["vermillion"],
-                label="waiting (queue)")
-    bottom.step(*thin_steps(t, tl["running"].to_numpy(float)), where="post", color=PALETTE["blue"], linestyle="--",
-                label="running")
+    bottom.step(
+        *thin_steps(t, tl["waiting"].to_numpy(float)),
+        where="post",
+        color=PALETTE["vermillion"],
+        label="waiting (queue)",
+    )
+    bottom.step(
+        *thin_steps(t, tl["running"].to_numpy(float)),
+        where="post",
+        color=PALETTE["blue"],
+        linestyle="--",
+        label="running",
+    )
     bottom.set_ylabel("jobs")
     from matplotlib.ticker import MaxNLocator
 
@@ -371,9 +438,11 @@ def jct_cdf(result: RunResult | str | Path) -> Figure:
     ax = fig.add_subplot()
     x, y = _cdf(jct)
     ax.step(x, y, where="post", color=SERIES_COLOURS[0], label=f"JCT CDF ({jct.size:,} jobs)")
-    marks = (("mean", float(np.mean(jct)), "--", PALETTE["vermillion"]),
-             ("median", float(np.median(jct)), ":", PALETTE["bluish green"]),
-             ("p95", float(np.percentile(jct, 95)), "-.", PALETTE["black"]))
+    marks = (
+        ("mean", float(np.mean(jct)), "--", PALETTE["vermillion"]),
+        ("median", float(np.median(jct)), ":", PALETTE["bluish green"]),
+        ("p95", float(np.percentile(jct, 95)), "-.", PALETTE["black"]),
+    )
     for name, value, style, colour in marks:
         ax.axvline(value, linestyle=style, color=colour, label=f"{name} {value:,.2f} h")
     if jct.size and jct.min() > 0 and jct.max() / jct.min() > 100:
@@ -401,8 +470,15 @@ def tiers_comm(result: RunResult | str | Path) -> Figure:
     bottom = np.zeros(len(models))
     for name in TIER_NAMES:
         share = (100 * by[f"{name}_s"] / held).fillna(0.0).to_numpy()
-        left.bar(x, share, bottom=bottom, color=TIER_COLOURS[name], hatch=TIER_HATCHES[name] or None,
-                 edgecolor="white", label=f"{name} tier")
+        left.bar(
+            x,
+            share,
+            bottom=bottom,
+            color=TIER_COLOURS[name],
+            hatch=TIER_HATCHES[name] or None,
+            edgecolor="white",
+            label=f"{name} tier",
+        )
         bottom += share
     left.set_xticks(x, models, rotation=30, ha="right")
     left.set_xlabel("model")
@@ -443,9 +519,13 @@ def compare_figures(results: Mapping[str, RunResult | str | Path]) -> Figure:
         cdf_ax.step(x, y, where="post", color=colour, linestyle=style, label=label)
         log = log or bool(jct.size and jct.min() > 0 and jct.max() / jct.min() > 100)
         tl = r.timeline
-        util_ax.step(*thin_steps((tl["time_s"].to_numpy(float) - _origin(r)) / HOUR,
-                                 100 * tl["utilization"].to_numpy(float)),
-                     where="post", color=colour, linestyle=style, label=label)
+        util_ax.step(
+            *thin_steps((tl["time_s"].to_numpy(float) - _origin(r)) / HOUR, 100 * tl["utilization"].to_numpy(float)),
+            where="post",
+            color=colour,
+            linestyle=style,
+            label=label,
+        )
     if log:
         cdf_ax.set_xscale("log")
     cdf_ax.set_xlabel("job completion time (hours)")
@@ -453,8 +533,11 @@ def compare_figures(results: Mapping[str, RunResult | str | Path]) -> Figure:
     cdf_ax.set_ylim(0, 1.02)
     cdf_ax.set_title("JCT CDF")
     cdf_ax.legend(loc="lower right", title="run")
-    metrics = (("makespan_s", HOUR, "makespan (hours)"), ("jct_mean_s", HOUR, "mean JCT (hours)"),
-               ("comm_mean_s", 1.0, "mean comm. latency (s)"))
+    metrics = (
+        ("makespan_s", HOUR, "makespan (hours)"),
+        ("jct_mean_s", HOUR, "mean JCT (hours)"),
+        ("comm_mean_s", 1.0, "mean comm. latency (s)"),
+    )
     x = np.arange(len(labels))
     colours = [SERIES_COLOURS[i % len(SERIES_COLOURS)] for i in range(len(labels))]
     hatches = [("", "//", "..", "xx")[i % 4] for i in range(len(labels))]
@@ -489,8 +572,9 @@ def run_figures(result: RunResult | str | Path, cluster: ClusterSpec | None = No
     return figures
 
 
-def save_figures(figures: Mapping[str, Figure], directory: str | Path, formats: tuple[str, ...] = ("png", "svg"),
-                 dpi: int = 120) -> list[Path]:
+def save_figures(
+    figures: Mapping[str, Figure], directory: str | Path, formats: tuple[str, ...] = ("png", "svg"), dpi: int = 120
+) -> list[Path]:
     """Write each figure as ``<stem>.<format>`` into ``directory``; return the paths. The
     files carry no date and SVG ids are salted with a constant, so the same run gives the
     same bytes."""

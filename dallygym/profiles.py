@@ -70,61 +70,64 @@ PROFILES: dict[str, dict[str, Any]] = {
 SOURCES: dict[str, dict[str, str]] = {
     "default": {
         "never_run_nw_sens": 'SPEC §5.1: "A job that has never run has Nw_sens = 0 (highest priority)"; '
-                             "kernels._nw_sens_of: `... if run_s > 0 else 0.0`.",
-        "tuner_limit": "AutoTuner docstring: the history limit is \"a window over *recording time* -- an entry "
-                       "counts while its recording time is >= now_s - history_s\"; SPEC §5.1: \"using only "
-                       "entries inside the history window\".",
+        "kernels._nw_sens_of: `... if run_s > 0 else 0.0`.",
+        "tuner_limit": 'AutoTuner docstring: the history limit is "a window over *recording time* -- an entry '
+        'counts while its recording time is >= now_s - history_s"; SPEC §5.1: "using only '
+        'entries inside the history window".',
         "tuner_floors": 'SPEC §5.1: "Expose the optional floor/cap knobs the reference simulator used ... but '
-                        'default to the paper\'s plain rule."',
+        "default to the paper's plain rule.\"",
         "tuner_caps": 'SPEC §5.1: "Expose the optional floor/cap knobs the reference simulator used ... but '
-                      'default to the paper\'s plain rule."',
+        "default to the paper's plain rule.\"",
         "gandiva": 'SPEC §5.3 (Gandiva "as characterised by the Dally paper"): FIFO, any free GPUs, migration; '
-                   "GandivaPolicy has no time-slicing.",
+        "GandivaPolicy has no time-slicing.",
         "renewal": 'EngineConfig.renewal: "upgrade" (default); SPEC §4: "Modes: upgrade (this, the default)".',
     },
     "paper": {
         "never_run_nw_sens": 'Dally §IV-B1: "A lower value of Nw_sens indicates that the job has endured greater '
-                             'network-induced slowdowns, and, consequently, its priority should be increased." '
-                             "A job that has never run has endured no slowdown, and the value of a job that "
-                             "has endured none (T_run equal to the ideal time of the work done) is 1; 0 would "
-                             "rank it as the most slowed job of all. \"Upon preemption, the job is reintroduced "
-                             "into the wait queue\" with its Nw_sens: offers favour slowed jobs, not new ones.",
+        'network-induced slowdowns, and, consequently, its priority should be increased." '
+        "A job that has never run has endured no slowdown, and the value of a job that "
+        "has endured none (T_run equal to the ideal time of the work done) is 1; 0 would "
+        'rank it as the most slowed job of all. "Upon preemption, the job is reintroduced '
+        'into the wait queue" with its Nw_sens: offers favour slowed jobs, not new ones.',
         "tuner_limit": 'Dally §IV-B3: "The maintenance of the wait-time lists involves discarding values ... that '
-                       'exceed the specified history time limit (lines 4 and 10 in Algo. 2)", and Algorithm 2, '
-                       'lines 2-4: "for time in mc_starvation_times do if time > HISTORY_TIME_LIMIT then remove '
-                       'time". Both test the listed starvation values; the limit is scaled to the cluster as '
-                       '"in larger clusters, a smaller history time limit is advised" (default_history_s).',
+        'exceed the specified history time limit (lines 4 and 10 in Algo. 2)", and Algorithm 2, '
+        'lines 2-4: "for time in mc_starvation_times do if time > HISTORY_TIME_LIMIT then remove '
+        'time". Both test the listed starvation values; the limit is scaled to the cluster as '
+        '"in larger clusters, a smaller history time limit is advised" (default_history_s).',
         "tuner_floors": "Dally Algorithm 2, lines 13-14: mean + 2 standard deviations, with no clamp.",
         "tuner_caps": "Dally Algorithm 2, lines 13-14: mean + 2 standard deviations, with no clamp.",
         "gandiva": 'SPEC §5: "Implement each from its paper; where the Dally reference simulator deviates from the '
-                   'papers, follow the papers." Gandiva (OSDI\'18) schedules under oversubscription by '
-                   "suspend-resume time-slicing of jobs of the same size, besides migration; the Dally paper's "
-                   '"It addresses this limitation by migrating jobs ..." names the mechanism that concerns '
-                   "consolidation, not all of Gandiva.",
+        "papers, follow the papers.\" Gandiva (OSDI'18) schedules under oversubscription by "
+        "suspend-resume time-slicing of jobs of the same size, besides migration; the Dally paper's "
+        '"It addresses this limitation by migrating jobs ..." names the mechanism that concerns '
+        "consolidation, not all of Gandiva.",
         "renewal": 'Dally §IV-B: "Upon acceptance, the job is moved to the run queue, where it executes until it is '
-                   'either preempted or completes"; §IV-B1: "This allows jobs with lower Nw_sens to have a higher '
-                   'probability of receiving more consolidated resource offers" (SPEC §4: "Lease renewal is an '
-                   'offer" -- upgrade).',
+        'either preempted or completes"; §IV-B1: "This allows jobs with lower Nw_sens to have a higher '
+        'probability of receiving more consolidated resource offers" (SPEC §4: "Lease renewal is an '
+        'offer" -- upgrade).',
     },
     "reference": {
         "never_run_nw_sens": 'SPEC §5.1: "A job that has never run has Nw_sens = 0"; DallyPolicy docstring: '
-                             '"never-run jobs all have Nw_sens 0" (the reference simulator\'s choice).',
+        '"never-run jobs all have Nw_sens 0" (the reference simulator\'s choice).',
         "tuner_limit": 'SPEC §5.1: "using only entries inside the history window (history_s)"; the reference '
-                       "caps timers at 0.8 H / H with H the same window.",
+        "caps timers at 0.8 H / H with H the same window.",
         "tuner_floors": 'SPEC §5.1: "the optional floor/cap knobs the reference simulator used (floors 6 and 12 '
-                        'leases, caps 0.8·H and H leases)".',
+        'leases, caps 0.8·H and H leases)".',
         "tuner_caps": 'SPEC §5.1: "the optional floor/cap knobs the reference simulator used (floors 6 and 12 '
-                      'leases, caps 0.8·H and H leases)".',
-        "gandiva": 'SPEC §5.3 and GandivaPolicy docstring: the reference\'s Gandiva has migration and no '
-                   "time-slicing.",
+        'leases, caps 0.8·H and H leases)".',
+        "gandiva": "SPEC §5.3 and GandivaPolicy docstring: the reference's Gandiva has migration and no time-slicing.",
         "renewal": 'EngineConfig.renewal: "rebid": the Dally reference simulator\'s rule: it loses its lease and '
-                   'bids again"; SPEC §4: "rebid (the reference simulator ...)".',
+        'bids again"; SPEC §4: "rebid (the reference simulator ...)".',
     },
 }
 
 #: Readings that are options of the Dally policy family, and the keyword each is passed as.
-_DALLY_KEYWORDS = {"never_run_nw_sens": "never_run_nw_sens", "tuner_limit": "tuner_limit",
-                   "tuner_floors": "floors", "tuner_caps": "caps"}
+_DALLY_KEYWORDS = {
+    "never_run_nw_sens": "never_run_nw_sens",
+    "tuner_limit": "tuner_limit",
+    "tuner_floors": "floors",
+    "tuner_caps": "caps",
+}
 
 
 def _unknown(name: Any) -> ValueError:
@@ -150,8 +153,7 @@ def resolve(profile: str | Mapping[str, Any] | None = None, **options: Any) -> d
         if reading not in READINGS:
             raise ValueError(f"unknown reading {reading!r}; known readings: {', '.join(READINGS)}")
         if value not in READINGS[reading] or isinstance(value, bool) != isinstance(READINGS[reading][0], bool):
-            raise ValueError(f"{reading} cannot be {value!r}; choose one of "
-                             f"{', '.join(map(repr, READINGS[reading]))}")
+            raise ValueError(f"{reading} cannot be {value!r}; choose one of {', '.join(map(repr, READINGS[reading]))}")
     return settings
 
 
@@ -209,5 +211,13 @@ def profile_config(config, profile: str | Mapping[str, Any] | None = None):
     return config
 
 
-__all__ = ["PROFILES", "READINGS", "SOURCES", "check_profile", "make_profile_policy", "profile_config",
-           "profile_renewal", "resolve"]
+__all__ = [
+    "PROFILES",
+    "READINGS",
+    "SOURCES",
+    "check_profile",
+    "make_profile_policy",
+    "profile_config",
+    "profile_renewal",
+    "resolve",
+]

@@ -46,22 +46,53 @@ MAKESPAN_CREDITS = ("bound", "elapsed")
 #: hours would otherwise give value targets in the thousands, which swamp a shared network).
 REWARD_SCALE_LEASES = 100.0
 #: Short names of the Dally variants as offer rules (any shipped policy name works too).
-OFFER_RULES = {"dally": "dally", "consolidated": "dally-consolidated", "nowait": "dally-nowait",
-               "manual": "dally-manual"}
+OFFER_RULES = {
+    "dally": "dally",
+    "consolidated": "dally-consolidated",
+    "nowait": "dally-nowait",
+    "manual": "dally-manual",
+}
 
 #: Per-candidate features, in order (see the DallyQueueEnv docstring).
 JOB_FEATURES: tuple[str, ...] = (
-    "gpus", "best_machine", "best_rack", "best_network", "best_tier_free",
-    "starvation", "nw_sens", "progress", "remaining_ideal", "remaining_estimate",
-    "attained_service", "preemptions", "holds_lease", "current_tier",
-    "speed_machine", "speed_rack", "speed_network",
-    "past_timer_machine", "past_timer_rack", "estimate_share",
+    "gpus",
+    "best_machine",
+    "best_rack",
+    "best_network",
+    "best_tier_free",
+    "starvation",
+    "nw_sens",
+    "progress",
+    "remaining_ideal",
+    "remaining_estimate",
+    "attained_service",
+    "preemptions",
+    "holds_lease",
+    "current_tier",
+    "speed_machine",
+    "speed_rack",
+    "speed_network",
+    "past_timer_machine",
+    "past_timer_rack",
+    "estimate_share",
 )
 #: Cluster and queue features, in order.
 CLUSTER_FEATURES: tuple[str, ...] = (
-    "free_gpus", "idle_gpus", "max_free_machine", "max_free_rack",
-    "candidates", "candidate_demand", "waiting_jobs", "waiting_demand", "running_jobs",
-    "jobs_remaining", "time_elapsed", "time_in_round", "boundary", "may_stop", "beyond_window",
+    "free_gpus",
+    "idle_gpus",
+    "max_free_machine",
+    "max_free_rack",
+    "candidates",
+    "candidate_demand",
+    "waiting_jobs",
+    "waiting_demand",
+    "running_jobs",
+    "jobs_remaining",
+    "time_elapsed",
+    "time_in_round",
+    "boundary",
+    "may_stop",
+    "beyond_window",
 )
 JOB_DIM = len(JOB_FEATURES)
 CLUSTER_DIM = len(CLUSTER_FEATURES)
@@ -377,32 +408,51 @@ class DallyQueueEnv(DallyEnv):
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if reward not in QUEUE_REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(QUEUE_REWARDS)}")
-        if isinstance(makespan_weight, bool) or not (isinstance(makespan_weight, (int, float))
-                                                      and math.isfinite(makespan_weight) and makespan_weight >= 0):
+        if isinstance(makespan_weight, bool) or not (
+            isinstance(makespan_weight, (int, float)) and math.isfinite(makespan_weight) and makespan_weight >= 0
+        ):
             raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
-        if isinstance(max_candidates, (bool, np.bool_)) or not isinstance(max_candidates, (int, np.integer)) \
-                or max_candidates < 1:
+        if (
+            isinstance(max_candidates, (bool, np.bool_))
+            or not isinstance(max_candidates, (int, np.integer))
+            or max_candidates < 1
+        ):
             raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
         max_candidates = int(max_candidates)  # (a numpy integer too: the spaces and slots want an int)
         if makespan_credit not in MAKESPAN_CREDITS:
-            raise ValueError(f"unknown makespan_credit {makespan_credit!r}; "
-                             f"choose one of {', '.join(MAKESPAN_CREDITS)}")
+            raise ValueError(
+                f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}"
+            )
         if lease_picks not in LEASE_PICKS:
             raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
-        if guard_leases is not None and (isinstance(guard_leases, bool) or not isinstance(guard_leases, (int, float))
-                                         or not 0.0 < guard_leases <= 1.0):
+        if guard_leases is not None and (
+            isinstance(guard_leases, bool)
+            or not isinstance(guard_leases, (int, float))
+            or not 0.0 < guard_leases <= 1.0
+        ):
             raise ValueError(f"guard_leases must be None or a share in (0, 1], got {guard_leases!r}")
         if not isinstance(guard_waiting, bool):
             raise ValueError(f"guard_waiting must be True or False, got {guard_waiting!r}")
         if guard_waiting and guard_leases is None:
             raise ValueError("guard_waiting=True needs guard_leases (the share from which a job is protected)")
         super().__init__(
-            racks=racks, machines_per_rack=machines_per_rack, gpus_per_machine=gpus_per_machine, trace=trace,
-            priority=resolve_offer_rule(offer_rule), latency=latency, lease_s=lease_s,
-            restart_overhead_s=restart_overhead_s, renewal=renewal, reward="jct", reward_scale_s=reward_scale_s,
+            racks=racks,
+            machines_per_rack=machines_per_rack,
+            gpus_per_machine=gpus_per_machine,
+            trace=trace,
+            priority=resolve_offer_rule(offer_rule),
+            latency=latency,
+            lease_s=lease_s,
+            restart_overhead_s=restart_overhead_s,
+            renewal=renewal,
+            reward="jct",
+            reward_scale_s=reward_scale_s,
             makespan_penalty=makespan_penalty,
             sensitivity=sensitivity,
-            strict=strict, render_mode=render_mode, profile=profile, makespan_reference=makespan_reference,
+            strict=strict,
+            render_mode=render_mode,
+            profile=profile,
+            makespan_reference=makespan_reference,
         )
         self.reward_kind = reward
         self.makespan_weight = float(makespan_weight)
@@ -413,11 +463,13 @@ class DallyQueueEnv(DallyEnv):
         self.guard_waiting = guard_waiting
         self.stop_action = max_candidates
         self.action_space = spaces.Discrete(max_candidates + 1)
-        self.observation_space = spaces.Dict({
-            "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, JOB_DIM), dtype=np.float32),
-            "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
-            "cluster": spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, JOB_DIM), dtype=np.float32),
+                "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
+                "cluster": spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+            }
+        )
         self.pick: Pick | None = None
         self._obs = self._zeros()
         self._mask = np.zeros(max_candidates + 1, dtype=bool)
@@ -444,10 +496,15 @@ class DallyQueueEnv(DallyEnv):
     def _start_episode(self):
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
-        config = EngineConfig(lease_s=self.config.lease_s, restart_overhead_s=self.config.restart_overhead_s,
-                              seed=int(self.np_random.integers(2**31 - 1)), renewal=self.config.renewal)
-        engine = self.engine = Engine(trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True,
-                                      lease_picks=self.lease_picks)
+        config = EngineConfig(
+            lease_s=self.config.lease_s,
+            restart_overhead_s=self.config.restart_overhead_s,
+            seed=int(self.np_random.integers(2**31 - 1)),
+            renewal=self.config.renewal,
+        )
+        engine = self.engine = Engine(
+            trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True, lease_picks=self.lease_picks
+        )
         if self.guard_leases is not None:
             engine.lease_guard = self._guarded
         if self.guard_waiting:
@@ -490,8 +547,10 @@ class DallyQueueEnv(DallyEnv):
         if invalid:
             if self.strict:
                 what = "not an integer" if index is None else "not valid here"
-                raise ValueError(f"action {action!r} ({type(action).__name__}) is {what}: valid actions "
-                                 f"{np.flatnonzero(self._mask).tolist()} of Discrete({self.max_candidates + 1})")
+                raise ValueError(
+                    f"action {action!r} ({type(action).__name__}) is {what}: valid actions "
+                    f"{np.flatnonzero(self._mask).tolist()} of Discrete({self.max_candidates + 1})"
+                )
             if not self._warned_invalid:
                 warn_invalid_action(self, action, "action 0 (the offer rule's first candidate)", stacklevel=2)
             index = 0
@@ -592,8 +651,12 @@ class DallyQueueEnv(DallyEnv):
         return bound
 
     def _info(self, invalid: bool) -> dict:
-        info = {"action_mask": self.action_masks(), "invalid_action": invalid, "time_s": float(self.engine.now_s),
-                "beyond_window": self._beyond}
+        info = {
+            "action_mask": self.action_masks(),
+            "invalid_action": invalid,
+            "time_s": float(self.engine.now_s),
+            "beyond_window": self._beyond,
+        }
         if self.pick is not None:
             info["candidates"] = len(self.pick.candidates)
         return info
@@ -623,8 +686,8 @@ class DallyQueueEnv(DallyEnv):
             demand_all = self._job_features_cached(c, every, now, jobs, mask)
         else:
             if self._shown > k:  # rows shown at the previous pick and empty now
-                jobs[k:self._shown] = 0.0
-                mask[k:self._shown] = 0.0
+                jobs[k : self._shown] = 0.0
+                mask[k : self._shown] = 0.0
             jobs[:k, 14:17] = 0.0  # (the only columns _job_features leaves alone)
             self._job_features(c, now, jobs)
             mask[:k] = 1.0
@@ -637,23 +700,26 @@ class DallyQueueEnv(DallyEnv):
         free = cl.free_total
         elapsed = now - e.first_arrival_s
         lease = self._lease_s
-        cluster = np.array((
-            free / self._num_gpus,
-            float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
-            cl.free_per_machine.max() / spec.gpus_per_machine,
-            cl.free_per_rack.max() / spec.gpus_per_rack,
-            math.log1p(every.size) / _LOG_1000,
-            min(demand_all / max(free, 1), 10.0) / 10.0,
-            math.log1p(e.n_waiting) / _LOG_1000,
-            min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
-            math.log1p(e.n_running) / _LOG_1000,
-            (e.n - e.finished) / e.n,
-            self._elapsed_shown(now, elapsed),
-            (elapsed % lease) / lease,
-            pick.boundary,
-            pick.may_stop,
-            min(self._beyond / k_max, 1.0),
-        ), dtype=np.float32)
+        cluster = np.array(
+            (
+                free / self._num_gpus,
+                float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
+                cl.free_per_machine.max() / spec.gpus_per_machine,
+                cl.free_per_rack.max() / spec.gpus_per_rack,
+                math.log1p(every.size) / _LOG_1000,
+                min(demand_all / max(free, 1), 10.0) / 10.0,
+                math.log1p(e.n_waiting) / _LOG_1000,
+                min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
+                math.log1p(e.n_running) / _LOG_1000,
+                (e.n - e.finished) / e.n,
+                self._elapsed_shown(now, elapsed),
+                (elapsed % lease) / lease,
+                pick.boundary,
+                pick.may_stop,
+                min(self._beyond / k_max, 1.0),
+            ),
+            dtype=np.float32,
+        )
         self._obs = {"jobs": jobs, "job_mask": mask, "cluster": cluster}
         self._mask[:] = False
         self._mask[:k] = True
@@ -747,10 +813,25 @@ class DallyQueueEnv(DallyEnv):
         e = self.engine
         k = c.size
         times = np.empty((4, k))
-        kernels.queue_job_features(c, now, self._lease_s, self._num_gpus, self.spec_cluster.gpus_per_machine,
-                                   NEVER_RUN_MULTI_MACHINE_NW_SENS, self.largest_estimate_s(), e._jobf, e._jobi,
-                                   e.state, self._size_feature, self._demand_free, self._demand_limits, timed,
-                                   jobs, times, self._estimates)
+        kernels.queue_job_features(
+            c,
+            now,
+            self._lease_s,
+            self._num_gpus,
+            self.spec_cluster.gpus_per_machine,
+            NEVER_RUN_MULTI_MACHINE_NW_SENS,
+            self.largest_estimate_s(),
+            e._jobf,
+            e._jobi,
+            e.state,
+            self._size_feature,
+            self._demand_free,
+            self._demand_limits,
+            timed,
+            jobs,
+            times,
+            self._estimates,
+        )
         times = _leases_shown(times)  # (the kernel divided max(t, 0) by the lease: see _time)
         view = jobs[:k]
         view[:, 5] = times[0]
@@ -758,8 +839,9 @@ class DallyQueueEnv(DallyEnv):
         view[:, 9] = times[2]
         view[:, 10] = times[3]
 
-    def _job_features_cached(self, c: np.ndarray, every: np.ndarray, now: float, jobs: np.ndarray,
-                             mask: np.ndarray) -> int:
+    def _job_features_cached(
+        self, c: np.ndarray, every: np.ndarray, now: float, jobs: np.ndarray, mask: np.ndarray
+    ) -> int:
         """The job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``,
         1 in ``mask`` there, and the rows shown at the previous pick but empty now cleared;
         returns the summed GPU demand of ``every`` (all the candidates, shown or not).
@@ -794,11 +876,26 @@ class DallyQueueEnv(DallyEnv):
             block = np.zeros((stale.size, JOB_DIM), dtype=np.float32)
             self._job_features_compiled(stale, now, block, timed)
             self._rows[stale] = block
-            self._row_estimate[stale] = self._estimates[:stale.size]
+            self._row_estimate[stale] = self._estimates[: stale.size]
             self._row_stamp[stale] = self._stamp
-        return int(kernels.queue_shown_rows(c, every, self._rows, self._row_estimate, now, self.largest_estimate_s(),
-                                            e._jobf, e._jobi, self._demand_free, self._demand_limits, timed, jobs,
-                                            mask, self._shown))
+        return int(
+            kernels.queue_shown_rows(
+                c,
+                every,
+                self._rows,
+                self._row_estimate,
+                now,
+                self.largest_estimate_s(),
+                e._jobf,
+                e._jobi,
+                self._demand_free,
+                self._demand_limits,
+                timed,
+                jobs,
+                mask,
+                self._shown,
+            )
+        )
 
     def _elapsed_shown(self, now: float, elapsed: float) -> float:
         """Cluster feature 10 (time_elapsed), computed once per time (numpy's log1p, as in
@@ -840,9 +937,16 @@ class DallyQueueEnv(DallyEnv):
         if cached is not None and cached[0] is e and cached[1] == key:
             return cached[2]
         if e.cluster.compiled:  # (the same values: see kernels.queue_job_features)
-            value = float(kernels.largest_estimate(e.running_jobs(), e.waiting_jobs(), e._jobf, e._jobi,
-                                                   self.spec_cluster.gpus_per_machine,
-                                                   NEVER_RUN_MULTI_MACHINE_NW_SENS))
+            value = float(
+                kernels.largest_estimate(
+                    e.running_jobs(),
+                    e.waiting_jobs(),
+                    e._jobf,
+                    e._jobi,
+                    self.spec_cluster.gpus_per_machine,
+                    NEVER_RUN_MULTI_MACHINE_NW_SENS,
+                )
+            )
         else:
             jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
             value = float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0

@@ -32,14 +32,18 @@ def render_ansi(engine: Engine, offer: Offer | None = None) -> str:
     spec = engine.spec
     tiers = gpu_tiers(engine).reshape(spec.racks, spec.machines_per_rack, spec.gpus_per_machine)
     chars = np.array([*TIER_CHARS, FREE_CHAR])  # index -1 picks FREE_CHAR
-    lines = [f"t = {engine.now_s / 3600:,.2f} h   used {engine.cluster.used_total}/{spec.num_gpus} GPUs   "
-             f"waiting {engine.waiting_jobs().size}   done {engine.finished}/{engine.n}"]
+    lines = [
+        f"t = {engine.now_s / 3600:,.2f} h   used {engine.cluster.used_total}/{spec.num_gpus} GPUs   "
+        f"waiting {engine.waiting_jobs().size}   done {engine.finished}/{engine.n}"
+    ]
     for r in range(spec.racks):
         machines = ["".join(chars[tiers[r, m]]) for m in range(spec.machines_per_rack)]
         lines.append(f"rack {r:>2} | " + " ".join(machines))
     if offer is not None:
-        lines.append(f"offer: job {offer.job_id} ({offer.num_gpus} GPUs, starving {offer.starvation_s / 3600:.2f} h) "
-                     f"can go to: {', '.join(t.label for t in offer.tiers)}")
+        lines.append(
+            f"offer: job {offer.job_id} ({offer.num_gpus} GPUs, starving {offer.starvation_s / 3600:.2f} h) "
+            f"can go to: {', '.join(t.label for t in offer.tiers)}"
+        )
     lines.append(f"legend: {FREE_CHAR} free, M/R/N held by a job placed on one machine / one rack / the network")
     return "\n".join(lines) + "\n"
 
@@ -135,8 +139,10 @@ def _status_lines(engine: Engine, offer: Offer | None) -> list[str]:
     if offer is None:
         lines.append("offer: none")
     else:
-        lines.append(f"offer: job {offer.job_id}, {offer.num_gpus} GPUs, waited {offer.starvation_s / 3600:.2f} h; "
-                     f"free: {'/'.join(t.label for t in offer.tiers)}; best possible: {offer.best_possible_tier.label}")
+        lines.append(
+            f"offer: job {offer.job_id}, {offer.num_gpus} GPUs, waited {offer.starvation_s / 3600:.2f} h; "
+            f"free: {'/'.join(t.label for t in offer.tiers)}; best possible: {offer.best_possible_tier.label}"
+        )
     return lines
 
 

@@ -82,17 +82,25 @@ class Section:
 # --- settings ------------------------------------------------------------------------------
 
 
-def write_settings(directory: str | Path, *, trace: str, cluster, policy: str | Sequence[str],
-                   profile: str | None = None, **more) -> Path:
+def write_settings(
+    directory: str | Path, *, trace: str, cluster, policy: str | Sequence[str], profile: str | None = None, **more
+) -> Path:
     """Write ``settings.json`` (trace, cluster shape, policy or policies, profile and any other
     keyword, e.g. ``lease_s``) into ``directory`` for the report to show. ``cluster``: a
     :class:`~dallygym.cluster.ClusterSpec` or a mapping of its fields."""
     if not isinstance(cluster, Mapping):
-        cluster = {"racks": cluster.racks, "machines_per_rack": cluster.machines_per_rack,
-                   "gpus_per_machine": cluster.gpus_per_machine}
-    record = {"trace": str(trace), "cluster": dict(cluster),
-              "policy": policy if isinstance(policy, str) else list(policy),
-              "profile": profile or "default", **more}
+        cluster = {
+            "racks": cluster.racks,
+            "machines_per_rack": cluster.machines_per_rack,
+            "gpus_per_machine": cluster.gpus_per_machine,
+        }
+    record = {
+        "trace": str(trace),
+        "cluster": dict(cluster),
+        "policy": policy if isinstance(policy, str) else list(policy),
+        "profile": profile or "default",
+        **more,
+    }
     path = Path(directory) / SETTINGS_FILE
     with naming(path):
         path.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
@@ -247,15 +255,17 @@ def classify(directory: str | Path) -> str:
         f"{d}: not a run, comparison or agent directory (expected summary.csv, jobs.csv and timeline.csv "
         f"from 'dallygym simulate --out', comparison.csv from 'dallygym compare --out', or config.json with "
         f"policy.pth/monitor/ from 'dallygym train --out'; found "
-        f"{', '.join(present) if present else 'nothing'})")
+        f"{', '.join(present) if present else 'nothing'})"
+    )
 
 
 def _read_csv(path: Path, directory: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise ReportError(f"{directory}: cannot read {path.name}: {str(exc).splitlines()[0] if str(exc) else exc}") \
-            from exc
+        raise ReportError(
+            f"{directory}: cannot read {path.name}: {str(exc).splitlines()[0] if str(exc) else exc}"
+        ) from exc
 
 
 def _plots_available() -> bool:
@@ -278,12 +288,13 @@ def run_section(directory: Path) -> Section:
     settings = _recorded_settings(directory)
     if settings is None:
         gpus = _timeline_gpus(timeline) if {"utilization", "gpus_used"} <= set(timeline.columns) else None
-        settings = [("trace", f"{NOT_RECORDED} ({len(jobs):,} jobs)"),
-                    ("cluster", f"{gpus:,} GPUs (from timeline.csv; shape {NOT_RECORDED})" if gpus
-                     else NOT_RECORDED),
-                    ("policy", str(summary.get("policy", NOT_RECORDED))), ("profile", NOT_RECORDED)]
-        section.notes.append(f"{directory.name} has no {SETTINGS_FILE}: the settings shown are what its "
-                             f"tables tell.")
+        settings = [
+            ("trace", f"{NOT_RECORDED} ({len(jobs):,} jobs)"),
+            ("cluster", f"{gpus:,} GPUs (from timeline.csv; shape {NOT_RECORDED})" if gpus else NOT_RECORDED),
+            ("policy", str(summary.get("policy", NOT_RECORDED))),
+            ("profile", NOT_RECORDED),
+        ]
+        section.notes.append(f"{directory.name} has no {SETTINGS_FILE}: the settings shown are what its tables tell.")
     section.settings = settings
     section.tables.append(("Summary (summary.csv)", summary_table(summary)))
     result = None
@@ -293,8 +304,9 @@ def run_section(directory: Path) -> Section:
             section.figures.append((caption, _img(png.read_bytes(), caption)))
             continue
         if not _plots_available():
-            section.notes.append(f"{stem}: no {stem}.png in the directory, and matplotlib (the plots extra) is "
-                                 f"not installed to draw it")
+            section.notes.append(
+                f"{stem}: no {stem}.png in the directory, and matplotlib (the plots extra) is not installed to draw it"
+            )
             continue
         if result is None:
             result = plots.load_run(directory)
@@ -314,10 +326,13 @@ def comparison_section(directory: Path) -> Section:
     if settings is None:
         policies = ", ".join(map(str, frame["policy"])) if "policy" in frame.columns else NOT_RECORDED
         jobs = sorted(set(frame["jobs"].astype(int))) if "jobs" in frame.columns else []
-        settings = [("trace", NOT_RECORDED + (f" ({', '.join(f'{j:,}' for j in jobs)} jobs)" if jobs else "")),
-                    ("cluster", NOT_RECORDED), ("policy", policies), ("profile", NOT_RECORDED)]
-        section.notes.append(f"{directory.name} has no {SETTINGS_FILE}: the settings shown are what its "
-                             f"table tells.")
+        settings = [
+            ("trace", NOT_RECORDED + (f" ({', '.join(f'{j:,}' for j in jobs)} jobs)" if jobs else "")),
+            ("cluster", NOT_RECORDED),
+            ("policy", policies),
+            ("profile", NOT_RECORDED),
+        ]
+        section.notes.append(f"{directory.name} has no {SETTINGS_FILE}: the settings shown are what its table tells.")
     section.settings = settings
     section.tables.append(("Policies side by side (comparison.csv)", frame_table(frame)))
     caption = "Policies side by side: JCT CDFs, makespan / mean JCT / mean communication, utilisation"
@@ -326,8 +341,10 @@ def comparison_section(directory: Path) -> Section:
     elif (directory / "comparison.svg").is_file():
         section.figures.append((caption, _svg_inline(directory / "comparison.svg")))
     else:
-        section.notes.append("no comparison.png or comparison.svg in the directory (compare --out draws them when "
-                             "the plots extra is installed)")
+        section.notes.append(
+            "no comparison.png or comparison.svg in the directory (compare --out draws them when "
+            "the plots extra is installed)"
+        )
     return section
 
 
@@ -356,14 +373,32 @@ def _learning_curve_png(directory: Path) -> tuple[bytes | None, pd.DataFrame]:
     fig = _figure(figsize=(9, 4.5))
     ax = fig.add_subplot()
     if not episodes.empty:
-        ax.plot(episodes["timesteps"], episodes["r"], linestyle="none", marker=".", markersize=3, alpha=0.35,
-                color=PALETTE["sky blue"], label="training episodes")
+        ax.plot(
+            episodes["timesteps"],
+            episodes["r"],
+            linestyle="none",
+            marker=".",
+            markersize=3,
+            alpha=0.35,
+            color=PALETTE["sky blue"],
+            label="training episodes",
+        )
         window = max(1, len(episodes) // 20)
-        ax.plot(episodes["timesteps"], episodes["r"].rolling(window, min_periods=1).mean(), color=PALETTE["blue"],
-                label=f"training, rolling mean of {window}")
+        ax.plot(
+            episodes["timesteps"],
+            episodes["r"].rolling(window, min_periods=1).mean(),
+            color=PALETTE["blue"],
+            label=f"training, rolling mean of {window}",
+        )
     if not evals.empty:
-        ax.plot(evals["timesteps"], evals["mean_return"], marker="o", linestyle="--", color=PALETTE["vermillion"],
-                label="validation traces (mean)")
+        ax.plot(
+            evals["timesteps"],
+            evals["mean_return"],
+            marker="o",
+            linestyle="--",
+            color=PALETTE["vermillion"],
+            label="validation traces (mean)",
+        )
     ax.set_xlabel("timesteps (decisions)")
     ax.set_ylabel(_return_label(directory))
     ax.set_title(f"Learning curve: {directory.name}")
@@ -381,9 +416,12 @@ def agent_section(directory: Path) -> Section:
     policy += f", observation {config['sensitivity']}" if "sensitivity" in config else ""
     policy += f", offers in {config['priority']} order" if "priority" in config else ""
     policy += ")"
-    section.settings = [("trace", str(config.get("trace", NOT_RECORDED))),
-                        ("cluster", _cluster_text(cluster) if cluster else NOT_RECORDED),
-                        ("policy", policy), ("profile", str(config.get("profile") or "default"))]
+    section.settings = [
+        ("trace", str(config.get("trace", NOT_RECORDED))),
+        ("cluster", _cluster_text(cluster) if cluster else NOT_RECORDED),
+        ("policy", policy),
+        ("profile", str(config.get("profile") or "default")),
+    ]
     if config.get("train_racks"):
         section.settings.append(("training cluster sizes", ", ".join(map(str, config["train_racks"])) + " racks"))
     for key in ("command", "timesteps", "wall_s", "stopped_by_time_limit", "note"):
@@ -396,15 +434,22 @@ def agent_section(directory: Path) -> Section:
     elif (directory / "curve.png").is_file():
         section.figures.append((caption + " (curve.png)", _img((directory / "curve.png").read_bytes(), caption)))
     else:
-        section.notes.append("no learning curve: no monitor/ or eval/evaluations.npz data (or no matplotlib) and "
-                             "no curve.png")
+        section.notes.append(
+            "no learning curve: no monitor/ or eval/evaluations.npz data (or no matplotlib) and no curve.png"
+        )
     if not evals.empty:
         section.tables.append(("Validation returns (eval/evaluations.npz)", frame_table(evals)))
     for path in _evaluation_csvs(directory):
         section.tables.append((f"Evaluation ({path.name})", frame_table(_read_csv(path, directory))))
     shown = {k: v for k, v in config.items() if k != "policy_sha256"}
-    section.appendix.append(("Training configuration (config.json)", _pairs_table(
-        ((k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in shown.items()), "config")))
+    section.appendix.append(
+        (
+            "Training configuration (config.json)",
+            _pairs_table(
+                ((k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in shown.items()), "config"
+            ),
+        )
+    )
     return section
 
 
@@ -451,17 +496,23 @@ window.addEventListener("load", function () {
 def _palette_legend() -> str:
     from .plots import TIER_COLOURS
 
-    swatches = "".join(f'<span class="swatch" style="background:{c}"></span>{_esc(t)} tier'
-                       for t, c in TIER_COLOURS.items())
-    return (f'<p class="meta">Placement tiers, in every figure and in the environments\' frames: {swatches}. '
-            f'Colours: Okabe &amp; Ito\'s colour-blind-safe palette; heat maps use cividis.</p>')
+    swatches = "".join(
+        f'<span class="swatch" style="background:{c}"></span>{_esc(t)} tier' for t, c in TIER_COLOURS.items()
+    )
+    return (
+        f'<p class="meta">Placement tiers, in every figure and in the environments\' frames: {swatches}. '
+        f"Colours: Okabe &amp; Ito's colour-blind-safe palette; heat maps use cividis.</p>"
+    )
 
 
 def _section_html(index: int, section: Section) -> str:
-    parts = [f'<section id="s{index}" data-kind="{section.kind}">',
-             f"<h2>{_esc(section.title)}</h2>",
-             f'<p class="meta">Directory: <code>{_esc(section.directory)}</code> ({section.kind})</p>',
-             "<h3>Settings</h3>", _pairs_table(section.settings, "settings")]
+    parts = [
+        f'<section id="s{index}" data-kind="{section.kind}">',
+        f"<h2>{_esc(section.title)}</h2>",
+        f'<p class="meta">Directory: <code>{_esc(section.directory)}</code> ({section.kind})</p>',
+        "<h3>Settings</h3>",
+        _pairs_table(section.settings, "settings"),
+    ]
     for note in section.notes:
         parts.append(f'<p class="note">{_esc(note)}</p>')
     for caption, table in section.tables:
@@ -502,7 +553,7 @@ def build_report(directories: Sequence[str | Path], title: str | None = None) ->
         f"<title>{_esc(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         f"<h1>{_esc(title)}</h1>\n"
         f'<p class="meta" id="version">Made by <code>dallygym report</code> ({_esc(versions)}).</p>\n'
-        f"{_palette_legend()}\n<ul class=\"toc\">{toc}</ul>\n{body}\n"
+        f'{_palette_legend()}\n<ul class="toc">{toc}</ul>\n{body}\n'
         f"<script>{SCRIPT}</script>\n</body>\n</html>\n"
     )
 

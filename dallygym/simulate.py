@@ -93,7 +93,9 @@ class ProgressLine:
             return
         self._next = now + self.every_s
         done_h = (engine.now_s - engine.first_arrival_s) / 3600
-        self.stream.write(f"\r\033[K{self.label}: {engine.finished:,}/{engine.n:,} jobs done, "
-                          f"{done_h:,.1f} h simulated, {now - self.start:,.0f} s")
+        self.stream.write(
+            f"\r\033[K{self.label}: {engine.finished:,}/{engine.n:,} jobs done, "
+            f"{done_h:,.1f} h simulated, {now - self.start:,.0f} s"
+        )
         self.stream.flush()
         self._shown = True

@@ -192,8 +192,9 @@ class LocalBackend(Backend):
             return
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)), initializer=_worker_init,
-                                   initargs=(os.getpid(),))
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.workers, len(items)), initializer=_worker_init, initargs=(os.getpid(),)
+        )
         try:
             futures, unsent, broken = {}, [], None
             for i, item in enumerate(items):
@@ -314,8 +315,12 @@ class CellFailed(RuntimeError):
     """A task of :func:`run_ordered` failed; the message names its item and its error."""
 
 
-def run_ordered(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | Backend = 1,
-                on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+def run_ordered(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    workers: int | Backend = 1,
+    on_result: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
     """``[fn(item) for item in items]`` on a backend (or ``workers`` local processes): the
     results in the items' order whatever order they finish in. ``on_result(index, result)`` is
     called as each arrives. The first failure raises :class:`CellFailed`."""
@@ -432,10 +437,12 @@ def grid(
         load_trace(trace)  # the file's format; its fit to each cluster is the cell's business
         resolved.append(trace)
     return [
-        Cell(p, t, int(r), int(machines_per_rack), int(gpus_per_machine), int(s), lease, restart, mode, latency,
-             profile)
+        Cell(
+            p, t, int(r), int(machines_per_rack), int(gpus_per_machine), int(s), lease, restart, mode, latency, profile
+        )
         for p, t, r, s, lease, mode, restart in itertools.product(
-            policies, resolved, racks, seeds, lease_s, renewal, restart_overhead_s)
+            policies, resolved, racks, seeds, lease_s, renewal, restart_overhead_s
+        )
     ]
 
 
@@ -446,8 +453,9 @@ def run_cell(cell: Cell) -> dict:
     from .simulate import simulate
 
     spec = ClusterSpec(cell.racks, cell.machines_per_rack, cell.gpus_per_machine)
-    config = EngineConfig(lease_s=cell.lease_s, restart_overhead_s=cell.restart_overhead_s, seed=cell.seed,
-                          renewal=cell.renewal)
+    config = EngineConfig(
+        lease_s=cell.lease_s, restart_overhead_s=cell.restart_overhead_s, seed=cell.seed, renewal=cell.renewal
+    )
     policy = cell.policy
     if cell.profile != "default":  # the policy's readings; the renewal is the cell's own
         from .profiles import make_profile_policy
@@ -478,8 +486,11 @@ class _Progress:
             self.bar.update(1)
         elif self.enabled:
             elapsed = time.perf_counter() - self.start
-            print(f"[{self.done}/{self.total}] {'done' if ok else 'FAILED'}: {label} ({elapsed:.0f} s elapsed)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{self.done}/{self.total}] {'done' if ok else 'FAILED'}: {label} ({elapsed:.0f} s elapsed)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def note(self, line: str) -> None:
         if self.bar is not None:
@@ -525,8 +536,9 @@ def read_results(path: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     if tuple(raw.columns) != RESULT_COLUMNS:
-        raise ValueError(f"{path}: its columns are not those of this version's sweep results; "
-                         "give another --out or remove it")
+        raise ValueError(
+            f"{path}: its columns are not those of this version's sweep results; give another --out or remove it"
+        )
     columns = {}
     for name in RESULT_COLUMNS:
         values = raw[name].tolist()
@@ -552,7 +564,7 @@ def _append(path: Path, text: str) -> None:
         try:
             while data:
                 # A short write happens only as the disk fills; the next call then fails.
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
         finally:
             os.close(fd)
 
@@ -643,4 +655,3 @@ def sweep(
         with naming(errors_path):
             errors_path.unlink()  # it described an earlier run's failures
     return SweepResult(final, error_frame.reset_index(drop=True), ran=len(todo), skipped=skipped)
-

@@ -55,6 +55,7 @@ def _as_committed(source: Path):
         run.mkdir(parents=True, exist_ok=True)
         for name in ("policy.pth", "config.json"):
             shutil.copy(source / name, run / name)
+
     return build
 
 
@@ -64,6 +65,7 @@ def _config(run: Path) -> dict:
 
 def _edit(source: Path, **changes):
     """A copy of ``source`` with ``config.json``'s keys changed (a value of ``...`` drops the key)."""
+
     def build(run: Path) -> None:
         _copy(source, run)
         config = _config(run)
@@ -73,46 +75,55 @@ def _edit(source: Path, **changes):
             else:
                 config[key] = value
         (run / "config.json").write_text(json.dumps(config))
+
     return build
 
 
 def _config_text(source: Path, text: str | bytes):
     """A copy of ``source`` whose ``config.json`` is exactly ``text``."""
+
     def build(run: Path) -> None:
         _copy(source, run)
         data = text.encode() if isinstance(text, str) else text
         (run / "config.json").write_bytes(data)
+
     return build
 
 
 def _config_raw(source: Path, key: str, literal: str):
     """A copy whose ``config.json`` has ``key`` set to a JSON literal that ``json.dumps`` cannot
     write (``NaN``, a 400-digit number)."""
+
     def build(run: Path) -> None:
         _copy(source, run)
         config = _config(run)
         config[key] = "@@"
         (run / "config.json").write_text(json.dumps(config).replace('"@@"', literal))
+
     return build
 
 
 def _evil_env_id(env_id: str):
     """A config naming a module as ``env_id``, with that module beside it and on ``sys.path``."""
+
     def build(run: Path) -> None:
         _copy(OFFER_AGENT, run)
         config = _config(run)
         config["env_id"] = env_id
         (run / "config.json").write_text(json.dumps(config))
         (run / "evilmod.py").write_text(EVIL_MODULE)
+
     return build
 
 
 def _replace_file(name: str, make):
     """A copy of the offer agent whose file ``name`` is replaced by what ``make(path)`` puts there."""
+
     def build(run: Path) -> None:
         _copy(OFFER_AGENT, run)
         (run / name).unlink()
         make(run / name)
+
     return build
 
 
@@ -132,9 +143,11 @@ def _state(source: Path) -> dict:
 
 def _policy(source: Path, make_state):
     """A copy of ``source`` whose ``policy.pth`` holds ``make_state(its state dict)``."""
+
     def build(run: Path) -> None:
         _copy(source, run)
         (run / "policy.pth").write_bytes(_torch_bytes(make_state(_state(source))))
+
     return build
 
 
@@ -148,6 +161,7 @@ def _sparse(size: int):
     def make(path: Path) -> None:
         with open(path, "wb") as handle:
             handle.truncate(size)
+
     return make
 
 
@@ -158,12 +172,14 @@ def _fifo(path: Path) -> None:
 def _symlink_to(target: str):
     def make(path: Path) -> None:
         path.symlink_to(target)
+
     return make
 
 
 def _bound(source: Path, policy_from: Path | None = None, digest: str | None = None):
     """A copy of ``source`` whose config records a hash: of its own parameters, of another
     agent's (``policy_from``: the pair a killed training could leave), or ``digest`` as given."""
+
     def build(run: Path) -> None:
         import hashlib
 
@@ -172,6 +188,7 @@ def _bound(source: Path, policy_from: Path | None = None, digest: str | None = N
         bound = (policy_from or source) / "policy.pth"
         config["policy_sha256"] = digest if digest is not None else hashlib.sha256(bound.read_bytes()).hexdigest()
         (run / "config.json").write_text(json.dumps(config))
+
     return build
 
 
@@ -180,6 +197,7 @@ def _mixed(config_from: Path, policy_from: Path):
         run.mkdir(parents=True, exist_ok=True)
         shutil.copy(config_from / "config.json", run / "config.json")
         shutil.copy(policy_from / "policy.pth", run / "policy.pth")
+
     return build
 
 
@@ -187,6 +205,7 @@ def _unbound_mix(config_from: Path, policy_from: Path):
     def build(run: Path) -> None:
         _copy(config_from, run)
         shutil.copy(policy_from / "policy.pth", run / "policy.pth")
+
     return build
 
 
@@ -194,6 +213,7 @@ def _without(name: str):
     def build(run: Path) -> None:
         _copy(OFFER_AGENT, run)
         (run / name).unlink()
+
     return build
 
 
@@ -245,8 +265,11 @@ CASES: list[tuple[str, object, str]] = [
     ("net-arch-string", _edit(OA, net_arch="64,64"), "net_arch"),
     ("net-arch-wrong-for-parameters", _edit(OA, net_arch=[32]), "parameters do not fit"),
     ("max-candidates-at-bound-other-network", _edit(QA, max_candidates=4096), "parameters do not fit"),
-    ("queue-small-id-other-network", _edit(QA, env_id="DallyQueueSmall-v0", max_candidates=None),
-     "parameters do not fit"),
+    (
+        "queue-small-id-other-network",
+        _edit(QA, env_id="DallyQueueSmall-v0", max_candidates=None),
+        "parameters do not fit",
+    ),
     ("max-candidates-billion", _edit(QA, max_candidates=10**9), "max_candidates"),
     ("max-candidates-zero", _edit(QA, max_candidates=0), "max_candidates"),
     ("max-candidates-negative", _edit(QA, max_candidates=-5), "max_candidates"),
@@ -272,8 +295,11 @@ CASES: list[tuple[str, object, str]] = [
     ("unknown-key-dunder", _edit(OA, __class__="os.system"), "unknown key"),
     ("unknown-key-policy-kwargs", _edit(OA, policy_kwargs={"net_arch": [10**6]}), "unknown key"),
     # config.json that is not a config.
-    ("config-duplicate-key", _config_text(OA, '{"env_id": "Dally-v0", "env_id": "evilmod:Dally-v0"}'),
-     "more than once"),
+    (
+        "config-duplicate-key",
+        _config_text(OA, '{"env_id": "Dally-v0", "env_id": "evilmod:Dally-v0"}'),
+        "more than once",
+    ),
     ("config-a-list", _config_text(OA, "[]"), "JSON object"),
     ("config-null", _config_text(OA, "null"), "JSON object"),
     ("config-empty", _config_text(OA, ""), "not valid JSON"),
@@ -288,8 +314,11 @@ CASES: list[tuple[str, object, str]] = [
     ("config-missing", _without("config.json"), "no such file"),
     # policy.pth that is not parameters, or not these.
     ("policy-symlink-to-shadow", _replace_file("policy.pth", _symlink_to("/etc/shadow")), "symbolic link"),
-    ("policy-symlink-to-a-real-agent", _replace_file("policy.pth", _symlink_to(str(OA / "policy.pth"))),
-     "symbolic link"),
+    (
+        "policy-symlink-to-a-real-agent",
+        _replace_file("policy.pth", _symlink_to(str(OA / "policy.pth"))),
+        "symbolic link",
+    ),
     ("policy-a-directory", _replace_file("policy.pth", lambda p: p.mkdir()), "regular file"),
     ("policy-a-fifo", _replace_file("policy.pth", _fifo), "regular file"),
     ("policy-eight-gigabytes", _replace_file("policy.pth", _sparse(8 * 1024**3)), "refused before reading"),
@@ -300,8 +329,11 @@ CASES: list[tuple[str, object, str]] = [
     ("policy-a-list-of-tensors", _policy(OA, lambda s: list(s.values())), "state dict"),
     ("policy-extra-parameter", _policy(OA, lambda s: {**s, "extra.weight": s[next(iter(s))]}), "parameters do not fit"),
     ("policy-missing-parameter", _policy(OA, lambda s: dict(list(s.items())[1:])), "parameters do not fit"),
-    ("policy-wrong-shape", _policy(OA, lambda s: {k: v[..., :1] if v.ndim == 2 else v for k, v in s.items()}),
-     "observation features"),
+    (
+        "policy-wrong-shape",
+        _policy(OA, lambda s: {k: v[..., :1] if v.ndim == 2 else v for k, v in s.items()}),
+        "observation features",
+    ),
     ("policy-missing", _without("policy.pth"), "no such file"),
     # Two runs mixed in one directory.
     ("hash-of-another-run", _bound(OA, policy_from=QA), "different runs"),

@@ -52,8 +52,13 @@ def test_an_evil_env_id_is_refused_by_the_command_line_without_importing_it(tmp_
     run = tmp_path / "run"
     dict(((n, b) for n, b, _ in agent_corpus.CASES))["env-id-evil-module"](run)
     # Run from inside the directory, as the attack did: the cwd is on sys.path for -m.
-    done = subprocess.run([sys.executable, "-m", "dallygym", "evaluate", "--agent", ".", *SMALL], cwd=run,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "dallygym", "evaluate", "--agent", ".", *SMALL],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("dallygym: error: ") and "env_id" in done.stderr
     assert "Traceback" not in done.stderr and not (run / "IMPORTED").exists()
@@ -63,8 +68,12 @@ def test_an_evil_env_id_is_refused_by_the_command_line_without_importing_it(tmp_
 def test_files_that_could_hang_or_exhaust_memory_are_refused_by_the_command_line(tmp_path, case):
     run = tmp_path / "run"
     dict(((n, b) for n, b, _ in agent_corpus.CASES))[case](run)
-    done = subprocess.run([sys.executable, "-m", "dallygym", "evaluate", "--agent", str(run), *SMALL],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "dallygym", "evaluate", "--agent", str(run), *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
 
 
@@ -74,6 +83,7 @@ def test_build_all_writes_every_case(tmp_path):
 
 
 # --- a killed training never leaves a mix -------------------------------------------------------
+
 
 def _two_agents(tmp_path: Path) -> tuple[Path, dict, dict]:
     """A run directory holding the offer agent, and the queue agent's state and config."""
@@ -129,9 +139,15 @@ def test_an_older_config_without_a_hash_is_bound_before_it_is_replaced(tmp_path,
     del config["policy_sha256"]
     (run / "config.json").write_text(json.dumps(config))
     real = agent_files.write_atomic
-    monkeypatch.setattr(agent_files, "write_atomic", lambda path, data: (
-        (_ for _ in ()).throw(KeyboardInterrupt) if path.name == "config.json" and b"DallyQueue" in data
-        else real(path, data)))
+    monkeypatch.setattr(
+        agent_files,
+        "write_atomic",
+        lambda path, data: (
+            (_ for _ in ()).throw(KeyboardInterrupt)
+            if path.name == "config.json" and b"DallyQueue" in data
+            else real(path, data)
+        ),
+    )
     new_state = torch.load(agent_corpus.QUEUE_AGENT / "policy.pth", weights_only=True)
     with pytest.raises(KeyboardInterrupt):
         agent_files.commit_agent(run, new_state, json.loads((agent_corpus.QUEUE_AGENT / "config.json").read_text()))
@@ -140,6 +156,7 @@ def test_an_older_config_without_a_hash_is_bound_before_it_is_replaced(tmp_path,
 
 
 # --- converting a zip -------------------------------------------------------------------------
+
 
 def _zip_with(tmp_path: Path, source: Path, config: bool) -> Path:
     """The committed ``model.zip`` of ``source`` in a directory of its own, with or without the
@@ -220,8 +237,22 @@ def test_a_maskable_ppo_zip_trained_here_converts_and_evaluates(tmp_path, capsys
     model = MaskablePPO(JobPointerPolicy, env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=64)
     model.save(tmp_path / "mine" / "model.zip")
-    assert main(["agent", "convert", str(tmp_path / "mine" / "model.zip"), "--env-id", "DallyQueueSmall-v0",
-                 "--racks", "2", "--machines-per-rack", "2"]) == 0
+    assert (
+        main(
+            [
+                "agent",
+                "convert",
+                str(tmp_path / "mine" / "model.zip"),
+                "--env-id",
+                "DallyQueueSmall-v0",
+                "--racks",
+                "2",
+                "--machines-per-rack",
+                "2",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["evaluate", "--agent", str(tmp_path / "mine"), "--agent", "dally", *SMALL]) == 0
     out = capsys.readouterr().out

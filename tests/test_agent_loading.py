@@ -86,8 +86,10 @@ def one_line_error(capsys) -> str:
 def test_the_crafted_zip_really_runs_code_under_stable_baselines3_load(tmp_path):
     marker = tmp_path / "pwned-by-sb3-load"
     crafted = poisoned_zip(tmp_path, marker)
-    code = (f"from sb3_contrib import MaskablePPO\ntry:\n    MaskablePPO.load({str(crafted)!r}, device='cpu')\n"
-            "except Exception:\n    pass\n")
+    code = (
+        f"from sb3_contrib import MaskablePPO\ntry:\n    MaskablePPO.load({str(crafted)!r}, device='cpu')\n"
+        "except Exception:\n    pass\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
     assert marker.exists()  # so the payload is live: the tests below are meaningful
 
@@ -164,8 +166,9 @@ def test_broken_agent_files_are_refused_naming_the_file(tmp_path, case):
         load_agent(str(run))
 
 
-@pytest.mark.parametrize("run", sorted(p.name for p in (ROOT / "agents" / "runs").iterdir()
-                                       if (p / "model.zip").exists()))
+@pytest.mark.parametrize(
+    "run", sorted(p.name for p in (ROOT / "agents" / "runs").iterdir() if (p / "model.zip").exists())
+)
 def test_committed_agents_load_safely_and_act_exactly_as_stable_baselines3_loads_them(run):
     from sb3_contrib import MaskablePPO
 

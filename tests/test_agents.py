@@ -102,8 +102,20 @@ def test_committed_agent_evaluates_on_a_held_out_trace():
 
 
 def test_evaluate_command_prints_one_row_per_agent_with_the_summary_keys(capsys):
-    code = main(["evaluate", "--agent", "dally", "--agent", "tiresias", "--agent", str(COMMITTED),
-                 *SMALL_ARGS, "--format", "csv"])
+    code = main(
+        [
+            "evaluate",
+            "--agent",
+            "dally",
+            "--agent",
+            "tiresias",
+            "--agent",
+            str(COMMITTED),
+            *SMALL_ARGS,
+            "--format",
+            "csv",
+        ]
+    )
     assert code == 0
     frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert frame["agent"].tolist() == ["dally", "tiresias", str(COMMITTED)]
@@ -121,11 +133,31 @@ def test_evaluate_unknown_agent_exits_2_naming_it(capsys):
 @pytest.mark.slow
 def test_report_command_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     report = load_script("benchmarks/report.py", "report")
-    code = report.main(["--agent", str(COMMITTED), "--policies", "dally", "tiresias", "gandiva", "fifo",
-                        "--racks", "2", "--machines-per-rack", "2", "--goal-racks", "2",
-                        "--batch-traces", "small", "--poisson-traces", "small",
-                        "--imported-traces", "--probe-thresholds",
-                        "--out", str(tmp_path)])
+    code = report.main(
+        [
+            "--agent",
+            str(COMMITTED),
+            "--policies",
+            "dally",
+            "tiresias",
+            "gandiva",
+            "fifo",
+            "--racks",
+            "2",
+            "--machines-per-rack",
+            "2",
+            "--goal-racks",
+            "2",
+            "--batch-traces",
+            "small",
+            "--poisson-traces",
+            "small",
+            "--imported-traces",
+            "--probe-thresholds",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     rows = pd.read_csv(tmp_path / "report.csv")
     assert set(rows["agent"]) == {"dally", "tiresias", "gandiva", "fifo", "ppo-hidden"}
@@ -153,15 +185,29 @@ def test_a_hand_written_dally_v0_agent_without_a_saved_config_runs_through_run_a
 
 def _goal_rows(makespans: dict) -> pd.DataFrame:
     """Report rows of batch traces: {(agent, trace, racks): makespan_h}; mean JCT 100 h for Dally, 50 h else."""
-    return pd.DataFrame([{"workload": "batch", "agent": a, "trace": t, "racks": r, "makespan_s": 3600.0 * m,
-                          "jct_mean_s": 3600.0 * (100 if a == "dally" else 50)} for (a, t, r), m in makespans.items()])
+    return pd.DataFrame(
+        [
+            {
+                "workload": "batch",
+                "agent": a,
+                "trace": t,
+                "racks": r,
+                "makespan_s": 3600.0 * m,
+                "jct_mean_s": 3600.0 * (100 if a == "dally" else 50),
+            }
+            for (a, t, r), m in makespans.items()
+        ]
+    )
 
 
-@pytest.mark.parametrize("agent_at_16, verdict", [
-    ({"t1": 100, "t2": 100}, "goal met"),
-    ({"t1": 100, "t2": 106}, "goal not met"),   # one trace beyond +5 % at 16 racks
-    ({"t1": 100}, "goal not decided"),           # t2 never ran at 16 racks
-])
+@pytest.mark.parametrize(
+    "agent_at_16, verdict",
+    [
+        ({"t1": 100, "t2": 100}, "goal met"),
+        ({"t1": 100, "t2": 106}, "goal not met"),  # one trace beyond +5 % at 16 racks
+        ({"t1": 100}, "goal not decided"),  # t2 never ran at 16 racks
+    ],
+)
 def test_the_report_decides_issue_10s_goal_on_every_trace_at_the_other_sizes(agent_at_16, verdict):
     report = load_script("benchmarks/report.py", "report")
     makespans = {}

@@ -45,6 +45,7 @@ def run(trace, spec, policy, **config):
 
 # --- smallest demand x remaining estimate --------------------------------------------------------
 
+
 def test_the_rule_orders_a_hand_built_queue_by_demand_times_remaining_estimate():
     # Order at t=100: job 2 (8), job 3 (10), job 1 (40). Job 2 takes the machine 100-101; then
     # job 3 runs 101-106 and job 1 101-111. JCTs 100, 110, 99, 103: mean 103, makespan 111.
@@ -62,10 +63,10 @@ def test_the_rule_orders_a_hand_built_queue_by_demand_times_remaining_estimate()
 def test_the_rule_keys_use_the_remaining_estimate_of_the_queue_env():
     # 2 machines of 8 GPUs. Never-run jobs: a job that spans machines is estimated at speed 0.1.
     # Keys: 1 x 1000 = 1000; 4 x 100 = 400; 8 x 200 = 1600; 16 x 10 / 0.1 = 1600; 2 x 500 = 1000.
-    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0),
-            (4, 0, 2, 500, 1.0)]
-    engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), SmallestDemandRemainingPolicy(), TierLatency(),
-                    EngineConfig())
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
+    engine = Engine(
+        make_trace(rows), ClusterSpec(1, 2, 8), SmallestDemandRemainingPolicy(), TierLatency(), EngineConfig()
+    )
     jobs = np.arange(5)
     keys = engine.policy.priority(engine, jobs)
     assert keys.tolist() == pytest.approx([1000.0, 400.0, 1600.0, 1600.0, 1000.0])
@@ -82,6 +83,7 @@ def test_the_rule_differs_from_dally_in_its_order_only():
 
 # --- tuned linear priority -----------------------------------------------------------------------
 
+
 def test_tuned_policy_with_weight_on_gpus_only_is_smallest_demand_first():
     # Order at t=100 by demand: job 3 (2), job 1 (4), job 2 (8). Job 3 runs 100-105, job 1
     # 100-110, job 2 waits for the whole machine: 110-111. JCTs 100, 109, 109, 102: mean 105.
@@ -95,8 +97,7 @@ def test_tuned_policy_with_weight_on_gpus_only_is_smallest_demand_first():
 
 
 def test_tuned_policy_with_weight_on_the_remaining_estimate_is_shortest_estimate_first():
-    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0),
-            (4, 0, 2, 500, 1.0)]
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
     policy = TunedPriorityPolicy(weights=only("remaining_estimate"))
     engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), policy, TierLatency(), EngineConfig())
     policy.reset(engine, np.random.default_rng(0))
@@ -130,25 +131,51 @@ def test_tuned_policy_loads_the_shipped_weights():
 
 # --- CEM -----------------------------------------------------------------------------------------
 
+
 def test_cem_converges_on_a_toy_objective():
     target = np.array([0.5, -1.0, 2.0])
 
     def objective(candidates, iteration):
         return ((candidates - target) ** 2).sum(axis=1)
 
-    mean, history = tune.cem(objective, np.zeros(3), 2.0, np.random.default_rng(0), iterations=30,
-                             population=20, elite=5, std_floor=1e-3, normalise=False)
+    mean, history = tune.cem(
+        objective,
+        np.zeros(3),
+        2.0,
+        np.random.default_rng(0),
+        iterations=30,
+        population=20,
+        elite=5,
+        std_floor=1e-3,
+        normalise=False,
+    )
     assert np.abs(mean - target).max() < 0.05
     assert history[-1]["mean_objective"] < history[0]["mean_objective"]
-    again, _ = tune.cem(objective, np.zeros(3), 2.0, np.random.default_rng(0), iterations=30,
-                        population=20, elite=5, std_floor=1e-3, normalise=False)
+    again, _ = tune.cem(
+        objective,
+        np.zeros(3),
+        2.0,
+        np.random.default_rng(0),
+        iterations=30,
+        population=20,
+        elite=5,
+        std_floor=1e-3,
+        normalise=False,
+    )
     assert again.tolist() == mean.tolist()
 
 
 def test_cem_on_directions_keeps_unit_length():
     target = np.array([3.0, 4.0]) / 5.0
-    mean, _ = tune.cem(lambda c, it: -(c @ target), np.array([1.0, 0.0]), 0.5, np.random.default_rng(1),
-                       iterations=15, population=10, elite=3)
+    mean, _ = tune.cem(
+        lambda c, it: -(c @ target),
+        np.array([1.0, 0.0]),
+        0.5,
+        np.random.default_rng(1),
+        iterations=15,
+        population=10,
+        elite=3,
+    )
     assert np.linalg.norm(mean) == pytest.approx(1.0)
     assert mean @ target > 0.99
 
@@ -159,6 +186,7 @@ def test_tuning_draws_are_training_seeds_only():
 
 
 # --- the lower bound -----------------------------------------------------------------------------
+
 
 def test_lower_bound_on_a_hand_built_trace():
     # 2 racks x 2 machines x 4 GPUs; speed 1 on a machine, 0.5 in a rack, 0.25 over the network.
@@ -196,6 +224,7 @@ def test_no_policy_beats_the_bound_job_by_job(racks):
 
 # --- running through simulate, the CLI and the queue environment ---------------------------------
 
+
 @pytest.mark.parametrize("name", NEW)
 def test_new_policies_run_and_are_deterministic(name):
     a = simulate("small", ClusterSpec(2, 2, 8), policy=name)
@@ -210,14 +239,42 @@ def test_new_policies_through_the_cli(name):
         out = subprocess.run([sys.executable, "-m", "dallygym", *args], capture_output=True, text=True, check=True)
         return out.stdout
 
-    summary = json.loads(cli("simulate", "--policy", name, "--trace", "small", "--racks", "2",
-                             "--machines-per-rack", "2", "--format", "json", "--no-progress"))
+    summary = json.loads(
+        cli(
+            "simulate",
+            "--policy",
+            name,
+            "--trace",
+            "small",
+            "--racks",
+            "2",
+            "--machines-per-rack",
+            "2",
+            "--format",
+            "json",
+            "--no-progress",
+        )
+    )
     native = simulate("small", ClusterSpec(2, 2, 8), policy=name).summary
     assert summary["jct_mean_s"] == pytest.approx(native["jct_mean_s"])
-    assert name in cli("compare", "--policies", "dally", name, "--trace", "small", "--racks", "2",
-                       "--machines-per-rack", "2", "--format", "csv", "--quiet")
-    assert name in cli("evaluate", "--agent", name, "--trace", "small", "--racks", "2", "--machines-per-rack", "2",
-                       "--format", "csv")
+    assert name in cli(
+        "compare",
+        "--policies",
+        "dally",
+        name,
+        "--trace",
+        "small",
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "2",
+        "--format",
+        "csv",
+        "--quiet",
+    )
+    assert name in cli(
+        "evaluate", "--agent", name, "--trace", "small", "--racks", "2", "--machines-per-rack", "2", "--format", "csv"
+    )
 
 
 @pytest.mark.parametrize("lease_picks", ["waiting", "all"])

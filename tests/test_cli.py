@@ -13,8 +13,19 @@ import pytest
 from dallygym.cli import main
 
 SMALL = ["--trace", "small", "--racks", "2", "--machines-per-rack", "2"]
-JSON_KEYS = ["makespan_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s", "queue_mean_s",
-             "queue_p95_s", "queue_p99_s", "comm_mean_s", "utilization", "jobs"]
+JSON_KEYS = [
+    "makespan_s",
+    "jct_mean_s",
+    "jct_median_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "queue_mean_s",
+    "queue_p95_s",
+    "queue_p99_s",
+    "comm_mean_s",
+    "utilization",
+    "jobs",
+]
 
 
 def run_cli(capsys, *args):
@@ -89,9 +100,14 @@ def test_bad_trace_exits_2_with_one_line_naming_the_problem(capsys, tmp_path, bo
 
 @pytest.mark.parametrize(
     "args, word",
-    [(["--racks", "0"], "racks"), (["--gpus-per-machine", "-8"], "gpus_per_machine"),
-     (["--policy", "nope"], "nope"), (["--trace", "no-such-trace"], "no-such-trace"),
-     (["--lease-s", "0"], "lease_s"), (["--latency", "nope"], "nope")],
+    [
+        (["--racks", "0"], "racks"),
+        (["--gpus-per-machine", "-8"], "gpus_per_machine"),
+        (["--policy", "nope"], "nope"),
+        (["--trace", "no-such-trace"], "no-such-trace"),
+        (["--lease-s", "0"], "lease_s"),
+        (["--latency", "nope"], "nope"),
+    ],
 )
 def test_bad_parameters_exit_2_naming_the_parameter(capsys, args, word):
     code, _, err = run_cli(capsys, "simulate", *args)
@@ -101,8 +117,9 @@ def test_bad_parameters_exit_2_naming_the_parameter(capsys, args, word):
 
 def test_entry_point_exit_status_and_no_traceback(tmp_path):
     path = write_trace(tmp_path, HEADER + "0,0,2,resnet50,-5,1.0\n")
-    proc = subprocess.run([sys.executable, "-m", "dallygym.cli", "simulate", "--trace", path],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dallygym.cli", "simulate", "--trace", path], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "total_iterations" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -150,8 +167,19 @@ def test_out_refuses_a_directory_holding_other_files(capsys, tmp_path):
 
 
 def test_evaluate_table_is_in_hours_like_compare_and_csv_keeps_seconds(capsys):
-    args = ["evaluate", "--agent", "dally", "--agent", "fifo", "--trace", "small", "--racks", "2",
-            "--machines-per-rack", "2"]
+    args = [
+        "evaluate",
+        "--agent",
+        "dally",
+        "--agent",
+        "fifo",
+        "--trace",
+        "small",
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "2",
+    ]
     assert main([*args, "--format", "csv"]) == 0
     seconds = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert "jct_mean_s" in seconds.columns
@@ -163,8 +191,24 @@ def test_evaluate_table_is_in_hours_like_compare_and_csv_keeps_seconds(capsys):
     jct = lines[1].split()[header.index("jct_mean_h")]
     assert jct == f"{seconds.loc[0, 'jct_mean_s'] / 3600:,.1f}"
     # The same convention as compare's table.
-    assert main(["compare", "--trace", "small", "--racks", "2", "--machines-per-rack", "2",
-                 "--policies", "dally", "fifo", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                "small",
+                "--racks",
+                "2",
+                "--machines-per-rack",
+                "2",
+                "--policies",
+                "dally",
+                "fifo",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     compared = capsys.readouterr().out.splitlines()
     assert compared[0].split()[1:] == header[1:]
     assert compared[1].split()[1:] == lines[1].split()[1:]

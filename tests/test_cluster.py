@@ -34,10 +34,15 @@ def test_gpu_ids_run_rack_major():
     assert spec.gpu_location(23) == (1, 2, 3)
 
 
-@pytest.mark.parametrize("kwargs, name", [({"racks": 0}, "racks"),
-                                          ({"racks": 2, "machines_per_rack": -1}, "machines_per_rack"),
-                                          ({"racks": 2.5}, "racks"),
-                                          ({"racks": 1, "gpus_per_machine": True}, "gpus_per_machine")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"racks": 0}, "racks"),
+        ({"racks": 2, "machines_per_rack": -1}, "machines_per_rack"),
+        ({"racks": 2.5}, "racks"),
+        ({"racks": 1, "gpus_per_machine": True}, "gpus_per_machine"),
+    ],
+)
 def test_impossible_cluster_names_the_parameter(kwargs, name):
     with pytest.raises(ClusterError, match=name):
         ClusterSpec(**kwargs)
@@ -45,26 +50,31 @@ def test_impossible_cluster_names_the_parameter(kwargs, name):
 
 @pytest.mark.parametrize(
     "kwargs, words",
-    [({"racks": 1, "gpus_per_machine": 10**9}, "gpus_per_machine must be at most 1,024"),
-     ({"racks": 10**7}, "racks must be at most 4,096"),
-     ({"racks": 1, "machines_per_rack": 10**7}, "machines_per_rack must be at most 4,096"),
-     ({"racks": 64, "machines_per_rack": 65}, "at most 4,096 machines"),
-     ({"racks": 4096, "machines_per_rack": 1, "gpus_per_machine": 257}, "at most 1,048,576 GPUs"),
-     ({"racks": -2}, "racks must be at least 1"),
-     ({"racks": 2.0}, "racks must be a whole number"),
-     ({"racks": False}, "racks must be a whole number"),
-     ({"racks": "8"}, "racks must be a whole number")],
+    [
+        ({"racks": 1, "gpus_per_machine": 10**9}, "gpus_per_machine must be at most 1,024"),
+        ({"racks": 10**7}, "racks must be at most 4,096"),
+        ({"racks": 1, "machines_per_rack": 10**7}, "machines_per_rack must be at most 4,096"),
+        ({"racks": 64, "machines_per_rack": 65}, "at most 4,096 machines"),
+        ({"racks": 4096, "machines_per_rack": 1, "gpus_per_machine": 257}, "at most 1,048,576 GPUs"),
+        ({"racks": -2}, "racks must be at least 1"),
+        ({"racks": 2.0}, "racks must be a whole number"),
+        ({"racks": False}, "racks must be a whole number"),
+        ({"racks": "8"}, "racks must be a whole number"),
+    ],
 )
 def test_cluster_sizes_are_bounded_before_anything_is_allocated(kwargs, words):
     with pytest.raises(ClusterError, match=words):
         ClusterSpec(**kwargs)
 
 
-@pytest.mark.parametrize("option, value, words", [
-    ("--gpus-per-machine", "1000000000", "gpus_per_machine must be at most 1,024"),
-    ("--racks", "10000000", "racks must be at most 4,096"),
-    ("--machines-per-rack", "0", "machines_per_rack must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("--gpus-per-machine", "1000000000", "gpus_per_machine must be at most 1,024"),
+        ("--racks", "10000000", "racks must be at most 4,096"),
+        ("--machines-per-rack", "0", "machines_per_rack must be at least 1"),
+    ],
+)
 def test_the_command_line_refuses_an_oversized_cluster_in_one_line(capsys, option, value, words):
     from dallygym.cli import main
 
@@ -100,7 +110,13 @@ def test_shape_of_a_gpu_outside_the_cluster_names_it(gpu):
 def test_best_possible_tier_by_size():
     spec = ClusterSpec(2, 2, 4)
     assert [spec.best_possible_tier(g) for g in (1, 4, 5, 8, 9, 16)] == [
-        Tier.MACHINE, Tier.MACHINE, Tier.RACK, Tier.RACK, Tier.NETWORK, Tier.NETWORK]
+        Tier.MACHINE,
+        Tier.MACHINE,
+        Tier.RACK,
+        Tier.RACK,
+        Tier.NETWORK,
+        Tier.NETWORK,
+    ]
     with pytest.raises(ClusterError, match="larger than the cluster"):
         spec.best_possible_tier(17)
 
@@ -150,8 +166,9 @@ def test_network_placement_uses_fewest_racks():
     ],
     ids=["rack", "network"],
 )
-def test_placement_takes_idle_units_before_reclaimable_ones_of_equal_size(spec, reclaimable, held, need, tier,
-                                                                          expected):
+def test_placement_takes_idle_units_before_reclaimable_ones_of_equal_size(
+    spec, reclaimable, held, need, tier, expected
+):
     state = ClusterState(spec)
     state.allocate(5, np.array(reclaimable))
     state.allocate(6, np.array(held))

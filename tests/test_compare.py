@@ -31,8 +31,16 @@ def test_compare_cli_json_has_one_row_per_policy_with_summary_and_placements(cap
     rows = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in rows] == list(POLICIES)
     for row in rows:
-        assert {"makespan_s", "jct_p99_s", "comm_mean_s", "utilization", "jobs",
-                "placements_machine", "placements_rack", "placements_network"} <= set(row)
+        assert {
+            "makespan_s",
+            "jct_p99_s",
+            "comm_mean_s",
+            "utilization",
+            "jobs",
+            "placements_machine",
+            "placements_rack",
+            "placements_network",
+        } <= set(row)
         assert row["placements_machine"] + row["placements_rack"] + row["placements_network"] >= row["jobs"]
 
 
@@ -50,17 +58,36 @@ def test_compare_unknown_policy_exits_2_before_running(capsys):
 
 def _tiny_trace(path):
     """Three small jobs: at 16 racks (1,024 GPUs) no job can ever wait for another."""
-    path.write_text("job_id,arrival_s,num_gpus,model,total_iterations,iter_time_s\n"
-                    "0,0.0,1,mobilenet_v3,1000,0.05\n"
-                    "1,10.0,2,bert_large,500,0.4\n"
-                    "2,20.0,8,resnet50,800,0.2\n")
+    path.write_text(
+        "job_id,arrival_s,num_gpus,model,total_iterations,iter_time_s\n"
+        "0,0.0,1,mobilenet_v3,1000,0.05\n"
+        "1,10.0,2,bert_large,500,0.4\n"
+        "2,20.0,8,resnet50,800,0.2\n"
+    )
     return str(path)
 
 
 def test_compare_notes_on_stderr_when_the_cluster_never_contends(tmp_path, capsys):
     trace = _tiny_trace(tmp_path / "tiny.csv")
-    assert main(["compare", "--trace", trace, "--racks", "16", "--policies", "dally", "fifo", "tiresias",
-                 "--format", "csv", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                trace,
+                "--racks",
+                "16",
+                "--policies",
+                "dally",
+                "fifo",
+                "tiresias",
+                "--format",
+                "csv",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     frame = pd.read_csv(io.StringIO(out))  # stdout stays clean csv
     assert (frame["queue_mean_s"] == 0).all()

@@ -45,7 +45,7 @@ def test_heldout_traces_are_never_training_draws():
 
 
 def test_constant_zero_through_the_course_env_is_dally_exactly():
-    (_, trace), = course.heldout_traces([2001])
+    ((_, trace),) = course.heldout_traces([2001])
     via_env = dallygym.evaluate(course.make_env(trace), course.MaskedChoice("first"))
     native = dallygym.simulate(trace, course.CLUSTER, policy="dally").summary
     assert via_env == native
@@ -70,14 +70,38 @@ def test_ppo_script_saves_an_agent_that_loads_with_tensors_only(tiny_agent):
 
 def test_rank_command_on_a_tiny_configuration(tiny_agent, tmp_path, capsys):
     out = tmp_path / "table.md"
-    code = rank.main(["--policy", STUDENT, "--agent", str(tiny_agent), "--seeds", "2001",
-                      "--shipped", "dally", "fifo", "--format", "markdown", "--out", str(out)])
+    code = rank.main(
+        [
+            "--policy",
+            STUDENT,
+            "--agent",
+            str(tiny_agent),
+            "--seeds",
+            "2001",
+            "--shipped",
+            "dally",
+            "fifo",
+            "--format",
+            "markdown",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     text = out.read_text()
     assert text == capsys.readouterr().out
     entries = [line.split("|")[1].strip() for line in text.splitlines()[2:]]
-    assert sorted(entries) == sorted(["dally", "fifo", "student (yours)", f"{tiny_agent.parent.name} (agent)",
-                                      "random picks", "constant 0", "always stop"])
+    assert sorted(entries) == sorted(
+        [
+            "dally",
+            "fifo",
+            "student (yours)",
+            f"{tiny_agent.parent.name} (agent)",
+            "random picks",
+            "constant 0",
+            "always stop",
+        ]
+    )
     # constant 0 is Dally exactly, so its relative columns are zero
     row = next(line for line in text.splitlines() if line.startswith("| constant 0 |"))
     assert "+0.0 %" in row

@@ -60,6 +60,7 @@ def offer(num_gpus, starvation_s, tiers, now_s=100 * H, spec=SMALL):
 
 # --- Algorithm 1 at the decision level (dally-manual: T_Mc = 12 h, T_Rk = 24 h) -------------
 
+
 def test_job_that_fits_a_free_machine_accepts_machine_without_waiting():
     policy = started(DallyManualPolicy())
     assert policy.decide(offer(2, 0.0, [M, R, N]), None) == M
@@ -112,6 +113,7 @@ def test_auto_tuned_decision_uses_tuned_timers():
 
 # --- Algorithm 1 through the engine -------------------------------------------------------
 
+
 def _waiter_trace(h1_iterations=1_000_000):
     # 1 rack x 2 machines x 4 GPUs, lease 1 h, ModelTierLatency.
     # t=0: H0 (vgg11, 3 GPUs) takes machine 0; W (resnet50, 2 GPUs) takes machine 1.
@@ -120,8 +122,9 @@ def _waiter_trace(h1_iterations=1_000_000):
     #   priority: W is preempted (starving from 1 h) and is offered only a rack (1 + 1 free).
     # From then on H0 and H1 (Nw_sens 0.9) outrank W (1.0), so W gets only rack offers.
     # W did 3600 of its 4500 iterations before it lost its machine.
-    return make_trace([(0, 0, 3, 1_000_000, 1.0, "vgg11"), (1, 0, 2, 4500, 1.0, "resnet50"),
-                       (2, 10, 3, h1_iterations, 1.0, "vgg11")])
+    return make_trace(
+        [(0, 0, 3, 1_000_000, 1.0, "vgg11"), (1, 0, 2, 4500, 1.0, "resnet50"), (2, 10, 3, h1_iterations, 1.0, "vgg11")]
+    )
 
 
 def _run_waiter(policy_cls, job_id=1, **kw):
@@ -212,6 +215,7 @@ def test_job_bigger_than_rack_accepts_network_at_once_in_a_run():
 
 
 # --- Algorithm 2: the auto-tuner ------------------------------------------------------------
+
 
 def test_tuned_timer_is_mean_plus_two_sample_standard_deviations():
     # Starvations 2, 4, 6 h: mean 4 h, sample std 2 h -> 8 h.
@@ -312,6 +316,7 @@ def test_default_history_window_shrinks_with_cluster_size():
 
 # --- Nw_sens priority -----------------------------------------------------------------------
 
+
 def test_slowed_job_is_offered_before_fast_one_and_never_run_jobs_first():
     # 1 rack x 2 machines x 4 GPUs, lease 100 s, TierLatency (rack 0.5).
     # t=0: S (2 GPUs) is forced onto a rack (speed 0.5); F (2 GPUs) takes a machine (speed 1).
@@ -343,9 +348,14 @@ def test_priority_is_nw_sens_for_every_variant():
 
 # --- variants -------------------------------------------------------------------------------
 
+
 def test_variant_names():
     assert [c.name for c in (DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy)] == [
-        "dally", "dally-manual", "dally-nowait", "dally-consolidated"]
+        "dally",
+        "dally-manual",
+        "dally-nowait",
+        "dally-consolidated",
+    ]
 
 
 def test_nowait_never_waits():
@@ -383,21 +393,40 @@ def test_bad_options_name_the_parameter(kwargs):
 
 # --- determinism ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", [DallyPolicy, DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy])
 def test_same_inputs_give_identical_summaries(cls):
     rng = np.random.default_rng(3)
-    rows = [(i, float(rng.integers(0, 20_000)), int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(100, 5000)),
-             float(rng.uniform(0.5, 5))) for i in range(60)]
+    rows = [
+        (
+            i,
+            float(rng.integers(0, 20_000)),
+            int(rng.choice([1, 2, 4, 8, 16])),
+            int(rng.integers(100, 5000)),
+            float(rng.uniform(0.5, 5)),
+        )
+        for i in range(60)
+    ]
     trace = make_trace(rows)
-    runs = [collect(run_engine(trace, ClusterSpec(2, 2, 4), cls(history_s=6 * H) if cls is DallyPolicy else cls(),
-                               lease_s=600.0)) for _ in range(2)]
+    runs = [
+        collect(
+            run_engine(
+                trace, ClusterSpec(2, 2, 4), cls(history_s=6 * H) if cls is DallyPolicy else cls(), lease_s=600.0
+            )
+        )
+        for _ in range(2)
+    ]
     assert runs[0].summary == runs[1].summary
     assert runs[0].jobs.equals(runs[1].jobs)
 
 
 @settings(max_examples=100, deadline=None)
-@given(entries=st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from([1, 2, 4, 8]),
-                                  st.floats(0, 1e5), st.floats(0, 1e3)), max_size=40))
+@given(
+    entries=st.lists(
+        st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from([1, 2, 4, 8]), st.floats(0, 1e5), st.floats(0, 1e3)),
+        max_size=40,
+    )
+)
 def test_record_many_is_record_for_each_entry(entries):
     """AutoTuner.record_many: the same lists and timers as record() per entry, in order."""
     one, many = AutoTuner(7200.0), AutoTuner(7200.0)
@@ -457,16 +486,20 @@ def test_policy_remembers_timers_until_time_moves_or_the_tuner_records_an_entry(
     tuner.record(Tier.MACHINE, 2, H, 2.0)
     tuner.record(Tier.MACHINE, 2, 3 * H, 2.0)
     assert policy.timers(2, 2.0) == (2 * H + 2 * math.sqrt(2) * H, 24 * H)  # a record invalidates
-    policy.on_start_batch(SimpleNamespace(placement_kind="new", num_gpus=np.array([2, 2])), np.array([0, 1]),
-                          np.array([0, 0]), np.array([2 * H, 2 * H]), np.array([2.0, 2.0]))
+    policy.on_start_batch(
+        SimpleNamespace(placement_kind="new", num_gpus=np.array([2, 2])),
+        np.array([0, 1]),
+        np.array([0, 0]),
+        np.array([2 * H, 2 * H]),
+        np.array([2.0, 2.0]),
+    )
     assert policy.timers(2, 2.0) == tuner.timers(2, 2.0) != (2 * H + 2 * math.sqrt(2) * H, 24 * H)
     assert policy.timers(4, 101 * H) == (12 * H, 24 * H)  # time moved: the window left them out
     assert tuner.timers(4, 2.0) == (tuned, 24 * H)  # the tuner itself remembers nothing
 
 
-
-
 # --- readings of the open points: never_run_nw_sens, tuner_limit ---------------------------------
+
 
 def _never_run_case():
     # 1 machine x 4 GPUs, lease 100 s, ModelTierLatency. R (resnet50, 4 GPUs, 1000 iterations
@@ -482,14 +515,21 @@ def _never_run_case():
 
 
 @pytest.mark.parametrize("compiled", [True, False])
-@pytest.mark.parametrize("reading, v_end, r_end, r_preempted", [
-    ("zero", 110.0, 1010.0, 1), ("one", 1010.0, 1000.0, 0), ("best", 110.0, 1010.0, 1)])
+@pytest.mark.parametrize(
+    "reading, v_end, r_end, r_preempted",
+    [("zero", 110.0, 1010.0, 1), ("one", 1010.0, 1000.0, 0), ("best", 110.0, 1010.0, 1)],
+)
 def test_never_run_nw_sens_readings_rank_a_new_job(monkeypatch, compiled, reading, v_end, r_end, r_preempted):
     from dallygym.cluster import ClusterState
 
     monkeypatch.setattr(ClusterState, "compiled", compiled)
-    engine = run_engine(_never_run_case(), ClusterSpec(1, 1, 4), DallyPolicy(never_run_nw_sens=reading),
-                        ModelTierLatency(), lease_s=100.0)
+    engine = run_engine(
+        _never_run_case(),
+        ClusterSpec(1, 1, 4),
+        DallyPolicy(never_run_nw_sens=reading),
+        ModelTierLatency(),
+        lease_s=100.0,
+    )
     assert engine.end_s[1] == pytest.approx(v_end)
     assert engine.end_s[0] == pytest.approx(r_end)
     assert engine.preemptions[0] == r_preempted
@@ -506,8 +546,13 @@ def test_never_run_nw_sens_values_before_the_run(monkeypatch, compiled):
     trace = make_trace([(0, 0, 2, 10, 1.0, "vgg11"), (1, 0, 8, 10, 1.0, "resnet50"), (2, 0, 1, 10, 1.0, "vgg11")])
     expected = {"zero": [0.0, 0.0, 0.0], "one": [1.0, 1.0, 1.0], "best": [0.9, 0.5, 1.0]}
     for reading, values in expected.items():
-        engine = Engine(trace, ClusterSpec(2, 2, 4), DallyPolicy(never_run_nw_sens=reading), ModelTierLatency(),
-                        EngineConfig(lease_s=100.0))
+        engine = Engine(
+            trace,
+            ClusterSpec(2, 2, 4),
+            DallyPolicy(never_run_nw_sens=reading),
+            ModelTierLatency(),
+            EngineConfig(lease_s=100.0),
+        )
         gen = engine.decisions()
         next(gen, None)  # the run starts: reset, then the first decision (or the end)
         assert engine._never_nw_sens.tolist() == values
@@ -534,8 +579,9 @@ def test_never_run_option_on_every_variant_and_checked():
         DallyPolicy(never_run_nw_sens="half")
     with pytest.raises(ValueError, match="tuner_limit"):
         DallyPolicy(tuner_limit="count")
-    assert repr(DallyPolicy()) == ("DallyPolicy(history_s=None, t_machine_s=43200, t_rack_s=86400, floors=False, "
-                                   "caps=False)")
+    assert repr(DallyPolicy()) == (
+        "DallyPolicy(history_s=None, t_machine_s=43200, t_rack_s=86400, floors=False, caps=False)"
+    )
 
 
 def test_tuner_limit_window_versus_value():
@@ -553,8 +599,9 @@ def test_tuner_limit_window_versus_value():
         assert tuner.timers(1, 31 * H)[0] == pytest.approx(expected)
     assert AutoTuner(10 * H, limit="value").entries(M, 1).size == 0
     by_value = AutoTuner(10 * H, limit="value")
-    by_value.record_many(np.array([int(M)] * 3), np.array([1, 1, 1]), np.array([H, 3 * H, 20 * H]),
-                         np.array([0.0, H, 30 * H]))
+    by_value.record_many(
+        np.array([int(M)] * 3), np.array([1, 1, 1]), np.array([H, 3 * H, 20 * H]), np.array([0.0, H, 30 * H])
+    )
     assert by_value.entries(M, 1, 31 * H).tolist() == [H, 3 * H]  # no recording-time window
     assert by_value.timers(1, 31 * H)[0] == pytest.approx((2 + 2 * math.sqrt(2)) * H)
     with pytest.raises(ValueError, match="tuner_limit"):
@@ -575,8 +622,9 @@ def test_tuner_limit_reaches_the_policys_tuner_and_uses_the_scaled_limit():
     assert started(DallyPolicy(), ClusterSpec(8)).tuner.limit == "window"
 
 
-@pytest.mark.parametrize("options", [dict(never_run_nw_sens="one"), dict(never_run_nw_sens="best"),
-                                     dict(tuner_limit="value")])
+@pytest.mark.parametrize(
+    "options", [dict(never_run_nw_sens="one"), dict(never_run_nw_sens="best"), dict(tuner_limit="value")]
+)
 def test_options_compiled_and_python_runs_agree(monkeypatch, options):
     from dallygym.cluster import ClusterState
     from dallygym.simulate import simulate

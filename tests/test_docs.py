@@ -44,9 +44,7 @@ def _marked_command(text: str, marker: str) -> str:
 
 def test_readme_is_a_front_page_with_the_ci_commands():
     text = README.read_text()
-    assert len(text.splitlines()) <= 300, (
-        "README.md is a front page: at most 300 lines (move detail to docs/)"
-    )
+    assert len(text.splitlines()) <= 300, "README.md is a front page: at most 300 lines (move detail to docs/)"
     assert _marked_command(text, "ci:install") == INSTALL
     assert _marked_command(text, "ci:test") == TEST
     assert "DallyQueue-v0" in text.split("## ", 1)[0], "the introduction names both environments"
@@ -64,9 +62,7 @@ def _block(text: str, name: str) -> str:
 def test_readme_tables_are_the_registries():
     sync = load_script("benchmarks/readme_sync.py", "readme_sync")
     text = README.read_text()
-    assert _block(text, "environments") == sync.environments_table(), (
-        "run python benchmarks/readme_sync.py"
-    )
+    assert _block(text, "environments") == sync.environments_table(), "run python benchmarks/readme_sync.py"
     assert _block(text, "policies") == sync.policies_table(), "run python benchmarks/readme_sync.py"
 
 
@@ -86,14 +82,8 @@ def test_generated_tables_list_every_registered_name():
 
 def test_every_generated_block_is_in_step():
     sync = load_script("benchmarks/readme_sync.py", "readme_sync")
-    stale = [
-        str(path.relative_to(ROOT))
-        for path in sync.files()
-        if sync.synced(path.read_text()) != path.read_text()
-    ]
-    assert not stale, (
-        f"generated blocks out of step in {stale}: run python benchmarks/readme_sync.py"
-    )
+    stale = [str(path.relative_to(ROOT)) for path in sync.files() if sync.synced(path.read_text()) != path.read_text()]
+    assert not stale, f"generated blocks out of step in {stale}: run python benchmarks/readme_sync.py"
 
 
 # --- the command line as documented -------------------------------------------------------------
@@ -127,9 +117,7 @@ def _commands(text: str) -> list[tuple[str, str]]:
                 i += 1
                 continue
             parts = [line]
-            while i + 1 < len(lines) and (
-                parts[-1].endswith("\\") or re.match(r"\s+[\[-]", lines[i + 1])
-            ):
+            while i + 1 < len(lines) and (parts[-1].endswith("\\") or re.match(r"\s+[\[-]", lines[i + 1])):
                 i += 1
                 parts.append(lines[i].strip())
             command = " ".join(p.rstrip("\\").strip() for p in parts)
@@ -192,9 +180,7 @@ def test_readme_synopsis_shows_every_subcommand():
 
 #: Tracker and session citations: "issue 12", "issue #12", "#12" (not a colour, a shebang or a
 #: heading), "session 17".
-CITATION = re.compile(
-    r"\bissues?\s+#?\d+|\bsessions?\s+\d+|(?<![\w&#/])#\d{2,}(?![\w-])", re.IGNORECASE
-)
+CITATION = re.compile(r"\bissues?\s+#?\d+|\bsessions?\s+\d+|(?<![\w&#/])#\d{2,}(?![\w-])", re.IGNORECASE)
 #: Colours, removed before matching: strings ("#000000", '#0072B2') and CSS values
 #: ("color: #444;", "1px solid #999").
 COLOUR = re.compile(r"""["'`]#[0-9a-fA-F]{3,8}["'`]|(?:[:=]\s*|solid\s+)#[0-9a-fA-F]{3,8}\b""")
@@ -204,9 +190,7 @@ def _user_facing_files() -> list[Path]:
     files = [README, ROOT / "agents" / "README.md"]
     files += sorted(p for p in DOCS.rglob("*") if p.suffix in (".md", ".ipynb"))
     files += sorted((ROOT / "dallygym").rglob("*.py"))
-    files += sorted(
-        p for p in (ROOT / "examples").rglob("*") if p.suffix in (".py", ".md", ".ipynb")
-    )
+    files += sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".py", ".md", ".ipynb"))
     return [p for p in files if p.is_file() and "__pycache__" not in p.parts]
 
 
@@ -241,9 +225,7 @@ def test_the_citation_pattern():
 
 def test_no_tracker_or_session_citations_in_what_a_user_reads():
     hits = citations(_user_facing_files())
-    assert not hits, "tracker or session citations (history goes to CHANGELOG.md):\n" + "\n".join(
-        hits
-    )
+    assert not hits, "tracker or session citations (history goes to CHANGELOG.md):\n" + "\n".join(hits)
 
 
 # --- the site ----------------------------------------------------------------------------------
@@ -277,9 +259,7 @@ def test_mkdocs_site_builds_strict_and_offline(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    pages = {
-        p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("index.html")
-    }
+    pages = {p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("index.html")}
     for page in (
         "index.html",
         "getting-started/index.html",
@@ -293,7 +273,5 @@ def test_mkdocs_site_builds_strict_and_offline(tmp_path):
     # the committed results are included as they are, and the API reference is rendered
     grid = (tmp_path / "site" / "results" / "paper-grid" / "index.html").read_text(encoding="utf-8")
     assert "Makespan normalised to Dally" in grid
-    api = (tmp_path / "site" / "reference" / "environments" / "index.html").read_text(
-        encoding="utf-8"
-    )
+    api = (tmp_path / "site" / "reference" / "environments" / "index.html").read_text(encoding="utf-8")
     assert "DallyQueueEnv" in api

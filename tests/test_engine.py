@@ -101,8 +101,16 @@ def test_gpus_left_by_a_preempted_job_are_taken_before_displacing_another():
             starts.append((int(view.job_id[job]), now_s, view.gpus[job].tolist()))
 
     x, w, v, y, c, d = range(6)
-    trace = make_trace([(x, 0, 3, 1000, 1.0), (w, 1, 1, 1000, 1.0), (v, 2, 3, 1000, 1.0),
-                        (y, 3, 1, 1000, 1.0), (c, 4, 2, 1000, 1.0), (d, 5, 1, 1000, 1.0)])
+    trace = make_trace(
+        [
+            (x, 0, 3, 1000, 1.0),
+            (w, 1, 1, 1000, 1.0),
+            (v, 2, 3, 1000, 1.0),
+            (y, 3, 1, 1000, 1.0),
+            (c, 4, 2, 1000, 1.0),
+            (d, 5, 1, 1000, 1.0),
+        ]
+    )
     engine = run_engine(trace, ClusterSpec(1, 2, 4), Recorder({w: 1, v: 2, c: 3, x: 4, d: 5, y: 6}), lease_s=100.0)
     assert starts[:4] == [(x, 0.0, [0, 1, 2]), (w, 1.0, [3]), (v, 2.0, [4, 5, 6]), (y, 3.0, [7])]
     assert starts[4:6] == [(c, 100.0, [0, 1]), (d, 100.0, [2])]
@@ -117,8 +125,17 @@ def test_expired_leases_behind_jobs_that_no_longer_fit_are_renewed():
     # are claimable: B and E no longer fit, X and Y keep theirs, W is preempted with 100 of 500
     # iterations done. At 150 A, X and Y end; B runs 150..250, E 250..350, then W 350..750.
     c, x, y, w, a, b, e = range(7)
-    trace = make_trace([(c, 0, 4, 1000, 1.0), (x, 0, 1, 150, 1.0), (y, 0, 1, 150, 1.0), (w, 0, 2, 500, 1.0),
-                        (a, 1, 2, 50, 1.0), (b, 1, 3, 100, 1.0), (e, 1, 3, 100, 1.0)])
+    trace = make_trace(
+        [
+            (c, 0, 4, 1000, 1.0),
+            (x, 0, 1, 150, 1.0),
+            (y, 0, 1, 150, 1.0),
+            (w, 0, 2, 500, 1.0),
+            (a, 1, 2, 50, 1.0),
+            (b, 1, 3, 100, 1.0),
+            (e, 1, 3, 100, 1.0),
+        ]
+    )
     priority = TablePriority({c: 0, a: 1, b: 2, x: 3, e: 4, y: 5, w: 6})
     engine = run_engine(trace, ClusterSpec(1, 1, 8), priority, lease_s=100.0)
     assert engine.end_s.tolist() == [1000.0, 150.0, 150.0, 750.0, 150.0, 250.0, 350.0]
@@ -146,8 +163,9 @@ def test_offers_list_every_free_tier_and_mark_real_choices():
     # 2-GPU job then fits no machine but fits a rack (1 + 1) and the network, so waiting for a
     # machine is a real choice.
     spec = ClusterSpec(2, 2, 4)
-    trace = make_trace([(0, 0, 3, 100, 1.0), (1, 0, 3, 100, 1.0), (2, 0, 3, 100, 1.0),
-                        (3, 0, 3, 100, 1.0), (4, 1, 2, 10, 1.0)])
+    trace = make_trace(
+        [(0, 0, 3, 100, 1.0), (1, 0, 3, 100, 1.0), (2, 0, 3, 100, 1.0), (3, 0, 3, 100, 1.0), (4, 1, 2, 10, 1.0)]
+    )
     engine = Engine(trace, spec, FifoPolicy(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
     gen = engine.decisions()
     offers = []
@@ -194,8 +212,12 @@ def test_job_larger_than_cluster_is_rejected_naming_the_job():
 
 @pytest.mark.parametrize(
     "kwargs, word",
-    [({"lease_s": 0}, "lease_s"), ({"lease_s": float("nan")}, "lease_s"),
-     ({"restart_overhead_s": -1}, "restart_overhead_s"), ({"seed": -3}, "seed")],
+    [
+        ({"lease_s": 0}, "lease_s"),
+        ({"lease_s": float("nan")}, "lease_s"),
+        ({"restart_overhead_s": -1}, "restart_overhead_s"),
+        ({"seed": -3}, "seed"),
+    ],
 )
 def test_bad_engine_config_names_the_parameter(kwargs, word):
     with pytest.raises(ValueError, match=word):
@@ -204,17 +226,25 @@ def test_bad_engine_config_names_the_parameter(kwargs, word):
 
 @pytest.mark.parametrize(
     "kwargs, words",
-    [({"lease_s": 1e-9}, "lease_s must be a number of seconds from 1 to 1e\\+09"),
-     ({"lease_s": 0.999}, "lease_s"), ({"lease_s": 1.1e9}, "lease_s"), ({"lease_s": float("inf")}, "lease_s"),
-     ({"lease_s": True}, "lease_s"), ({"lease_s": "3600"}, "lease_s"), ({"lease_s": -3600.0}, "lease_s"),
-     ({"restart_overhead_s": float("nan")}, "restart_overhead_s"),
-     ({"restart_overhead_s": float("inf")}, "restart_overhead_s"),
-     ({"restart_overhead_s": 86_401.0}, "restart_overhead_s must be a number of seconds from 0 to 86400"),
-     ({"restart_overhead_s": False}, "restart_overhead_s"),
-     ({"seed": 2**63}, "seed must be an integer from 0 to 2\\*\\*63 - 1"), ({"seed": 1.0}, "seed"),
-     ({"seed": True}, "seed"),
-     ({"max_idle_rounds": 10**6 + 1}, "max_idle_rounds"), ({"max_idle_rounds": 0}, "max_idle_rounds"),
-     ({"max_idle_rounds": 5.0}, "max_idle_rounds")],
+    [
+        ({"lease_s": 1e-9}, "lease_s must be a number of seconds from 1 to 1e\\+09"),
+        ({"lease_s": 0.999}, "lease_s"),
+        ({"lease_s": 1.1e9}, "lease_s"),
+        ({"lease_s": float("inf")}, "lease_s"),
+        ({"lease_s": True}, "lease_s"),
+        ({"lease_s": "3600"}, "lease_s"),
+        ({"lease_s": -3600.0}, "lease_s"),
+        ({"restart_overhead_s": float("nan")}, "restart_overhead_s"),
+        ({"restart_overhead_s": float("inf")}, "restart_overhead_s"),
+        ({"restart_overhead_s": 86_401.0}, "restart_overhead_s must be a number of seconds from 0 to 86400"),
+        ({"restart_overhead_s": False}, "restart_overhead_s"),
+        ({"seed": 2**63}, "seed must be an integer from 0 to 2\\*\\*63 - 1"),
+        ({"seed": 1.0}, "seed"),
+        ({"seed": True}, "seed"),
+        ({"max_idle_rounds": 10**6 + 1}, "max_idle_rounds"),
+        ({"max_idle_rounds": 0}, "max_idle_rounds"),
+        ({"max_idle_rounds": 5.0}, "max_idle_rounds"),
+    ],
 )
 def test_engine_options_that_would_hang_or_mean_nothing_are_refused(kwargs, words):
     with pytest.raises(ValueError, match=words):
@@ -226,8 +256,16 @@ def test_engine_option_bounds_are_inclusive():
     EngineConfig(lease_s=1e9, seed=np.int64(7))
 
 
-@pytest.mark.parametrize("option, value", [("--lease-s", "1e-9"), ("--lease-s", "nan"), ("--lease-s", "inf"),
-                                           ("--restart-overhead-s", "1e12"), ("--seed", "-1")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--lease-s", "1e-9"),
+        ("--lease-s", "nan"),
+        ("--lease-s", "inf"),
+        ("--restart-overhead-s", "1e12"),
+        ("--seed", "-1"),
+    ],
+)
 def test_the_command_line_refuses_such_options_in_one_line(capsys, option, value):
     from dallygym.cli import main
 
@@ -306,8 +344,16 @@ def test_upgrade_at_lease_renewal_moves_job_to_better_tier_with_overhead():
 def test_all_jobs_finish_with_exact_iterations():
     spec = ClusterSpec(2, 2, 4)
     rng = np.random.default_rng(1)
-    rows = [(i, float(rng.integers(0, 5000)), int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(1, 500)),
-             float(rng.uniform(0.5, 5))) for i in range(40)]
+    rows = [
+        (
+            i,
+            float(rng.integers(0, 5000)),
+            int(rng.choice([1, 2, 4, 8, 16])),
+            int(rng.integers(1, 500)),
+            float(rng.uniform(0.5, 5)),
+        )
+        for i in range(40)
+    ]
     engine = run_engine(make_trace(rows), spec, lease_s=600.0)
     assert (engine.state == DONE).all()
     assert np.array_equal(engine.done_iters, engine.total_iterations)
@@ -331,8 +377,13 @@ def test_trace_rows_in_any_order_make_the_same_run_and_the_frame_is_not_shared()
     """The engine orders jobs by (arrival, job id) whatever the rows' order (ties in arrival
     by id); a trace already in that order is taken as it is, and the engine's arrays are its
     own copies."""
-    rows = [(3, 0.0, 2, 100, 1.0), (1, 0.0, 4, 50, 1.0), (2, 5.0, 1, 80, 1.0), (0, 5.0, 2, 10, 1.0),
-            (4, 9.0, 4, 30, 1.0)]
+    rows = [
+        (3, 0.0, 2, 100, 1.0),
+        (1, 0.0, 4, 50, 1.0),
+        (2, 5.0, 1, 80, 1.0),
+        (0, 5.0, 2, 10, 1.0),
+        (4, 9.0, 4, 30, 1.0),
+    ]
     shuffled = make_trace(rows)
     ordered = shuffled.sort_values(["arrival_s", "job_id"]).reset_index(drop=True)
     spec = ClusterSpec(1, 2, 4)
@@ -349,14 +400,28 @@ def test_trace_arrays_are_read_only_shared_by_engines_and_make_the_same_run():
     read-only, and one run leaves nothing in them for the next."""
     from dallygym.engine import TraceArrays
 
-    rows = [(3, 0.0, 2, 100, 1.0), (1, 0.0, 4, 50, 1.5), (2, 5.0, 1, 80, 1.0), (0, 5.0, 8, 10, 2.0),
-            (4, 9.0, 4, 30, 1.0), (5, 9.0, 2, 300, 0.5)]
+    rows = [
+        (3, 0.0, 2, 100, 1.0),
+        (1, 0.0, 4, 50, 1.5),
+        (2, 5.0, 1, 80, 1.0),
+        (0, 5.0, 8, 10, 2.0),
+        (4, 9.0, 4, 30, 1.0),
+        (5, 9.0, 2, 300, 0.5),
+    ]
     frame = make_trace(rows)
     spec = ClusterSpec(1, 2, 4)
     arrays = TraceArrays(frame)
     assert arrays.job_id.tolist() == [1, 3, 0, 2, 4, 5] and arrays.n == 6  # (arrival, id) order
-    for name in ("job_id", "arrival_s", "num_gpus", "model", "model_index", "total_iterations", "iter_time_s",
-                 "ideal_s"):
+    for name in (
+        "job_id",
+        "arrival_s",
+        "num_gpus",
+        "model",
+        "model_index",
+        "total_iterations",
+        "iter_time_s",
+        "ideal_s",
+    ):
         assert not getattr(arrays, name).flags.writeable, name
     for name in ("job_id", "arrival_s", "num_gpus", "total_iterations", "iter_time_s"):
         assert not np.shares_memory(getattr(arrays, name), frame[name].to_numpy()), name

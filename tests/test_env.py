@@ -78,8 +78,16 @@ def test_spaces_and_observation_features_are_fixed_and_documented():
     assert env.action_space == gym.spaces.Discrete(4)
     assert env.observation_space.shape == (OBS_DIM,) and env.observation_space.dtype == np.float32
     doc = DallyEnv.__doc__
-    for section in ("## Description", "## Action Space", "## Observation Space", "## Rewards",
-                    "## Starting State", "## Episode End", "## Arguments", "## Version History"):
+    for section in (
+        "## Description",
+        "## Action Space",
+        "## Observation Space",
+        "## Rewards",
+        "## Starting State",
+        "## Episode End",
+        "## Arguments",
+        "## Version History",
+    ):
         assert section in doc
     for name in OBS_FEATURES:
         assert name in doc, name
@@ -135,8 +143,14 @@ def test_the_first_invalid_action_of_an_environment_warns_and_later_ones_do_not(
     caught, _ = step_warnings(env, not_offered)
     assert len(caught) == 1
     message = str(caught[0].message)
-    for words in ("DallySmall-v0", f"action {not_offered}", "invalid under the action mask", "0 (wait)",
-                  "MaskablePPO", "action_masks()"):
+    for words in (
+        "DallySmall-v0",
+        f"action {not_offered}",
+        "invalid under the action mask",
+        "0 (wait)",
+        "MaskablePPO",
+        "action_masks()",
+    ):
         assert words in message
     assert caught[0].filename == __file__  # it points at the call of step
     assert issubclass(InvalidActionWarning, UserWarning) and dallygym.InvalidActionWarning is InvalidActionWarning
@@ -239,8 +253,11 @@ def test_episode_return_is_the_documented_metric(reward, key):
     ret = sum(r for _, r, _, _ in episode)
     summary = episode[-1][3]["summary"]
     jobs = summary["jobs"]
-    expected = {"jct": -summary["jct_mean_s"] / 3600, "makespan": -summary["makespan_s"] / 3600 / jobs,
-                "comm": -summary["comm_mean_s"] / 3600}[reward]
+    expected = {
+        "jct": -summary["jct_mean_s"] / 3600,
+        "makespan": -summary["makespan_s"] / 3600 / jobs,
+        "comm": -summary["comm_mean_s"] / 3600,
+    }[reward]
     assert ret == pytest.approx(expected, rel=1e-9)
     assert all(isinstance(r, float) for _, r, _, _ in episode)
 
@@ -317,9 +334,16 @@ def test_trace_per_reset_generator_and_cycled_list():
     assert cyc.unwrapped.engine.n == n_small  # back to the first trace
 
 
-@pytest.mark.parametrize("kwargs, word", [({"reward": "x"}, "reward"), ({"sensitivity": "x"}, "sensitivity"),
-                                          ({"priority": "nope"}, "nope"), ({"trace": "gen:nope"}, "nope"),
-                                          ({"racks": 0}, "racks")])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"reward": "x"}, "reward"),
+        ({"sensitivity": "x"}, "sensitivity"),
+        ({"priority": "nope"}, "nope"),
+        ({"trace": "gen:nope"}, "nope"),
+        ({"racks": 0}, "racks"),
+    ],
+)
 def test_bad_arguments_name_the_problem(kwargs, word):
     with pytest.raises(Exception, match=word):
         gym.make("DallySmall-v0", **kwargs)
@@ -355,11 +379,11 @@ def test_rgb_frames_are_legible_video_frames_with_status_and_legend(env_id, rack
     base = env.unwrapped
     expected = np.full_like(frame[:48], 250)
     _text(expected, 10, 10, f"t = {base.engine.now_s / 3600:,.2f} h")
-    assert np.array_equal(frame[10:24, 10:10 + 12 * 11], expected[10:24, 10:10 + 12 * 11])
+    assert np.array_equal(frame[10:24, 10 : 10 + 12 * 11], expected[10:24, 10 : 10 + 12 * 11])
     offer = base.offer
     line = f"offer: job {offer.job_id}, {offer.num_gpus} GPUs"
     _text(expected, 10, 28, line)
-    assert np.array_equal(frame[28:42, 10:10 + 12 * len(line)], expected[28:42, 10:10 + 12 * len(line)])
+    assert np.array_equal(frame[28:42, 10 : 10 + 12 * len(line)], expected[28:42, 10 : 10 + 12 * len(line)])
     # A later offer draws a different frame of the same size.
     env.step(0)
     later = env.render()
@@ -400,8 +424,28 @@ def test_episode_without_any_real_choice_ends_at_the_first_step():
 
 # ---------------------------------------------------------------- hardening: actions, options, masks
 
-NOT_ACTIONS = [None, float("nan"), 1.7, 1.0, np.float64(1.0), "abc", "1", b"1", [1], (1,), np.array([2]),
-               np.array([[1]]), np.array(1.0), True, np.bool_(True), {1: 1}, 2**70, -1, 4, np.int64(-3)]
+NOT_ACTIONS = [
+    None,
+    float("nan"),
+    1.7,
+    1.0,
+    np.float64(1.0),
+    "abc",
+    "1",
+    b"1",
+    [1],
+    (1,),
+    np.array([2]),
+    np.array([[1]]),
+    np.array(1.0),
+    True,
+    np.bool_(True),
+    {1: 1},
+    2**70,
+    -1,
+    4,
+    np.int64(-3),
+]
 
 
 def _first_choice(**kwargs):
@@ -433,9 +477,11 @@ def test_strict_mode_raises_value_error_naming_the_action(action):
     assert repr(action)[:20] in str(info.value)
 
 
-@pytest.mark.parametrize("make", [int, np.int64, np.uint8, np.int32,
-                                  lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)],
-                         ids=["int", "int64", "uint8", "int32", "0-d-array", "0-d-int16"])
+@pytest.mark.parametrize(
+    "make",
+    [int, np.int64, np.uint8, np.int32, lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)],
+    ids=["int", "int64", "uint8", "int32", "0-d-array", "0-d-int16"],
+)
 def test_integer_actions_of_any_integer_type_are_accepted(make):
     env, info = _first_choice(strict=True)
     accept = int(np.flatnonzero(info["action_mask"])[-1])
@@ -446,8 +492,16 @@ def test_integer_actions_of_any_integer_type_are_accepted(make):
     assert after["time_s"] == same["time_s"] and after.get("job_id") == same.get("job_id")
 
 
-@pytest.mark.parametrize("options, error", [("bad", TypeError), ([("a", 1)], TypeError), (3, TypeError),
-                                            ({"trace": "small"}, ValueError), ({"seed": 1}, ValueError)])
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ("bad", TypeError),
+        ([("a", 1)], TypeError),
+        (3, TypeError),
+        ({"trace": "small"}, ValueError),
+        ({"seed": 1}, ValueError),
+    ],
+)
 def test_bad_reset_options_raise_naming_them(options, error):
     env = gym.make("DallySmall-v0")
     with pytest.raises(error, match="options"):

@@ -75,8 +75,13 @@ BAD_KWARGS = [
     pytest.param({"reward_scale_s": "x"}, TypeError, ("reward_scale_s",), id="reward-scale-string"),
     pytest.param({"sensitivity": "psychic"}, ValueError, ("sensitivity", "psychic"), id="sensitivity-unknown"),
     pytest.param({"strict": "yes"}, TypeError, ("strict",), id="strict-string"),
-    pytest.param({"render_mode": "bogus"}, ValueError, ("render_mode", "bogus"), id="render-mode-unknown",
-                 marks=pytest.mark.filterwarnings("ignore:.*render_mode")),  # (gym.make's own warning first)
+    pytest.param(
+        {"render_mode": "bogus"},
+        ValueError,
+        ("render_mode", "bogus"),
+        id="render-mode-unknown",
+        marks=pytest.mark.filterwarnings("ignore:.*render_mode"),
+    ),  # (gym.make's own warning first)
 ]
 
 
@@ -88,11 +93,14 @@ def test_bad_constructor_keywords_are_refused_clearly(env_id, kwargs, error, wor
     assert_clear(info, *words)
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    pytest.param({"priority": "nope"}, ValueError, ("nope",), id="priority-unknown"),
-    pytest.param({"priority": 123}, TypeError, ("priority",), id="priority-int"),
-    pytest.param({"max_candidates": 8}, TypeError, ("max_candidates",), id="queue-keyword"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        pytest.param({"priority": "nope"}, ValueError, ("nope",), id="priority-unknown"),
+        pytest.param({"priority": 123}, TypeError, ("priority",), id="priority-int"),
+        pytest.param({"max_candidates": 8}, TypeError, ("max_candidates",), id="queue-keyword"),
+    ],
+)
 @pytest.mark.parametrize("env_id", DALLY_IDS)
 def test_bad_dally_keywords_are_refused_clearly(env_id, kwargs, error, words):
     with pytest.raises(error) as info:
@@ -100,18 +108,21 @@ def test_bad_dally_keywords_are_refused_clearly(env_id, kwargs, error, words):
     assert_clear(info, *words)
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    pytest.param({"offer_rule": "nope"}, ValueError, ("nope",), id="offer-rule-unknown"),
-    pytest.param({"offer_rule": 123}, TypeError, ("offer_rule",), id="offer-rule-int"),
-    pytest.param({"priority": "dally"}, TypeError, ("priority",), id="dally-keyword"),
-    pytest.param({"max_candidates": 0}, ValueError, ("max_candidates",), id="max-candidates-zero"),
-    pytest.param({"max_candidates": 1.5}, ValueError, ("max_candidates",), id="max-candidates-float"),
-    pytest.param({"makespan_weight": -1}, ValueError, ("makespan_weight",), id="makespan-weight-negative"),
-    pytest.param({"lease_picks": "some"}, ValueError, ("lease_picks",), id="lease-picks-unknown"),
-    pytest.param({"makespan_credit": "later"}, ValueError, ("makespan_credit",), id="makespan-credit-unknown"),
-    pytest.param({"guard_leases": 2.0}, ValueError, ("guard_leases",), id="guard-leases-above-one"),
-    pytest.param({"guard_waiting": True}, ValueError, ("guard_leases",), id="guard-waiting-alone"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        pytest.param({"offer_rule": "nope"}, ValueError, ("nope",), id="offer-rule-unknown"),
+        pytest.param({"offer_rule": 123}, TypeError, ("offer_rule",), id="offer-rule-int"),
+        pytest.param({"priority": "dally"}, TypeError, ("priority",), id="dally-keyword"),
+        pytest.param({"max_candidates": 0}, ValueError, ("max_candidates",), id="max-candidates-zero"),
+        pytest.param({"max_candidates": 1.5}, ValueError, ("max_candidates",), id="max-candidates-float"),
+        pytest.param({"makespan_weight": -1}, ValueError, ("makespan_weight",), id="makespan-weight-negative"),
+        pytest.param({"lease_picks": "some"}, ValueError, ("lease_picks",), id="lease-picks-unknown"),
+        pytest.param({"makespan_credit": "later"}, ValueError, ("makespan_credit",), id="makespan-credit-unknown"),
+        pytest.param({"guard_leases": 2.0}, ValueError, ("guard_leases",), id="guard-leases-above-one"),
+        pytest.param({"guard_waiting": True}, ValueError, ("guard_leases",), id="guard-waiting-alone"),
+    ],
+)
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
 def test_bad_queue_keywords_are_refused_clearly(env_id, kwargs, error, words):
     with pytest.raises(error) as info:
@@ -127,14 +138,18 @@ def test_numpy_integers_are_accepted_where_integers_are():
 
 # --- reset ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed, options, error, words", [
-    pytest.param(-1, None, gym.error.Error, ("Seed",), id="seed-negative"),
-    pytest.param("abc", None, gym.error.Error, ("Seed",), id="seed-string"),
-    pytest.param(1.5, None, gym.error.Error, ("Seed",), id="seed-float"),
-    pytest.param(0, "fast", TypeError, ("options",), id="options-string"),
-    pytest.param(0, [1], TypeError, ("options",), id="options-list"),
-    pytest.param(0, {"bogus": 1}, ValueError, ("bogus",), id="options-unknown-key"),
-])
+
+@pytest.mark.parametrize(
+    "seed, options, error, words",
+    [
+        pytest.param(-1, None, gym.error.Error, ("Seed",), id="seed-negative"),
+        pytest.param("abc", None, gym.error.Error, ("Seed",), id="seed-string"),
+        pytest.param(1.5, None, gym.error.Error, ("Seed",), id="seed-float"),
+        pytest.param(0, "fast", TypeError, ("options",), id="options-string"),
+        pytest.param(0, [1], TypeError, ("options",), id="options-list"),
+        pytest.param(0, {"bogus": 1}, ValueError, ("bogus",), id="options-unknown-key"),
+    ],
+)
 @pytest.mark.parametrize("env_id", IDS)
 def test_bad_reset_arguments_are_refused_clearly(env_id, seed, options, error, words):
     env = fresh(env_id, trace=TINY)
@@ -210,6 +225,7 @@ def test_integer_actions_of_any_numpy_kind_are_actions(env_id, action):
 
 # --- the episode's life cycle -----------------------------------------------------------------
 
+
 def run_out(env: gym.Env) -> None:
     """Step ``env`` with valid actions until its episode ends."""
     done = False
@@ -264,6 +280,7 @@ def test_close_twice_is_harmless_and_reset_works_after_it(env_id):
 
 
 # --- snapshots (copy.deepcopy and pickle) ------------------------------------------------------
+
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_snapshots_keep_the_state_of_the_life_cycle(env_id):

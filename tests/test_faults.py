@@ -77,7 +77,7 @@ def _children(pid: int) -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
         if int(fields[1]) == pid and fields[0] != "Z":
             found.append(int(entry))
     return found
@@ -89,19 +89,21 @@ def _alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
 
 
 @linux_only
 def test_the_workers_of_a_killed_sweep_die_with_it(tmp_path):
     # Cells that never finish: without their parent the workers would wait for good.
-    (tmp_path / "endless_cells.py").write_text(textwrap.dedent("""
+    (tmp_path / "endless_cells.py").write_text(
+        textwrap.dedent("""
         import time
 
         def forever(cell):
             while True:
                 time.sleep(60)
-    """))
+    """)
+    )
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
@@ -160,6 +162,7 @@ def test_the_output_directory_is_old_or_new_at_every_step(tmp_path, two_runs, mo
             value = real(*args, **kwargs)
             check(f"after {name}")
             return value
+
         return call
 
     old_run.to_csv(out)
@@ -193,9 +196,11 @@ def test_a_write_interrupted_at_any_step_leaves_a_whole_output(tmp_path, two_run
     elif step == "exchange":
         monkeypatch.setattr(metrics, "_exchange", interrupt)
     elif step == "after exchange":
+
         def exchange_then_interrupt(a, b):
             assert real_exchange(a, b)
             raise Killed
+
         monkeypatch.setattr(metrics, "_exchange", exchange_then_interrupt)
     else:
         monkeypatch.setattr(metrics.shutil, "rmtree", interrupt)
@@ -246,11 +251,13 @@ def test_stale_staging_of_dead_runs_is_removed_by_the_next_write_beside_it(tmp_p
     dead_pid = int(dead.stdout)
     host = metrics._host()
     stale = [tmp_path / f".run.new-{host}-{dead_pid}-abc_12x", tmp_path / f".other.new-{host}-{dead_pid}-zz9"]
-    kept = [tmp_path / f".run.new-{host}-1-abc_12x",  # pid 1 is alive
-            tmp_path / f".run.new-{host}-{os.getpid()}-q1",  # this very process
-            tmp_path / f".run.new-elsewhere-{dead_pid}-q2",  # another machine's run
-            tmp_path / ".run.old-q3",  # the previous output aside: never removed unasked
-            tmp_path / "notes"]
+    kept = [
+        tmp_path / f".run.new-{host}-1-abc_12x",  # pid 1 is alive
+        tmp_path / f".run.new-{host}-{os.getpid()}-q1",  # this very process
+        tmp_path / f".run.new-elsewhere-{dead_pid}-q2",  # another machine's run
+        tmp_path / ".run.old-q3",  # the previous output aside: never removed unasked
+        tmp_path / "notes",
+    ]
     for path in stale + kept:
         path.mkdir()
         (path / "jobs.csv").write_text("x\n")
@@ -326,8 +333,23 @@ def test_a_full_disk_when_a_sweep_starts_names_results_csv(capsys, tmp_path, mon
 
     monkeypatch.setattr(Path, "write_text", full)
     out = tmp_path / "sweep"
-    code, _, err = _cli(capsys, "sweep", "--policies", "fifo", "--traces", "small", "--racks", "2",
-                        "--machines-per-rack", "1", "--workers", "1", "--no-progress", "--out", str(out))
+    code, _, err = _cli(
+        capsys,
+        "sweep",
+        "--policies",
+        "fifo",
+        "--traces",
+        "small",
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "1",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert code == 2
     _one_error_line(err, out / "results.csv")
     assert sorted(p.name for p in out.iterdir()) == []  # no temporary file left
@@ -345,8 +367,23 @@ def test_a_full_disk_while_a_sweep_appends_a_row_names_results_csv(capsys, tmp_p
         pytest.skip("needs /proc to tell the file written")
     monkeypatch.setattr(os, "write", full)
     out = tmp_path / "sweep"
-    code, _, err = _cli(capsys, "sweep", "--policies", "fifo", "--traces", "small", "--racks", "2",
-                        "--machines-per-rack", "1", "--workers", "1", "--no-progress", "--out", str(out))
+    code, _, err = _cli(
+        capsys,
+        "sweep",
+        "--policies",
+        "fifo",
+        "--traces",
+        "small",
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "1",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert code == 2
     _one_error_line(err, out / "results.csv")
 
@@ -362,8 +399,23 @@ def test_a_full_disk_writing_errors_csv_names_it(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
     out = tmp_path / "sweep"
     # One rack of one 8-GPU machine: the trace's 16-GPU jobs make the cell fail, so errors.csv is written.
-    code, _, err = _cli(capsys, "sweep", "--policies", "fifo", "--traces", "small", "--racks", "1",
-                        "--machines-per-rack", "1", "--workers", "1", "--no-progress", "--out", str(out))
+    code, _, err = _cli(
+        capsys,
+        "sweep",
+        "--policies",
+        "fifo",
+        "--traces",
+        "small",
+        "--racks",
+        "1",
+        "--machines-per-rack",
+        "1",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert code == 2
     assert err.splitlines()[-1] == f"dallygym: error: cannot write {out / 'errors.csv'}: {os.strerror(errno.ENOSPC)}"
     assert "errors.csv.tmp" not in {p.name for p in out.iterdir()}

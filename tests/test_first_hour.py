@@ -12,8 +12,7 @@ import pytest
 import dallygym  # noqa: F401 - registers the ids
 
 ROOT = Path(__file__).resolve().parent.parent
-DALLYGYM_IDS = sorted(k for k, spec in gym.registry.items()
-                      if str(spec.entry_point).startswith("dallygym."))
+DALLYGYM_IDS = sorted(k for k, spec in gym.registry.items() if str(spec.entry_point).startswith("dallygym."))
 
 
 def _zoo_hyperparameters() -> dict:
@@ -58,8 +57,12 @@ def test_rl_zoo3_output_directory_is_ignored_by_git():
 def test_record_video_writes_an_episode(tmp_path):
     pytest.importorskip("moviepy", reason="RecordVideo needs moviepy (the plots extra)")
     folder = tmp_path / "videos"  # RecordVideo creates it (it warns when it already exists)
-    env = gym.wrappers.RecordVideo(gym.make("DallySmall-v0", render_mode="rgb_array", trace="small"),
-                                   str(folder), episode_trigger=lambda episode: True, disable_logger=True)
+    env = gym.wrappers.RecordVideo(
+        gym.make("DallySmall-v0", render_mode="rgb_array", trace="small"),
+        str(folder),
+        episode_trigger=lambda episode: True,
+        disable_logger=True,
+    )
     env.reset(seed=0)
     done, steps = False, 0
     while not done:

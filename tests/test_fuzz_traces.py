@@ -108,23 +108,27 @@ def test_corpus_is_large_enough_small_on_disk_and_as_written(tmp_path):
 
     assert len(TRACES) >= 200 and len(IMPORTERS) >= 80
     assert {e["expect"] for e in TRACES} == {"load", "refuse", "either"}
-    assert {e["format"] for e in IMPORTERS} == {"philly", "tiresias", "helios", "gavel",
-                                                "gavel_throughputs"}
+    assert {e["format"] for e in IMPORTERS} == {"philly", "tiresias", "helios", "gavel", "gavel_throughputs"}
     files = sorted(p for p in FUZZ.rglob("*") if p.is_file())
     assert sum(p.stat().st_size for p in files) < 5_000_000
     # Regenerating gives the committed bytes.
     fuzz_corpus.write_all(tmp_path / "fuzz")
     again = sorted(p for p in (tmp_path / "fuzz").rglob("*") if p.is_file())
-    assert [p.relative_to(tmp_path / "fuzz") for p in again] == [p.relative_to(FUZZ)
-                                                                for p in files]
+    assert [p.relative_to(tmp_path / "fuzz") for p in again] == [p.relative_to(FUZZ) for p in files]
     for mine, theirs in zip(again, files):
         assert mine.read_bytes() == theirs.read_bytes(), theirs
 
 
 # ------------------------------------------------------------------ in-memory frames
 
-GOOD = {"job_id": [0, 1], "arrival_s": [0.0, 5.0], "num_gpus": [1, 2],
-        "model": ["resnet50", "vgg11"], "total_iterations": [10, 20], "iter_time_s": [0.5, 1.0]}
+GOOD = {
+    "job_id": [0, 1],
+    "arrival_s": [0.0, 5.0],
+    "num_gpus": [1, 2],
+    "model": ["resnet50", "vgg11"],
+    "total_iterations": [10, 20],
+    "iter_time_s": [0.5, 1.0],
+}
 
 
 def frame_with(column: str, value: object) -> pd.DataFrame:
@@ -170,16 +174,30 @@ def entry_named(section: list[dict], file: str) -> dict:
 
 
 CLI_CASES = [
-    ("utf16", ["simulate", "--trace", "traces/utf16_le_bom.csv", "--racks", "2"],
-     "file is UTF-16 (or binary), expected UTF-8 CSV"),
-    ("huge-model", ["simulate", "--trace", "traces/huge_model_later.csv", "--racks", "2"],
-     "(131073 characters)"),
-    ("directory", ["simulate", "--trace", "traces/a_directory.csv", "--racks", "2"],
-     "is a directory"),
-    ("philly-duration", ["trace", "import", "philly", "importers/philly_duration_1e300.csv"],
-     "line 3, column duration: out of range"),
-    ("gavel-nesting", ["trace", "import", "gavel", "importers/gavel_ok.trace", "--throughputs",
-                       "importers/throughputs_nested_100k.json"], "nested too deeply"),
+    (
+        "utf16",
+        ["simulate", "--trace", "traces/utf16_le_bom.csv", "--racks", "2"],
+        "file is UTF-16 (or binary), expected UTF-8 CSV",
+    ),
+    ("huge-model", ["simulate", "--trace", "traces/huge_model_later.csv", "--racks", "2"], "(131073 characters)"),
+    ("directory", ["simulate", "--trace", "traces/a_directory.csv", "--racks", "2"], "is a directory"),
+    (
+        "philly-duration",
+        ["trace", "import", "philly", "importers/philly_duration_1e300.csv"],
+        "line 3, column duration: out of range",
+    ),
+    (
+        "gavel-nesting",
+        [
+            "trace",
+            "import",
+            "gavel",
+            "importers/gavel_ok.trace",
+            "--throughputs",
+            "importers/throughputs_nested_100k.json",
+        ],
+        "nested too deeply",
+    ),
 ]
 
 
@@ -189,8 +207,9 @@ def test_command_line_refuses_with_one_error_line(tmp_path, argv, words):
     argv = [str(FUZZ / a) if a.startswith(("traces/", "importers/")) else a for a in argv]
     if argv[0] == "trace":
         argv += ["--out", str(tmp_path / "out.csv")]
-    done = subprocess.run([sys.executable, "-m", "dallygym", *argv], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dallygym", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     lines = done.stderr.splitlines()

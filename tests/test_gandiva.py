@@ -23,10 +23,16 @@ def _affinity_trace():
     # C (2 GPUs) the third, where D (6 GPUs, 1..21) joins it. A ends at 10; E (5 GPUs, at 11)
     # can only go to A's old machine (3 free left). D ends at 21: C's machine has 6 free.
     # F (2 GPUs, at 22) could go to E's machine (3 free: best fit) or C's (6 free).
-    return make_trace([
-        (1, 0, 8, 10, 1.0), (2, 0, 8, 1000, 1.0), (3, 0, 2, 1000, 1.0), (4, 1, 6, 20, 1.0),
-        (5, 11, 5, 1000, 1.0), (6, 22, 2, 100, 1.0),
-    ])
+    return make_trace(
+        [
+            (1, 0, 8, 10, 1.0),
+            (2, 0, 8, 1000, 1.0),
+            (3, 0, 2, 1000, 1.0),
+            (4, 1, 6, 20, 1.0),
+            (5, 11, 5, 1000, 1.0),
+            (6, 22, 2, 100, 1.0),
+        ]
+    )
 
 
 def test_small_job_goes_to_a_machine_running_jobs_of_its_size_not_best_fit():
@@ -89,6 +95,7 @@ def test_job_never_waits_for_a_better_tier():
 
 
 # --- time-slicing (gandiva-timeslice) ---------------------------------------------------------
+
 
 def test_timeslice_two_jobs_take_turns_on_one_gpu():
     # 1 machine x 1 GPU, lease 100 s. A and B (1 GPU, 250 iterations of 1 s) both arrive at 0.

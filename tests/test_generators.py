@@ -28,8 +28,7 @@ from dallygym.trace import (
 REPO_TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 BATCH_GPUS = {1: 270, 2: 13, 4: 52, 8: 109, 16: 42, 32: 11, 40: 1, 48: 1, 56: 1}
-BATCH_MODELS = {"mobilenet_v3": 125, "bert_large": 125, "resnet50": 125, "alexnet": 53,
-                "resnet18": 38, "vgg11": 34}
+BATCH_MODELS = {"mobilenet_v3": 125, "bert_large": 125, "resnet50": 125, "alexnet": 53, "resnet18": 38, "vgg11": 34}
 
 
 def within(value: float, target: float, rel: float = 0.10) -> bool:
@@ -95,8 +94,12 @@ def test_poisson_411_model_mix_is_the_papers_by_largest_remainder(poisson):
     # 411 x (125, 125, 125, 53, 38, 34) / 500 = 102.75 x3, 43.57, 31.24, 27.95: the floors
     # take 407 and the four largest remainders (vgg11 .95, then the three .75) one more each.
     assert trace_stats(poisson)["model_counts"] == {
-        "alexnet": 43, "bert_large": 103, "mobilenet_v3": 103, "resnet18": 31,
-        "resnet50": 103, "vgg11": 28,
+        "alexnet": 43,
+        "bert_large": 103,
+        "mobilenet_v3": 103,
+        "resnet18": 31,
+        "resnet50": 103,
+        "vgg11": 28,
     }
 
 
@@ -162,8 +165,7 @@ def test_largest_remainder_apportions_exactly():
 
 @pytest.mark.parametrize("name", list(GENERATORS))
 def test_same_seed_gives_the_same_trace(name):
-    pd.testing.assert_frame_equal(generate_trace(name, 5), generate_trace(name, 5),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(generate_trace(name, 5), generate_trace(name, 5), check_exact=True)
 
 
 @pytest.mark.parametrize("name", list(GENERATORS))

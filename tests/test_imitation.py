@@ -14,9 +14,18 @@ from dallygym.queue_env import protected_share_action
 
 pytestmark = [pytest.mark.slow]
 
-SMALL = TrainConfig(env_id="DallyQueueSmall-v0", trace="gen:small", racks=2, machines_per_rack=2,
-                    total_timesteps=128, n_envs=2, n_steps=64, eval_freq_steps=64, checkpoint_freq_steps=10**6,
-                    progress_bar=False)
+SMALL = TrainConfig(
+    env_id="DallyQueueSmall-v0",
+    trace="gen:small",
+    racks=2,
+    machines_per_rack=2,
+    total_timesteps=128,
+    n_envs=2,
+    n_steps=64,
+    eval_freq_steps=64,
+    checkpoint_freq_steps=10**6,
+    progress_bar=False,
+)
 
 
 def teacher_keys(obs) -> np.ndarray:
@@ -91,16 +100,19 @@ def test_same_seed_same_warm_start():
     assert all(th.equal(states[0][k], states[1][k]) for k in states[0])
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({"imitate_episodes": 2, "env_id": "DallySmall-v0"}, "DallyQueue id"),
-    ({"keep": "first"}, "keep must be one of last, best"),
-    ({"imitate_episodes": -1}, "imitate_episodes must be >= 0"),
-    ({"teacher_share": 0.0}, "teacher_share must be a share"),
-    ({"teacher_share": 1.5}, "teacher_share must be a share"),
-    ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
-    ({"guard_leases": 1.5}, r"guard_leases must be None or a share in \(0, 1\]"),
-    ({"guard_waiting": True}, "guard_waiting needs guard_leases"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"imitate_episodes": 2, "env_id": "DallySmall-v0"}, "DallyQueue id"),
+        ({"keep": "first"}, "keep must be one of last, best"),
+        ({"imitate_episodes": -1}, "imitate_episodes must be >= 0"),
+        ({"teacher_share": 0.0}, "teacher_share must be a share"),
+        ({"teacher_share": 1.5}, "teacher_share must be a share"),
+        ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
+        ({"guard_leases": 1.5}, r"guard_leases must be None or a share in \(0, 1\]"),
+        ({"guard_waiting": True}, "guard_waiting needs guard_leases"),
+    ],
+)
 def test_bad_warm_start_settings_are_refused_before_training(tmp_path, changes, words):
     pytest.importorskip("sb3_contrib")
     with pytest.raises(ValueError, match=words):
@@ -126,8 +138,9 @@ def test_train_on_several_sizes_builds_each_size_for_training_teaching_and_valid
         return real_make(env_id, **kwargs)
 
     monkeypatch.setattr(gym, "make", recording_make)
-    config = replace(SMALL, train_racks=[1, 2], imitate_episodes=2, imitate_epochs=1, keep="best",
-                     out_dir=str(tmp_path / "run"))
+    config = replace(
+        SMALL, train_racks=[1, 2], imitate_episodes=2, imitate_epochs=1, keep="best", out_dir=str(tmp_path / "run")
+    )
     train(config)
     # teacher: one environment per size; training: ranks 0, 1 -> 1, 2 racks; validation: one per size.
     assert made == [1, 2, 1, 2, 1, 2], made
@@ -137,11 +150,14 @@ def test_train_on_several_sizes_builds_each_size_for_training_teaching_and_valid
     assert saved["train_racks"] == [1, 2]
 
 
-@pytest.mark.parametrize("train_racks, words", [
-    ([], "non-empty list of positive integers"),
-    ([2, 0], "non-empty list of positive integers"),
-    ([1, 2, 2], "only 2 training environments"),
-])
+@pytest.mark.parametrize(
+    "train_racks, words",
+    [
+        ([], "non-empty list of positive integers"),
+        ([2, 0], "non-empty list of positive integers"),
+        ([1, 2, 2], "only 2 training environments"),
+    ],
+)
 def test_bad_train_racks_are_refused_before_training(tmp_path, train_racks, words):
     with pytest.raises(ValueError, match=words):
         train(replace(SMALL, train_racks=train_racks, out_dir=str(tmp_path / "run")))

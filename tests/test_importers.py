@@ -36,8 +36,7 @@ HELIOS = DATA / "helios_cluster_log.csv"
 
 TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval"
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
-HELIOS_HEADER = ("job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,"
-                 "end_time,duration,queue")
+HELIOS_HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue"
 
 
 def write(tmp_path: Path, header: str, *rows: str, name: str = "in.csv") -> Path:
@@ -151,8 +150,7 @@ def test_philly_iterations_keep_the_recorded_duration_exactly(tmp_path):
 
 def test_philly_unparsable_timestamp_is_named(tmp_path):
     path = write(tmp_path, PHILLY_HEADER, "2017-10-03 10:00:00,5,1,5,1", "yesterday,5,1,5,1")
-    with pytest.raises(TraceError,
-                       match="line 3, column timestamp: expected seconds or a date-time"):
+    with pytest.raises(TraceError, match="line 3, column timestamp: expected seconds or a date-time"):
         import_philly(path)
 
 
@@ -201,18 +199,14 @@ def test_helios_log_keeps_completed_gpu_jobs_as_worked_out_by_hand():
 
 
 def test_helios_submit_times_may_be_seconds(tmp_path):
-    path = write(tmp_path, HELIOS_HEADER,
-                 "7,u,v,2,1,1,COMPLETED,500,0,0,60,0",
-                 "8,u,v,1,1,1,COMPLETED,200,0,0,60,0")
+    path = write(tmp_path, HELIOS_HEADER, "7,u,v,2,1,1,COMPLETED,500,0,0,60,0", "8,u,v,1,1,1,COMPLETED,200,0,0,60,0")
     frame = import_helios(path, model_mix={"vgg11": 1.0})
     assert frame["arrival_s"].tolist() == [0.0, 300.0]
     assert frame.attrs["job_id_map"] == ("8", "7")
 
 
 def test_helios_bad_duration_of_a_kept_job_is_named(tmp_path):
-    path = write(tmp_path, HELIOS_HEADER,
-                 "a,u,v,2,1,1,COMPLETED,0,0,0,60,0",
-                 "b,u,v,2,1,1,COMPLETED,0,0,0,long,0")
+    path = write(tmp_path, HELIOS_HEADER, "a,u,v,2,1,1,COMPLETED,0,0,0,60,0", "b,u,v,2,1,1,COMPLETED,0,0,0,long,0")
     with pytest.raises(TraceError, match="line 3, column duration: expected a number"):
         import_helios(path)
 
@@ -224,10 +218,13 @@ def test_helios_unparsable_gpu_count_is_named(tmp_path):
 
 
 def test_helios_duplicate_ids_of_kept_jobs_are_named(tmp_path):
-    path = write(tmp_path, HELIOS_HEADER,
-                 "a,u,v,2,1,1,COMPLETED,0,0,0,60,0",
-                 "b,u,v,2,1,1,FAILED,0,0,0,60,0",
-                 "a,u,v,2,1,1,COMPLETED,9,0,0,60,0")
+    path = write(
+        tmp_path,
+        HELIOS_HEADER,
+        "a,u,v,2,1,1,COMPLETED,0,0,0,60,0",
+        "b,u,v,2,1,1,FAILED,0,0,0,60,0",
+        "a,u,v,2,1,1,COMPLETED,9,0,0,60,0",
+    )
     with pytest.raises(TraceError, match="duplicate job_id 'a' on line 2 and line 4"):
         import_helios(path)
 
@@ -249,8 +246,9 @@ def test_helios_missing_column_is_named(tmp_path):
 
 def test_imported_job_larger_than_the_cluster_names_the_file_line():
     cluster = ClusterSpec(racks=1, machines_per_rack=1, gpus_per_machine=4)
-    with pytest.raises(TraceError, match="helios_cluster_log.csv, line 2, column gpu_num: "
-                                         "a job of 8 GPUs, more than the cluster's 4"):
+    with pytest.raises(
+        TraceError, match="helios_cluster_log.csv, line 2, column gpu_num: a job of 8 GPUs, more than the cluster's 4"
+    ):
         import_helios(HELIOS, cluster=cluster)
 
 
@@ -262,8 +260,7 @@ def test_import_trace_dispatches_by_format():
 
 
 def test_import_trace_rejects_an_unknown_format_listing_the_known_ones():
-    with pytest.raises(TraceError,
-                       match="unknown trace format 'alibaba'.*tiresias, philly, helios"):
+    with pytest.raises(TraceError, match="unknown trace format 'alibaba'.*tiresias, philly, helios"):
         import_trace("alibaba", TIRESIAS)
 
 
@@ -301,8 +298,7 @@ def one_job_import(fmt: str, tmp_path: Path, gpus: int, duration: float, **optio
         path = write(tmp_path, PHILLY_HEADER, f"2017-10-03 10:00:00,{duration},{gpus},0,vc1")
         return import_philly(path, **mix, **options)
     if fmt == "helios":
-        path = write(tmp_path, HELIOS_HEADER,
-                     f"j,u,vc1,{gpus},1,1,COMPLETED,2020-04-01 00:00:00,,,{duration},0")
+        path = write(tmp_path, HELIOS_HEADER, f"j,u,vc1,{gpus},1,1,COMPLETED,2020-04-01 00:00:00,,,{duration},0")
         return import_helios(path, **mix, **options)
     # Gavel: 1000 steps at 1000 / duration steps per second take `duration` seconds.
     path = tmp_path / "one.trace"
@@ -330,10 +326,9 @@ def test_a_job_alone_finishes_in_its_recorded_duration(tmp_path, fmt, gpus):
     assert job["jct_s"] == pytest.approx(3600, rel=1e-12)
     assert job["queue_s"] == 0
     # The compute reading (before issue 12) adds modelled communication on top.
-    compute = one_job_import(fmt, tmp_path, gpus, 3600, cluster=SMALL_CLUSTER,
-                             durations="compute")
+    compute = one_job_import(fmt, tmp_path, gpus, 3600, cluster=SMALL_CLUSTER, durations="compute")
     jct = simulate(compute, SMALL_CLUSTER, policy="fifo").jobs["jct_s"].item()
-    assert jct == pytest.approx(3600 ** 2 / ideal, rel=1e-12)
+    assert jct == pytest.approx(3600**2 / ideal, rel=1e-12)
     assert compute.attrs["import_report"]["durations"] == "compute"
 
 
@@ -373,8 +368,7 @@ GAVEL_LINES = [
     # line 3, 7 fields: A3C has no 4-GPU rate: 5 steps/s x 4 = 20 steps/s, 500 steps = 25 s
     "A3C\tpython3 main.py\t--max-steps\t0\t500\t5.0\t4",
 ]
-GAVEL_RATES = {("ResNet-18 (batch size 32)", 1): 30.0, ("Transformer (batch size 64)", 2): 8.0,
-               ("A3C", 1): 5.0}
+GAVEL_RATES = {("ResNet-18 (batch size 32)", 1): 30.0, ("Transformer (batch size 64)", 2): 8.0, ("A3C", 1): 5.0}
 
 
 def gavel_file(tmp_path: Path, lines: list[str]) -> Path:
@@ -384,9 +378,12 @@ def gavel_file(tmp_path: Path, lines: list[str]) -> Path:
 
 
 def test_gavel_7_and_10_field_lines_become_the_hand_worked_trace(tmp_path):
-    frame = import_gavel(gavel_file(tmp_path, GAVEL_LINES),
-                         throughputs=gavel_table(tmp_path, GAVEL_RATES),
-                         model_map={"A3C": "alexnet"}, **COMPUTE)
+    frame = import_gavel(
+        gavel_file(tmp_path, GAVEL_LINES),
+        throughputs=gavel_table(tmp_path, GAVEL_RATES),
+        model_map={"A3C": "alexnet"},
+        **COMPUTE,
+    )
     assert as_rows(frame) == [
         (0, 0.0, 2, "bert_large", 1000, 0.125),
         (1, 5.0, 4, "alexnet", 500, 0.05),
@@ -403,10 +400,16 @@ def test_gavel_7_and_10_field_lines_become_the_hand_worked_trace(tmp_path):
 
 
 def test_gavel_missing_throughput_can_be_an_error_naming_the_line(tmp_path):
-    with pytest.raises(TraceError, match=r"vc\.trace, line 3, column job_type: no v100 "
-                                         r"throughput for 'A3C' at scale factor 4"):
-        import_gavel(gavel_file(tmp_path, GAVEL_LINES),
-                     throughputs=gavel_table(tmp_path, GAVEL_RATES), missing_throughput="error")
+    with pytest.raises(
+        TraceError,
+        match=r"vc\.trace, line 3, column job_type: no v100 "
+        r"throughput for 'A3C' at scale factor 4",
+    ):
+        import_gavel(
+            gavel_file(tmp_path, GAVEL_LINES),
+            throughputs=gavel_table(tmp_path, GAVEL_RATES),
+            missing_throughput="error",
+        )
 
 
 def test_gavel_job_type_without_any_rate_is_an_error(tmp_path):
@@ -418,10 +421,8 @@ def test_gavel_job_type_without_any_rate_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     "bad, words",
     [
-        ("A3C\tx\t-n\t0\t500\t5.0\t4\textra",
-         r"line 2: 8 tab-separated fields; a Gavel trace line has 7"),
-        ("A3C\tx\t-n\t0\tmany\t5.0\t4",
-         r"line 2, column total_steps: expected a number, got 'many'"),
+        ("A3C\tx\t-n\t0\t500\t5.0\t4\textra", r"line 2: 8 tab-separated fields; a Gavel trace line has 7"),
+        ("A3C\tx\t-n\t0\tmany\t5.0\t4", r"line 2, column total_steps: expected a number, got 'many'"),
         ("A3C\tx\t-n\t0\t500\t5.0\t0", r"line 2, column scale_factor: must be at least 1"),
         ("", r"line 2: blank line inside the data"),
     ],
@@ -434,8 +435,9 @@ def test_gavel_bad_lines_are_named(tmp_path, bad, words):
 
 def test_gavel_unknown_worker_type_lists_the_known_ones(tmp_path):
     with pytest.raises(TraceError, match="no worker type 'a100'; the table has v100"):
-        import_gavel(gavel_file(tmp_path, GAVEL_LINES),
-                     throughputs=gavel_table(tmp_path, GAVEL_RATES), worker_type="a100")
+        import_gavel(
+            gavel_file(tmp_path, GAVEL_LINES), throughputs=gavel_table(tmp_path, GAVEL_RATES), worker_type="a100"
+        )
 
 
 def test_gavel_draws_are_seeded_and_reported(tmp_path):
@@ -449,9 +451,17 @@ def test_gavel_draws_are_seeded_and_reported(tmp_path):
 
 # ---------------------------------------------------------------- model names
 
+
 def test_family_aliases_apply_before_any_draw_and_the_map_wins(tmp_path):
-    path = write(tmp_path, TIRESIAS_HEADER, "0,1,0,10,vgg19,5,0", "1,1,0,10,resnet152,5,0",
-                 "2,1,0,10,inception3,5,0", "3,1,0,10,googlenet,5,0", "4,1,0,10,inception4,5,0")
+    path = write(
+        tmp_path,
+        TIRESIAS_HEADER,
+        "0,1,0,10,vgg19,5,0",
+        "1,1,0,10,resnet152,5,0",
+        "2,1,0,10,inception3,5,0",
+        "3,1,0,10,googlenet,5,0",
+        "4,1,0,10,inception4,5,0",
+    )
     frame = import_tiresias(path, model_map={"inception4": "vgg11"}, unknown_models="error")
     assert frame["model"].tolist() == ["vgg11", "resnet50", "resnet50", "resnet18", "vgg11"]
     report = frame.attrs["import_report"]
@@ -488,8 +498,11 @@ def durations_of(frame):
 
 
 def test_oversize_error_names_the_source_line_and_column(tmp_path):
-    with pytest.raises(TraceError, match=r"in\.csv, line 4, column num_gpus: a job of 64 GPUs, "
-                                         r"more than the cluster's 32"):
+    with pytest.raises(
+        TraceError,
+        match=r"in\.csv, line 4, column num_gpus: a job of 64 GPUs, "
+        r"more than the cluster's 32",
+    ):
         philly_filtered(tmp_path)
 
 
@@ -499,8 +512,7 @@ def test_oversize_drop_removes_and_reports_the_row(tmp_path):
     assert frame.attrs["source_line"] == (2, 3, 5, 6)
     report = frame.attrs["import_report"]
     assert report["dropped"] == {"oversize": 1}
-    assert report["oversize"]["rows"] == [
-        {"line": "line 4", "job": None, "num_gpus": 64, "action": "dropped"}]
+    assert report["oversize"]["rows"] == [{"line": "line 4", "job": None, "num_gpus": 64, "action": "dropped"}]
 
 
 def test_oversize_clamp_cuts_the_job_to_the_cluster_and_reports_it(tmp_path):
@@ -508,7 +520,8 @@ def test_oversize_clamp_cuts_the_job_to_the_cluster_and_reports_it(tmp_path):
     assert frame["num_gpus"].tolist() == [1, 2, 32, 4, 8]
     assert durations_of(frame) == [100, 200, 300, 400, 500]
     assert frame.attrs["import_report"]["oversize"]["rows"] == [
-        {"line": "line 4", "job": None, "num_gpus": 64, "action": "clamped to 32"}]
+        {"line": "line 4", "job": None, "num_gpus": 64, "action": "clamped to 32"}
+    ]
 
 
 def test_virtual_cluster_filter(tmp_path):
@@ -521,8 +534,7 @@ def test_virtual_cluster_filter(tmp_path):
 
 
 def test_unknown_virtual_cluster_lists_the_files_ones(tmp_path):
-    with pytest.raises(TraceError, match="column cluster: no job of virtual cluster.* c; "
-                                         "the file has a, b"):
+    with pytest.raises(TraceError, match="column cluster: no job of virtual cluster.* c; the file has a, b"):
         philly_filtered(tmp_path, vc="c")
 
 
@@ -537,8 +549,7 @@ def test_hour_window_is_half_open_and_shifts_arrivals(tmp_path):
 
 
 def test_date_window_equals_the_hour_window(tmp_path):
-    by_date = philly_filtered(tmp_path, start="2017-10-01 01:00", end="2017-10-01 05:00",
-                              oversize="drop")
+    by_date = philly_filtered(tmp_path, start="2017-10-01 01:00", end="2017-10-01 05:00", oversize="drop")
     by_hours = philly_filtered(tmp_path, start_h=1, end_h=5, oversize="drop")
     pd.testing.assert_frame_equal(by_date, by_hours)
 
@@ -580,15 +591,20 @@ def test_oversize_drop_names_tiresias_job_ids(tmp_path):
     frame = import_tiresias(path, cluster=C32, oversize="drop")
     assert frame["job_id"].tolist() == [5]
     assert frame.attrs["import_report"]["oversize"]["rows"] == [
-        {"line": "line 3", "job": 6, "num_gpus": 40, "action": "dropped"}]
+        {"line": "line 3", "job": 6, "num_gpus": 40, "action": "dropped"}
+    ]
 
 
 # ---------------------------------------------------------------- filters on load
 
 
-CANONICAL = ["job_id,arrival_s,num_gpus,model,total_iterations,iter_time_s",
-             "7,0,1,vgg11,10,1.0", "3,3600,64,vgg11,10,1.0", "9,1800,2,vgg11,10,1.0",
-             "4,9000,4,vgg11,10,1.0"]
+CANONICAL = [
+    "job_id,arrival_s,num_gpus,model,total_iterations,iter_time_s",
+    "7,0,1,vgg11,10,1.0",
+    "3,3600,64,vgg11,10,1.0",
+    "9,1800,2,vgg11,10,1.0",
+    "4,9000,4,vgg11,10,1.0",
+]
 
 
 def test_load_filters_name_the_file_line_and_report(tmp_path):
@@ -600,7 +616,8 @@ def test_load_filters_name_the_file_line_and_report(tmp_path):
     dropped = load_trace(path, cluster=C32, oversize="drop")
     assert dropped["job_id"].tolist() == [7, 9, 4]
     assert dropped.attrs["load_report"]["oversize"]["rows"] == [
-        {"line": "line 3", "job": 3, "num_gpus": 64, "action": "dropped"}]
+        {"line": "line 3", "job": 3, "num_gpus": 64, "action": "dropped"}
+    ]
     clamped = load_trace(path, cluster=C32, oversize="clamp", start_h=0.5, end_h=2.5)
     assert clamped["job_id"].tolist() == [9, 3]
     assert clamped["num_gpus"].tolist() == [2, 32]
@@ -619,13 +636,31 @@ def test_cli_import_reports_dropped_rows_on_stderr_and_in_the_report(tmp_path, c
 
     src = write(tmp_path, PHILLY_HEADER, *FILTER_ROWS)
     out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
-    code = main(["trace", "import", "philly", str(src), "--racks", "2", "--machines-per-rack",
-                 "2", "--gpus-per-machine", "8", "--cluster", "a", "--oversize", "drop",
-                 "--out", str(out), "--report", str(rep)])
+    code = main(
+        [
+            "trace",
+            "import",
+            "philly",
+            str(src),
+            "--racks",
+            "2",
+            "--machines-per-rack",
+            "2",
+            "--gpus-per-machine",
+            "8",
+            "--cluster",
+            "a",
+            "--oversize",
+            "drop",
+            "--out",
+            str(out),
+            "--report",
+            str(rep),
+        ]
+    )
     stdout, stderr = capsys.readouterr()
     assert code == 0
-    assert stderr.strip() == (f"dallygym: note: {src}, line 4: a job of 64 GPUs dropped "
-                              f"(larger than the cluster)")
+    assert stderr.strip() == (f"dallygym: note: {src}, line 4: a job of 64 GPUs dropped (larger than the cluster)")
     assert "wrote 2 jobs" in stdout and "durations: wall" in stdout
     report = json.loads(rep.read_text())
     assert report["dropped"] == {"other_virtual_cluster": 2, "oversize": 1}
@@ -637,8 +672,22 @@ def test_cli_import_error_is_one_line_naming_the_source_line(tmp_path, capsys):
     from dallygym.cli import main
 
     src = write(tmp_path, PHILLY_HEADER, *FILTER_ROWS)
-    code = main(["trace", "import", "philly", str(src), "--racks", "2", "--machines-per-rack",
-                 "2", "--gpus-per-machine", "8", "--out", str(tmp_path / "o.csv")])
+    code = main(
+        [
+            "trace",
+            "import",
+            "philly",
+            str(src),
+            "--racks",
+            "2",
+            "--machines-per-rack",
+            "2",
+            "--gpus-per-machine",
+            "8",
+            "--out",
+            str(tmp_path / "o.csv"),
+        ]
+    )
     _, stderr = capsys.readouterr()
     assert code == 2
     assert stderr.count("\n") == 1
@@ -650,14 +699,28 @@ def test_cli_gavel_with_model_map(tmp_path, capsys):
 
     src = gavel_file(tmp_path, GAVEL_LINES)
     out = tmp_path / "g.csv"
-    code = main(["trace", "import", "gavel", str(src), "--throughputs",
-                 str(gavel_table(tmp_path, GAVEL_RATES)), "--model-map", "A3C=alexnet",
-                 "--durations", "compute", "--out", str(out)])
+    code = main(
+        [
+            "trace",
+            "import",
+            "gavel",
+            str(src),
+            "--throughputs",
+            str(gavel_table(tmp_path, GAVEL_RATES)),
+            "--model-map",
+            "A3C=alexnet",
+            "--durations",
+            "compute",
+            "--out",
+            str(out),
+        ]
+    )
     stdout, _ = capsys.readouterr()
     assert code == 0
     assert "1 by the 1-GPU rate x scale factor" in stdout
     assert pd.read_csv(out)["model"].tolist() == ["bert_large", "alexnet", "resnet18"]
-    code = main(["trace", "import", "gavel", str(src), "--model-map", "A3C",
-                 "--throughputs", "x.json", "--out", str(out)])
+    code = main(
+        ["trace", "import", "gavel", str(src), "--model-map", "A3C", "--throughputs", "x.json", "--out", str(out)]
+    )
     assert code == 2
     assert "--model-map expects NAME=MODEL" in capsys.readouterr().err

@@ -54,8 +54,15 @@ def small_runs(draw):
     n = draw(st.integers(1, 12))
     rows = []
     for i in range(n):
-        rows.append((i * 3 + 1, draw(st.integers(0, 20)) * 450.0, draw(st.integers(1, spec.num_gpus)),
-                     draw(st.integers(1, 400)), draw(st.sampled_from([0.5, 1.0, 7.25]))))
+        rows.append(
+            (
+                i * 3 + 1,
+                draw(st.integers(0, 20)) * 450.0,
+                draw(st.integers(1, spec.num_gpus)),
+                draw(st.integers(1, 400)),
+                draw(st.sampled_from([0.5, 1.0, 7.25])),
+            )
+        )
     lease = draw(st.sampled_from([300.0, 1000.0, 3600.0]))
     overhead = draw(st.sampled_from([0.0, 30.0]))
     config = EngineConfig(lease_s=lease, restart_overhead_s=overhead, seed=draw(st.integers(0, 3)))

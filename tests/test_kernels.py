@@ -108,9 +108,27 @@ def test_impossible_placement_gives_the_reference_error(tier):
 # --- whole runs: the compiled engine is the reference engine ---------------------------------
 
 #: Every per-job array an engine keeps (the results and what policies read).
-JOB_ARRAYS = ("state", "done_iters", "speed", "rate", "seg_start_s", "seg_done0", "hold_start_s", "finish_s",
-              "run_s", "overhead_s", "tier_s", "tier", "starve_anchor_s", "first_start_s", "end_s",
-              "preemptions", "migrations", "upgrades", "speed_seen")
+JOB_ARRAYS = (
+    "state",
+    "done_iters",
+    "speed",
+    "rate",
+    "seg_start_s",
+    "seg_done0",
+    "hold_start_s",
+    "finish_s",
+    "run_s",
+    "overhead_s",
+    "tier_s",
+    "tier",
+    "starve_anchor_s",
+    "first_start_s",
+    "end_s",
+    "preemptions",
+    "migrations",
+    "upgrades",
+    "speed_seen",
+)
 
 
 def assert_same_run(fast: Engine, plain: Engine) -> None:
@@ -119,12 +137,18 @@ def assert_same_run(fast: Engine, plain: Engine) -> None:
     for name in JOB_ARRAYS:
         assert np.array_equal(getattr(fast, name), getattr(plain, name), equal_nan=True), name
     assert np.array_equal(fast.cluster.owner, plain.cluster.owner)
-    assert [None if g is None else g.tolist() for g in fast.gpus] == \
-        [None if g is None else g.tolist() for g in plain.gpus]
-    assert [None if g is None else g.tolist() for g in fast.last_gpus] == \
-        [None if g is None else g.tolist() for g in plain.last_gpus]
-    assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == \
-        (plain.in_system_area_s, plain.comm_area_s, plain.rounds, plain.passes)
+    assert [None if g is None else g.tolist() for g in fast.gpus] == [
+        None if g is None else g.tolist() for g in plain.gpus
+    ]
+    assert [None if g is None else g.tolist() for g in fast.last_gpus] == [
+        None if g is None else g.tolist() for g in plain.last_gpus
+    ]
+    assert (fast.in_system_area_s, fast.comm_area_s, fast.rounds, fast.passes) == (
+        plain.in_system_area_s,
+        plain.comm_area_s,
+        plain.rounds,
+        plain.passes,
+    )
     a, b = collect(fast), collect(plain)
     assert a.summary == b.summary and a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline)
 
@@ -137,8 +161,9 @@ def offers_and_engine(monkeypatch, compiled, trace, spec, policy_name, config):
 
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(run=small_runs())
 def test_compiled_engine_runs_exactly_as_the_reference(monkeypatch, run, policy_name, renewal):
     """Same offers, and the same run (assert_same_run): per-job arrays bit for bit, GPU
@@ -158,8 +183,9 @@ def native_run(monkeypatch, compiled, trace, spec, policy_name, config) -> Engin
 
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(run=small_runs())
 def test_native_runs_accepting_offers_unasked_are_the_runs_asking_every_offer(monkeypatch, run, policy_name, renewal):
     """run_policy lets the engine accept the offers the policy declares it takes at their best
@@ -175,8 +201,9 @@ def test_native_runs_accepting_offers_unasked_are_the_runs_asking_every_offer(mo
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(run=small_runs())
 def test_a_policy_declaring_auto_accept_answers_those_offers_with_their_best_tier(monkeypatch, run, policy_name):
     """Policy.auto_accept is a claim about decide(): check it on every offer of a run."""
@@ -225,13 +252,18 @@ def test_an_unknown_auto_accept_is_refused():
     assert run_policy(engine).finished == 1  # a refused call does not use the engine up
 
 
-@settings(max_examples=10, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**16), lease_picks=st.sampled_from(["waiting", "all"]),
-       guard=st.sampled_from([{}, {"guard_leases": 0.25, "guard_waiting": True}]),
-       renewal=st.sampled_from(["upgrade", "keep", "rebid"]))
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**16),
+    lease_picks=st.sampled_from(["waiting", "all"]),
+    guard=st.sampled_from([{}, {"guard_leases": 0.25, "guard_waiting": True}]),
+    renewal=st.sampled_from(["upgrade", "keep", "rebid"]),
+)
 def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lease_picks, guard, renewal):
     """DallyQueue (agent picks) under random masked picks: the same episode, step for step."""
+
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         env = gym.make("DallyQueueSmall-v0", lease_picks=lease_picks, renewal=renewal, **guard)
@@ -240,16 +272,20 @@ def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lea
     assert_same_episode(episode(True), episode(False))
 
 
-@pytest.mark.parametrize(("env_id", "options"), [
-    ("DallyQueue-v0", {}),  # the offer rule's timers, 512 candidates shown
-    ("DallyQueueSmall-v0", {"sensitivity": "observed", "max_candidates": 3}),  # jobs beyond the window
-    ("DallyQueueSmall-v0", {"sensitivity": "oracle", "offer_rule": "tiresias"}),  # no timers
-    ("DallyQueueSmall-v0", {"offer_rule": "protected-remaining", "reward": "makespan"}),
-])
+@pytest.mark.parametrize(
+    ("env_id", "options"),
+    [
+        ("DallyQueue-v0", {}),  # the offer rule's timers, 512 candidates shown
+        ("DallyQueueSmall-v0", {"sensitivity": "observed", "max_candidates": 3}),  # jobs beyond the window
+        ("DallyQueueSmall-v0", {"sensitivity": "oracle", "offer_rule": "tiresias"}),  # no timers
+        ("DallyQueueSmall-v0", {"offer_rule": "protected-remaining", "reward": "makespan"}),
+    ],
+)
 def test_compiled_queue_observation_and_reward_are_the_reference_ones(monkeypatch, env_id, options):
     """DallyQueue's job features (kernels.queue_demands / queue_job_features) and makespan bound
     (kernels.makespan_bound) against the numpy reference: a whole random masked episode with the
     same observations, rewards and masks, bit for bit."""
+
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         env = gym.make(env_id, **options)
@@ -277,8 +313,9 @@ def test_an_offer_to_a_preempted_lease_is_asked_after_the_kernel_preempted_it(mo
             offer = next(gen)
             while True:
                 j = offer.job
-                seen.append((repr(offer), sorted(engine.expired_unvisited), int(engine.state[j]),
-                             int(engine.preemptions[j])))
+                seen.append(
+                    (repr(offer), sorted(engine.expired_unvisited), int(engine.state[j]), int(engine.preemptions[j]))
+                )
                 assert j not in engine.expired_unvisited
                 # mostly waiting (an agent early in training), now and then a random tier
                 offer = gen.send(offer.tiers[rng.integers(len(offer.tiers))] if rng.random() < 0.1 else None)
@@ -319,8 +356,25 @@ def test_queue_job_features_of_a_hand_made_state():
     limits[16] = (0.0, 100.0)  # job 1, 90 s
     jobs = np.zeros((3, 20), dtype=np.float32)
     times = np.empty((4, 2))
-    kernels.queue_job_features(np.array([0, 1]), 100.0, 10.0, 64.0, 8, 0.1, 1000.0, jobf, jobi, state, size,
-                               free_of, limits, True, jobs, times, np.zeros(3))
+    kernels.queue_job_features(
+        np.array([0, 1]),
+        100.0,
+        10.0,
+        64.0,
+        8,
+        0.1,
+        1000.0,
+        jobf,
+        jobi,
+        state,
+        size,
+        free_of,
+        limits,
+        True,
+        jobs,
+        times,
+        np.zeros(3),
+    )
     assert times.tolist() == [[6.0, 9.0], [15.0, 20.0], [30.0, 200.0], [0.625, 0.0]]  # / lease 10 s
     expected = np.zeros((3, 20), dtype=np.float32)
     expected[0, [0, 1, 6, 7, 11, 12, 13, 17, 19]] = (0.25, 1, 0.5, 0.25, 1.0, 1, 2 / 3, 1, 300 / 2000)
@@ -356,40 +410,115 @@ def test_offer_observation_on_a_state_worked_out_by_hand():
     free_pm, free_pr = np.array([3, 1, 2, 0]), np.array([4, 2])
     out = np.full(32, -1.0, dtype=np.float32)
     now = 100.0 + 2.5 * lease
-    kernels.offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, 0, now, lease, 0.0, math.inf,
-                              0b110, 2, 0.0, 0.7, 0.4, 3, 9, 2, 4, 6)
+    kernels.offer_observation(
+        out,
+        consts,
+        static,
+        jobf,
+        jobi,
+        free_pm,
+        free_pr,
+        0,
+        now,
+        lease,
+        0.0,
+        math.inf,
+        0b110,
+        2,
+        0.0,
+        0.7,
+        0.4,
+        3,
+        9,
+        2,
+        4,
+        6,
+    )
 
     def shown(t):
         return np.float32(math.log1p(t / lease) / log_long)
 
-    expected = np.array([
-        static[0, 0], 1, 0, 0,
-        shown(lease), 0.5, 0.5, shown(4 * 3600.0 / 16), 3 / 20, shown(50 * 36.0),
-        0, 1, 1,  # rack and network offered
-        0.0, 0.7, 0.4,
-        0.0, 1.0, 1, 0,  # T_Mc = 0 (shown 0, passed), T_Rk infinite (shown 1, not passed)
-        6 / 16, 0 / 4, 1 / 2, 3 / 4, 4 / 8,  # no machine has 4 free GPUs, rack 0 has (3 + 1)
-        math.log1p(3) / log_1000, 9 / 16 / 10, math.log1p(2) / log_1000, (10 - 4) / 10,
-        shown(2.5 * lease), 0.5, 1.0,  # half a lease into the round; holds the network tier
-    ], dtype=np.float32)
+    expected = np.array(
+        [
+            static[0, 0],
+            1,
+            0,
+            0,
+            shown(lease),
+            0.5,
+            0.5,
+            shown(4 * 3600.0 / 16),
+            3 / 20,
+            shown(50 * 36.0),
+            0,
+            1,
+            1,  # rack and network offered
+            0.0,
+            0.7,
+            0.4,
+            0.0,
+            1.0,
+            1,
+            0,  # T_Mc = 0 (shown 0, passed), T_Rk infinite (shown 1, not passed)
+            6 / 16,
+            0 / 4,
+            1 / 2,
+            3 / 4,
+            4 / 8,  # no machine has 4 free GPUs, rack 0 has (3 + 1)
+            math.log1p(3) / log_1000,
+            9 / 16 / 10,
+            math.log1p(2) / log_1000,
+            (10 - 4) / 10,
+            shown(2.5 * lease),
+            0.5,
+            1.0,  # half a lease into the round; holds the network tier
+        ],
+        dtype=np.float32,
+    )
     assert out.tobytes() == expected.tobytes()
     out[:] = -1.0  # no time at all shows as 0, and a time of 10,000 leases or more as 1
-    kernels.offer_observation(out, consts, static, jobf, jobi, free_pm, free_pr, 0, 100.0, 0.0, long_s, math.nan,
-                              0b001, -1, 0.0, 0.0, 0.0, 0, 0, 0, 10, 0)
+    kernels.offer_observation(
+        out,
+        consts,
+        static,
+        jobf,
+        jobi,
+        free_pm,
+        free_pr,
+        0,
+        100.0,
+        0.0,
+        long_s,
+        math.nan,
+        0b001,
+        -1,
+        0.0,
+        0.0,
+        0.0,
+        0,
+        0,
+        0,
+        10,
+        0,
+    )
     assert (out[4], out[16], out[17], out[29], out[30], out[31]) == (0.0, 1.0, 0.0, 0.0, 0.0, 0.0)
     assert (out[10], out[11], out[12], out[28]) == (1.0, 0.0, 0.0, 0.0)
 
 
-@pytest.mark.parametrize(("env_id", "agent", "options"), [
-    ("DallySmall-v0", "random", {}),
-    ("Dally-v0", "random", {"sensitivity": "observed"}),
-    ("Dally-v0", "dally", {"sensitivity": "oracle"}),  # the tuned timers of features 16-19
-    ("DallySmall-v0", "tiresias", {"priority": "tiresias", "renewal": "rebid"}),  # renewal offers, no timers
-])
+@pytest.mark.parametrize(
+    ("env_id", "agent", "options"),
+    [
+        ("DallySmall-v0", "random", {}),
+        ("Dally-v0", "random", {"sensitivity": "observed"}),
+        ("Dally-v0", "dally", {"sensitivity": "oracle"}),  # the tuned timers of features 16-19
+        ("DallySmall-v0", "tiresias", {"priority": "tiresias", "renewal": "rebid"}),  # renewal offers, no timers
+    ],
+)
 def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id, agent, options):
     """A whole episode on the offer environment both ways: with the kernels, the observation
     comes from kernels.offer_observation; without, from DallyEnv._observe_reference. The same
     observations, rewards and infos, bit for bit."""
+
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         env = gym.make(env_id, **options)
@@ -422,8 +551,10 @@ def test_shape_of_counts_gpus_per_machine_and_rack(racks, mpr, gpm, data):
     """ClusterSpec.shape_of (compiled counting) against the definition: per rack, the GPU count
     of each machine used, by bincount."""
     spec = ClusterSpec(racks, mpr, gpm)
-    gpus = np.array(data.draw(st.lists(st.integers(0, spec.num_gpus - 1), min_size=1, max_size=spec.num_gpus,
-                                       unique=True)), dtype=np.int64)
+    gpus = np.array(
+        data.draw(st.lists(st.integers(0, spec.num_gpus - 1), min_size=1, max_size=spec.num_gpus, unique=True)),
+        dtype=np.int64,
+    )
     per_rack = np.bincount(gpus // gpm, minlength=spec.num_machines).reshape(racks, mpr)
     assert spec.shape_of(gpus) == canonical_shape(per_rack.tolist())
 
@@ -453,7 +584,7 @@ def test_shape_code_orders_racks_as_python_orders_tuples():
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 3000), st.integers(0, 2**32 - 1), st.integers(-6, 6))
 def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
-    values = np.random.default_rng(seed).random(n) * 10.0 ** scale
+    values = np.random.default_rng(seed).random(n) * 10.0**scale
     assert kernels.pairwise_sum(values, 0, n) == np.add.reduce(values)
 
 
@@ -465,7 +596,7 @@ def test_compiled_tuned_timer_is_the_numpy_formula_bit_for_bit(n, seed, scale, r
     from dallygym.policies.dally import _tuned_reference
 
     rng = np.random.default_rng(seed)
-    values = rng.exponential(10.0 ** scale, n)
+    values = rng.exponential(10.0**scale, n)
     if repeats:
         values = rng.choice(values[: max(2, n // 8)], n)
     assert kernels.mean_plus_two_sd(values) == _tuned_reference(values)
@@ -488,16 +619,27 @@ def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_star
             return record(self, tier, num_gpus, starvation_s, now_s)
 
         def spy_many(self, tiers, num_gpus, starvation_s, now_s):
-            records.extend(zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
-                               np.asarray(starvation_s, dtype=float).tolist(), np.asarray(now_s, dtype=float).tolist()))
+            records.extend(
+                zip(
+                    np.asarray(tiers).tolist(),
+                    np.asarray(num_gpus).tolist(),
+                    np.asarray(starvation_s, dtype=float).tolist(),
+                    np.asarray(now_s, dtype=float).tolist(),
+                )
+            )
             return record_many(self, tiers, num_gpus, starvation_s, now_s)
 
         monkeypatch.setattr(dally.AutoTuner, "record", spy)
         monkeypatch.setattr(dally.AutoTuner, "record_many", spy_many)
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         spec = ClusterSpec(2)
-        engine = Engine(load_trace("batch-500", cluster=spec), spec, make_policy("dally"),
-                        get_latency_model("dally-paper"), EngineConfig())
+        engine = Engine(
+            load_trace("batch-500", cluster=spec),
+            spec,
+            make_policy("dally"),
+            get_latency_model("dally-paper"),
+            EngineConfig(),
+        )
         run_policy(engine)
         return records, engine
 
@@ -618,8 +760,15 @@ def test_speed_tables_find_every_shape_entered_and_no_other():
     entered = {}
     for k in range(300):  # many entries: the index is rebuilt several times
         racks = int(rng.integers(1, 4))
-        shape = tuple(sorted((tuple(sorted(rng.integers(1, 5, size=int(rng.integers(1, 4))).tolist(), reverse=True))
-                              for _ in range(racks)), reverse=True))
+        shape = tuple(
+            sorted(
+                (
+                    tuple(sorted(rng.integers(1, 5, size=int(rng.integers(1, 4))).tolist(), reverse=True))
+                    for _ in range(racks)
+                ),
+                reverse=True,
+            )
+        )
         if len(shape) == 1 and len(shape[0]) == 1:
             continue
         model = int(rng.integers(0, 3))
@@ -654,8 +803,7 @@ def test_runs_of_one_latency_model_share_its_speed_tables():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 60), unique=True, max_size=30), st.lists(st.integers(0, 60), max_size=30),
-       st.data())
+@given(st.lists(st.integers(0, 60), unique=True, max_size=30), st.lists(st.integers(0, 60), max_size=30), st.data())
 def test_compiled_ordered_sets_insert_and_remove_as_sorted_lists(start, ops, data):
     """The event loop's job sets (kernels._set_insert / _set_remove: increasing indices;
     _keyed_insert / _keyed_remove: by (key, index)) shift their members in place, both ways:
@@ -708,9 +856,22 @@ def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
     spec = ClusterSpec(2)
     trace = load_trace("batch-500", cluster=spec)
     engine = Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"), EngineConfig())
-    arrays = [engine._jobf, engine._jobi, engine.state, engine._sets, engine._li, engine._lf, engine._plan,
-              engine._turn_log, engine._rec_f, engine.cluster.buffer, engine._gpu_store, engine._log_f,
-              engine._starts, engine._starts_f]
+    arrays = [
+        engine._jobf,
+        engine._jobi,
+        engine.state,
+        engine._sets,
+        engine._li,
+        engine._lf,
+        engine._plan,
+        engine._turn_log,
+        engine._rec_f,
+        engine.cluster.buffer,
+        engine._gpu_store,
+        engine._log_f,
+        engine._starts,
+        engine._starts_f,
+    ]
     before = [sys.getrefcount(a) for a in arrays]
     run_policy(engine)
     assert engine.finished == engine.n and engine.passes > 100
@@ -724,17 +885,29 @@ def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
 # --- the compile cache and its notice ---------------------------------------------------------
 
 #: Compiles two small kernels (a second or two), in a fresh process.
-COMPILE_TWO = ("import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3)); "
-               "kernels._any_below_best(np.zeros(1, dtype=np.int64), 0, np.zeros((10, 1), dtype=np.int64))")
+COMPILE_TWO = (
+    "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3)); "
+    "kernels._any_below_best(np.zeros(1, dtype=np.int64), 0, np.zeros((10, 1), dtype=np.int64))"
+)
 
 
 def run_python(code: str, cwd, **env) -> subprocess.CompletedProcess:
     """``python -c code`` with the environment's DALLYGYM_*, NUMBA_CACHE_DIR and XDG_CACHE_HOME
     replaced by ``env``."""
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("DALLYGYM_") and k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env={**base, **env}, capture_output=True,
-                          text=True, timeout=600, check=True)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("DALLYGYM_") and k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
 
 
 def notices(stderr: str) -> list[str]:
@@ -754,8 +927,9 @@ def test_a_compile_from_an_empty_cache_is_announced_once_and_a_cached_run_is_qui
     other = "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3, dtype=np.int32))"
     partial = notices(run_python(other, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)
     assert len(partial) == 1 and "not yet in the cache" in partial[0]
-    assert not notices(run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "fresh"),
-                                  DALLYGYM_QUIET="1").stderr)
+    assert not notices(
+        run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "fresh"), DALLYGYM_QUIET="1").stderr
+    )
 
 
 def test_the_cache_goes_to_the_user_directory_when_the_package_is_read_only(tmp_path, monkeypatch):
@@ -783,8 +957,10 @@ def test_an_installed_copy_that_cannot_cache_beside_itself_caches_in_the_user_di
     shutil.copytree(Path(dallygym.__file__).parent, site / "dallygym", ignore=shutil.ignore_patterns("__pycache__"))
     (site / "dallygym" / "__pycache__").write_text("")
     xdg = tmp_path / "xdg"
-    code = ("import numba; from dallygym import kernels; "
-            "print(numba.config.CACHE_DIR); print(kernels.run_events._cache._cache_path)")
+    code = (
+        "import numba; from dallygym import kernels; "
+        "print(numba.config.CACHE_DIR); print(kernels.run_events._cache._cache_path)"
+    )
     out = run_python(code, tmp_path, PYTHONPATH=str(site), XDG_CACHE_HOME=str(xdg)).stdout.splitlines()
     assert out[0] == str(xdg / "dallygym" / "numba")
     assert Path(out[1]).parent == xdg / "dallygym" / "numba"

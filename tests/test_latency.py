@@ -58,8 +58,14 @@ def test_tolerance_is_the_looser_of_15_percent_and_2_points():
 def test_table_i_frame_lists_models_in_order_with_paper_columns(paper):
     frame = table_i_frame(paper)
     assert list(frame.columns) == [
-        "model", "machine_pct", "rack_pct", "network_pct",
-        "paper_machine_pct", "paper_rack_pct", "paper_network_pct", "within_tolerance",
+        "model",
+        "machine_pct",
+        "rack_pct",
+        "network_pct",
+        "paper_machine_pct",
+        "paper_rack_pct",
+        "paper_network_pct",
+        "within_tolerance",
     ]
     assert frame["model"].tolist() == list(MODEL_NAMES)
     assert frame["within_tolerance"].all()
@@ -85,9 +91,7 @@ def test_one_gpu_job_has_speed_factor_exactly_one(paper, model):
 
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
-@pytest.mark.parametrize(
-    "shape", [((2,),), ((8,),), ((4, 4),), ((8, 8, 8, 8, 8, 8, 8, 8),), ((4,), (4,)), ((8,),) * 4]
-)
+@pytest.mark.parametrize("shape", [((2,),), ((8,),), ((4, 4),), ((8, 8, 8, 8, 8, 8, 8, 8),), ((4,), (4,)), ((8,),) * 4])
 def test_speed_factor_lies_in_unit_interval(paper, model, shape):
     s = paper.speed_factor(model, shape)
     assert 0.0 < s <= 1.0
@@ -237,6 +241,7 @@ def spread_moves(shape):
     for ri, rack in enumerate(racks):
         for mi, gpus in enumerate(rack):
             for x in range(1, gpus + 1):
+
                 def moved(dest, ri=ri, mi=mi, x=x):
                     new = [list(r) for r in racks]
                     new[ri][mi] -= x
@@ -342,8 +347,9 @@ def test_fit_grid_matches_the_model_it_calibrates():
     raw = DallyPaperLatency(use_paper_calibration=False)
     cal = MODEL_CALIBRATION["bert_large"]
     for shape in TABLE_I_SHAPES.values():
-        grid = latency_mod._grid_pct(raw, "bert_large", shape, np.array([cal.latency_scale]),
-                                     np.array([cal.bytes_scale]))
+        grid = latency_mod._grid_pct(
+            raw, "bert_large", shape, np.array([cal.latency_scale]), np.array([cal.bytes_scale])
+        )
         ours = DallyPaperLatency().exposed_comm_pct("bert_large", shape) - cal.overhead_pct
         assert grid[0, 0] == pytest.approx(ours, rel=1e-9, abs=1e-9)
 

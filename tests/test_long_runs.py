@@ -53,7 +53,7 @@ def test_job_set_lent_to_a_row_is_lent_until_a_member_changes(compiled):
         if rng.random() < 0.1:  # the loop returns: its row holds the members
             now = np.flatnonzero(state == RUNNING)
             row[:] = -1
-            row[:now.size] = now
+            row[: now.size] = now
             members.lend(row, now.size)
             assert members.lent()
         j, new = int(rng.integers(40)), int(rng.integers(4))
@@ -88,8 +88,9 @@ def test_exact_partial_sums_round_like_fsum(add):
 
 def _engine(trace: str, racks: int, policy: str) -> Engine:
     spec = ClusterSpec(racks)
-    return Engine(load_trace(trace, cluster=spec), spec, make_policy(policy), get_latency_model("dally-paper"),
-                  EngineConfig())
+    return Engine(
+        load_trace(trace, cluster=spec), spec, make_policy(policy), get_latency_model("dally-paper"), EngineConfig()
+    )
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -136,8 +137,7 @@ def test_trace_generate_takes_a_job_count(tmp_path, capsys):
     out = tmp_path / "big.csv"
     assert main(["trace", "generate", "philly-like", "--jobs", "2500", "--seed", "1", "--out", str(out)]) == 0
     assert "2500 jobs" in capsys.readouterr().out
-    pd.testing.assert_frame_equal(load_trace(out), generate_trace("philly-like", 1, jobs=2500),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(load_trace(out), generate_trace("philly-like", 1, jobs=2500), check_exact=True)
 
 
 class _Terminal(io.StringIO):
@@ -163,8 +163,10 @@ def test_progress_line_is_off_when_stderr_is_not_a_terminal_or_in_ci(monkeypatch
 
 
 def test_a_run_with_progress_gives_the_same_results():
-    assert simulate("small", ClusterSpec(2, 2, 8), progress=True).summary == simulate(
-        "small", ClusterSpec(2, 2, 8)).summary
+    assert (
+        simulate("small", ClusterSpec(2, 2, 8), progress=True).summary
+        == simulate("small", ClusterSpec(2, 2, 8)).summary
+    )
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -177,8 +179,9 @@ def test_the_quick_better_tier_test_agrees_with_the_best_tier_rule(spec, compile
     engine.cluster.compiled = compiled
     rng = np.random.default_rng(5)
     for _ in range(1000):
-        per_machine = (rng.integers(0, spec.gpus_per_machine + 1, spec.num_machines)
-                       * (rng.random(spec.num_machines) < 0.6))
+        per_machine = rng.integers(0, spec.gpus_per_machine + 1, spec.num_machines) * (
+            rng.random(spec.num_machines) < 0.6
+        )
         g = int(rng.integers(1, spec.num_gpus + 1))
         current = int(rng.integers(0, 3))
         assert engine._better_tier_in(per_machine, g, current) == (engine._best_tier_in(per_machine, g) < current)

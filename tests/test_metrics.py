@@ -32,8 +32,16 @@ def test_summary_of_a_hand_worked_run():
 
 def test_summary_agrees_with_the_per_job_and_timeline_frames():
     rng = np.random.default_rng(3)
-    rows = [(i, float(rng.integers(0, 20_000)), int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(10, 3000)),
-             float(rng.uniform(0.5, 3))) for i in range(60)]
+    rows = [
+        (
+            i,
+            float(rng.integers(0, 20_000)),
+            int(rng.choice([1, 2, 4, 8, 16])),
+            int(rng.integers(10, 3000)),
+            float(rng.uniform(0.5, 3)),
+        )
+        for i in range(60)
+    ]
     engine = Engine(make_trace(rows), ClusterSpec(2, 2, 8), FifoPolicy(), TierLatency(), EngineConfig(lease_s=900.0))
     result = collect(run_policy(engine))
     jobs, timeline, summary = result.jobs, result.timeline, result.summary
@@ -105,17 +113,20 @@ def test_utilization_does_not_depend_on_the_number_of_blas_threads():
     import subprocess
     import sys
 
-    code = ("import dallygym; print(repr(dallygym.simulate('batch-500', 2, policy='gandiva')"
-            ".summary['utilization']))")
+    code = "import dallygym; print(repr(dallygym.simulate('batch-500', 2, policy='gandiva').summary['utilization']))"
     values = set()
     for threads in ("1", "2"):
         env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
-        values.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                  check=True, timeout=300).stdout.strip())
+        values.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=300
+            ).stdout.strip()
+        )
     assert len(values) == 1, values
 
 
 # --- random episodes: queueing delays and the timeline's last row -----------------------------
+
 
 @st.composite
 def episodes(draw):
@@ -123,16 +134,31 @@ def episodes(draw):
     many timeline rows it keeps (few rows force thinning)."""
     n = draw(st.integers(1, 40))
     gpus = draw(st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=n, max_size=n))
-    rows = [(i, draw(st.floats(0, 20_000, allow_nan=False)), g, draw(st.integers(1, 2_000)),
-             draw(st.floats(0.001, 7.0, allow_nan=False))) for i, g in enumerate(gpus)]
+    rows = [
+        (
+            i,
+            draw(st.floats(0, 20_000, allow_nan=False)),
+            g,
+            draw(st.integers(1, 2_000)),
+            draw(st.floats(0.001, 7.0, allow_nan=False)),
+        )
+        for i, g in enumerate(gpus)
+    ]
     # Leases from 30 s: a 1 s lease over runs of hours is tens of thousands of passes in the
     # Python reference, minutes an example under time-slicing Gandiva, for nothing more tested.
-    config = EngineConfig(lease_s=draw(st.floats(30.0, 5_000.0)),
-                          restart_overhead_s=draw(st.sampled_from([0.0, 0.1, 33.3])),
-                          seed=draw(st.integers(0, 2**32)),
-                          renewal=draw(st.sampled_from(["upgrade", "keep", "rebid"])))
-    return (rows, draw(st.sampled_from(list(POLICIES))), config, draw(st.booleans()),
-            draw(st.sampled_from([None, 2, 3, 7, 30])))
+    config = EngineConfig(
+        lease_s=draw(st.floats(30.0, 5_000.0)),
+        restart_overhead_s=draw(st.sampled_from([0.0, 0.1, 33.3])),
+        seed=draw(st.integers(0, 2**32)),
+        renewal=draw(st.sampled_from(["upgrade", "keep", "rebid"])),
+    )
+    return (
+        rows,
+        draw(st.sampled_from(list(POLICIES))),
+        config,
+        draw(st.booleans()),
+        draw(st.sampled_from([None, 2, 3, 7, 30])),
+    )
 
 
 def _run(episode):
@@ -186,15 +212,21 @@ def test_a_thinned_timeline_still_ends_at_the_makespan():
     assert timeline["time_s"].iloc[-1] == engine.end_s.max() == result.jobs["end_s"].max()
     assert timeline["gpus_used"].iloc[-1] == 0
     # The summary does not depend on the timeline: the same as without thinning.
-    full = collect(run_policy(Engine(make_trace(rows), ClusterSpec(1, 1, 2), FifoPolicy(), TierLatency(),
-                                     EngineConfig(lease_s=1e9))))
+    full = collect(
+        run_policy(
+            Engine(make_trace(rows), ClusterSpec(1, 1, 2), FifoPolicy(), TierLatency(), EngineConfig(lease_s=1e9))
+        )
+    )
     assert full.summary == result.summary
     assert full.timeline.iloc[-1].equals(timeline.iloc[-1])
 
 
 def test_a_negative_queueing_delay_beyond_rounding_is_an_error():
-    engine = run_policy(Engine(make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 100, 1.0)]), ClusterSpec(1, 1, 1),
-                               FifoPolicy(), TierLatency()))
+    engine = run_policy(
+        Engine(
+            make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 100, 1.0)]), ClusterSpec(1, 1, 1), FifoPolicy(), TierLatency()
+        )
+    )
     assert queue_times(engine).tolist() == [0.0, 100.0]
     engine.run_s[0] = np.nextafter(engine.run_s[0], np.inf)  # a float step over: rounding, so 0
     assert queue_times(engine)[0] == 0.0

@@ -19,11 +19,13 @@ from dallygym.queue_env import CLUSTER_DIM, JOB_DIM  # noqa: E402
 
 
 def spaces_of(slots: int):
-    obs = gym.spaces.Dict({
-        "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
-        "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
-        "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
-    })
+    obs = gym.spaces.Dict(
+        {
+            "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+            "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
+            "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+        }
+    )
     return obs, gym.spaces.Discrete(slots + 1)
 
 
@@ -49,8 +51,11 @@ def observations(counts, slots: int, seed: int = 0, gaps: bool = False):
         masks[i, live] = True
         masks[i, slots] = k == 0 or rng.random() < 0.5
         actions.append(int(rng.choice(np.flatnonzero(masks[i]))))
-    obs = {"jobs": th.as_tensor(jobs), "job_mask": th.as_tensor(job_mask),
-           "cluster": th.as_tensor(rng.random((batch, CLUSTER_DIM), dtype=np.float32))}
+    obs = {
+        "jobs": th.as_tensor(jobs),
+        "job_mask": th.as_tensor(job_mask),
+        "cluster": th.as_tensor(rng.random((batch, CLUSTER_DIM), dtype=np.float32)),
+    }
     return obs, masks, th.as_tensor(actions)
 
 
@@ -79,25 +84,30 @@ def assert_same(a, b, masks):
         th.testing.assert_close(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("slots, counts", [
-    (64, [0, 1, 5, 17, 33, 64, 2, 0, 40, 63]),  # no candidate, one, all slots live, ...
-    (64, [0, 0, 0]),                              # only "stop" anywhere in the batch
-    (64, [64, 64]),                               # every slot live
-    (64, [3]),
-    (512, [7, 110, 0, 512, 45, 90, 300, 12]),
-])
+@pytest.mark.parametrize(
+    "slots, counts",
+    [
+        (64, [0, 1, 5, 17, 33, 64, 2, 0, 40, 63]),  # no candidate, one, all slots live, ...
+        (64, [0, 0, 0]),  # only "stop" anywhere in the batch
+        (64, [64, 64]),  # every slot live
+        (64, [3]),
+        (512, [7, 110, 0, 512, 45, 90, 300, 12]),
+    ],
+)
 def test_live_rows_only_give_what_every_slot_gives(slots, counts):
     policy = set_policy(slots)
     obs, masks, actions = observations(counts, slots)
-    assert_same(outputs(policy, obs, masks, actions, packed=True),
-                outputs(policy, obs, masks, actions, packed=False), masks)
+    assert_same(
+        outputs(policy, obs, masks, actions, packed=True), outputs(policy, obs, masks, actions, packed=False), masks
+    )
 
 
 def test_live_slots_anywhere_are_gathered_too():
     policy = set_policy(64)
     obs, masks, actions = observations([0, 3, 20, 64, 1], 64, seed=3, gaps=True)
-    assert_same(outputs(policy, obs, masks, actions, packed=True),
-                outputs(policy, obs, masks, actions, packed=False), masks)
+    assert_same(
+        outputs(policy, obs, masks, actions, packed=True), outputs(policy, obs, masks, actions, packed=False), masks
+    )
 
 
 def test_a_tail_of_empty_slots_cut_off_changes_nothing():
@@ -120,7 +130,7 @@ def test_a_sample_does_not_depend_on_the_others_in_its_batch():
     with th.no_grad():
         together = policy.extract_features(obs, policy.features_extractor)
         for i in range(4):
-            alone = policy.extract_features({k: v[i:i + 1] for k, v in obs.items()}, policy.features_extractor)
+            alone = policy.extract_features({k: v[i : i + 1] for k, v in obs.items()}, policy.features_extractor)
             th.testing.assert_close(alone[0], together[i], rtol=1e-6, atol=1e-6)
 
 
@@ -137,8 +147,11 @@ def test_parameters_trained_at_one_slot_count_act_the_same_at_another():
     small, large = set_policy(64, seed=1), set_policy(512, seed=2)
     large.load_state_dict(small.state_dict(), strict=True)
     obs, masks, actions = observations([0, 12, 64], 64, seed=9)
-    padded = {"jobs": th.nn.functional.pad(obs["jobs"], (0, 0, 0, 512 - 64)),
-              "job_mask": th.nn.functional.pad(obs["job_mask"], (0, 512 - 64)), "cluster": obs["cluster"]}
+    padded = {
+        "jobs": th.nn.functional.pad(obs["jobs"], (0, 0, 0, 512 - 64)),
+        "job_mask": th.nn.functional.pad(obs["job_mask"], (0, 512 - 64)),
+        "cluster": obs["cluster"],
+    }
     wide = np.zeros((3, 513), dtype=bool)
     wide[:, :64], wide[:, 512] = masks[:, :64], masks[:, 64]
     stop = actions.clone()
@@ -158,14 +171,23 @@ def test_minibatches_without_the_empty_slots_give_the_network_the_same_outputs()
 
     slots, steps, envs = 64, 8, 2
     obs_space, action_space = spaces_of(slots)
-    buffers = [cls(steps, obs_space, action_space, device="cpu", n_envs=envs)
-               for cls in (MaskableDictRolloutBuffer, LiveRolloutBuffer)]
+    buffers = [
+        cls(steps, obs_space, action_space, device="cpu", n_envs=envs)
+        for cls in (MaskableDictRolloutBuffer, LiveRolloutBuffer)
+    ]
     rng = np.random.default_rng(11)
     for step in range(steps):
         obs, masks, actions = observations(rng.integers(0, 30, envs).tolist(), slots, seed=step)
         for buffer in buffers:
-            buffer.add({k: v.numpy() for k, v in obs.items()}, actions.numpy()[:, None], rng.random(envs),
-                       np.array([step == 0] * envs), th.zeros(envs), th.zeros(envs), action_masks=masks)
+            buffer.add(
+                {k: v.numpy() for k, v in obs.items()},
+                actions.numpy()[:, None],
+                rng.random(envs),
+                np.array([step == 0] * envs),
+                th.zeros(envs),
+                th.zeros(envs),
+                action_masks=masks,
+            )
     for buffer in buffers:
         buffer.compute_returns_and_advantage(th.zeros(envs), np.zeros(envs, dtype=bool))
     policy = set_policy(slots)
@@ -213,11 +235,36 @@ def test_the_command_line_chooses_the_network():
 def _train_small(out, seed: int = 3) -> None:
     from dallygym.cli import main
 
-    code = main(["train", "--env-id", "DallyQueueSmall-v0", "--trace", "gen:small", "--racks", "2",
-                 "--machines-per-rack", "2", "--total-timesteps", "192", "--n-envs", "2", "--n-steps", "48",
-                 "--batch-size", "32", "--seed", str(seed),
-                 "--eval-freq-steps", "1000000", "--checkpoint-freq-steps", "1000000", "--no-progress",
-                 "--out", str(out)])
+    code = main(
+        [
+            "train",
+            "--env-id",
+            "DallyQueueSmall-v0",
+            "--trace",
+            "gen:small",
+            "--racks",
+            "2",
+            "--machines-per-rack",
+            "2",
+            "--total-timesteps",
+            "192",
+            "--n-envs",
+            "2",
+            "--n-steps",
+            "48",
+            "--batch-size",
+            "32",
+            "--seed",
+            str(seed),
+            "--eval-freq-steps",
+            "1000000",
+            "--checkpoint-freq-steps",
+            "1000000",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
 
 
@@ -239,8 +286,26 @@ def test_training_the_set_network_is_reproducible_and_its_agent_evaluates(tmp_pa
     untrained = set_policy(64, seed=3).state_dict()
     assert not all(th.equal(state_a[k], untrained[k]) for k in state_a)
     capsys.readouterr()
-    assert main(["evaluate", "--agent", str(first), "--agent", "protected-remaining", "--racks", "2",
-                 "--machines-per-rack", "2", "--trace", "small", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                str(first),
+                "--agent",
+                "protected-remaining",
+                "--racks",
+                "2",
+                "--machines-per-rack",
+                "2",
+                "--trace",
+                "small",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     assert str(first) in capsys.readouterr().out
 
 
@@ -251,8 +316,15 @@ def test_a_zip_converted_without_its_config_gets_the_network_its_parameters_fill
     from dallygym.agent_files import convert_agent
     from dallygym.learn import LearnedAgent
 
-    model = MaskablePPO(policy_class, gym.make("dallygym:DallyQueueSmall-v0"), n_steps=32, batch_size=32,
-                        n_epochs=1, seed=0, device="cpu")
+    model = MaskablePPO(
+        policy_class,
+        gym.make("dallygym:DallyQueueSmall-v0"),
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+    )
     model.save(tmp_path / "model.zip")
     convert_agent(tmp_path / "model.zip", env_id="DallyQueueSmall-v0")
     agent = LearnedAgent(tmp_path)

@@ -34,8 +34,9 @@ def test_notebook_is_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_end_to_end(path):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=1200, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()  # raises CellExecutionError naming the cell on any failure
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
@@ -49,8 +50,9 @@ def test_notebook_copied_out_of_the_repository_refuses_at_its_first_cell(path, t
     nb = nbformat.read(copy, as_version=4)
     first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
     nb.cells = nb.cells[: first + 1]
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     with pytest.raises(nbclient.exceptions.CellExecutionError) as raised:
         client.execute()
     message = str(raised.value)

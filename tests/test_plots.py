@@ -26,9 +26,16 @@ TINY = ClusterSpec(racks=1, machines_per_rack=2, gpus_per_machine=4)
 def _tiny_trace() -> pd.DataFrame:
     """Three jobs on 1 rack x 2 machines x 4 GPUs: two one-machine jobs at once (4 and 2
     GPUs), then an 8-GPU job that needs both machines (rack tier) and so waits for both."""
-    return pd.DataFrame({"job_id": [0, 1, 2], "arrival_s": [0.0, 0.0, 10.0], "num_gpus": [4, 2, 8],
-                         "model": ["resnet50", "resnet50", "bert_large"],
-                         "total_iterations": [1000, 2000, 500], "iter_time_s": [1.0, 1.0, 1.0]})
+    return pd.DataFrame(
+        {
+            "job_id": [0, 1, 2],
+            "arrival_s": [0.0, 0.0, 10.0],
+            "num_gpus": [4, 2, 8],
+            "model": ["resnet50", "resnet50", "bert_large"],
+            "total_iterations": [1000, 2000, 500],
+            "iter_time_s": [1.0, 1.0, 1.0],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +56,7 @@ def _bars(fig) -> set[tuple[int, int, float, float]]:
         tier = plots.TIER_NAMES.index(coll.get_label().split()[0])
         for path in coll.get_paths():
             v = path.vertices
-            bars.add((tier, int(round(v[:, 1].mean())), round(float(v[:, 0].min()), 9),
-                      round(float(v[:, 0].max()), 9)))
+            bars.add((tier, int(round(v[:, 1].mean())), round(float(v[:, 0].min()), 9), round(float(v[:, 0].max()), 9)))
     return bars
 
 
@@ -89,8 +95,16 @@ def test_occupancy_bars_equal_the_placements(tiny):
 def test_occupancy_marks_placements_after_the_first(tiny):
     # The same run with job 1 preempted at 1000 s and restarted on GPUs 6-7 at 1500 s.
     p = tiny.placements.copy()
-    moved = pd.DataFrame({"job_id": [1, 1], "gpu": [6, 7], "tier": [0, 0], "start_s": [1500.0, 1500.0],
-                          "end_s": [2220.0, 2220.0], "segments": [2, 2]})
+    moved = pd.DataFrame(
+        {
+            "job_id": [1, 1],
+            "gpu": [6, 7],
+            "tier": [0, 0],
+            "start_s": [1500.0, 1500.0],
+            "end_s": [2220.0, 2220.0],
+            "segments": [2, 2],
+        }
+    )
     p.loc[p.job_id == 1, "end_s"] = 1000.0
     p.loc[p.job_id == 1, "segments"] = 2
     run = RunResult(tiny.jobs, tiny.timeline, tiny.summary, placements=pd.concat([p, moved], ignore_index=True))
@@ -175,7 +189,8 @@ def test_compare_figures(small, tiny):
     assert makespan.get_ylabel() == "makespan (hours)" and jct.get_ylabel() == "mean JCT (hours)"
     assert comm.get_ylabel() == "mean comm. latency (s)"
     assert [p.get_height() for p in makespan.patches] == pytest.approx(
-        [small.summary["makespan_s"] / HOUR, fifo.summary["makespan_s"] / HOUR])
+        [small.summary["makespan_s"] / HOUR, fifo.summary["makespan_s"] / HOUR]
+    )
     assert util.get_ylabel() == "GPU utilisation (%)" and util.get_xlabel() == "time since first arrival (hours)"
     assert all(ax.get_legend() is not None for ax in fig.axes)
 
@@ -234,8 +249,7 @@ def test_simulate_out_without_matplotlib_notes_it_and_writes_the_csvs(tmp_path, 
 
 def test_compare_out_writes_the_table_and_figure(tmp_path, capsys):
     out = tmp_path / "cmp"
-    args = ["compare", "--trace", "small", "--racks", "1", "--policies", "fifo", "dally", "--quiet",
-            "--format", "csv"]
+    args = ["compare", "--trace", "small", "--racks", "1", "--policies", "fifo", "dally", "--quiet", "--format", "csv"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert main([*args, "--out", str(out)]) == 0
@@ -247,8 +261,25 @@ def test_compare_out_writes_the_table_and_figure(tmp_path, capsys):
 def test_compare_out_without_matplotlib(tmp_path, capsys, monkeypatch):
     _without_matplotlib(monkeypatch)
     out = tmp_path / "cmp"
-    assert main(["compare", "--trace", "small", "--racks", "1", "--policies", "fifo", "--quiet",
-                 "--format", "csv", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                "small",
+                "--racks",
+                "1",
+                "--policies",
+                "fifo",
+                "--quiet",
+                "--format",
+                "csv",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().err.splitlines() == [PLOTS_NOTE]
     assert {p.name for p in out.iterdir()} == {"comparison.csv", "settings.json"}
 
@@ -261,10 +292,25 @@ def _synthetic_run(n_rows: int, n_gpus: int) -> RunResult:
     job = np.arange(n_rows)
     start = (job // n_gpus) * HOUR
     jobs = pd.DataFrame({"job_id": job, "arrival_s": np.zeros(n_rows)})
-    timeline = pd.DataFrame({"time_s": [0.0], "gpus_used": [min(n_rows, n_gpus)],
-                             "utilization": [min(n_rows, n_gpus) / n_gpus], "running": [0], "waiting": [0]})
-    placements = pd.DataFrame({"job_id": job, "gpu": job % n_gpus, "tier": np.zeros(n_rows, dtype=int),
-                               "start_s": start, "end_s": start + HOUR, "segments": np.ones(n_rows, dtype=int)})
+    timeline = pd.DataFrame(
+        {
+            "time_s": [0.0],
+            "gpus_used": [min(n_rows, n_gpus)],
+            "utilization": [min(n_rows, n_gpus) / n_gpus],
+            "running": [0],
+            "waiting": [0],
+        }
+    )
+    placements = pd.DataFrame(
+        {
+            "job_id": job,
+            "gpu": job % n_gpus,
+            "tier": np.zeros(n_rows, dtype=int),
+            "start_s": start,
+            "end_s": start + HOUR,
+            "segments": np.ones(n_rows, dtype=int),
+        }
+    )
     return RunResult(jobs=jobs, timeline=timeline, summary={}, placements=placements)
 
 
@@ -332,8 +378,13 @@ def test_record_video_of_dally_v0(tmp_path):
     import imageio_ffmpeg
 
     folder = tmp_path / "videos"
-    env = gym.wrappers.RecordVideo(gym.make("Dally-v0", render_mode="rgb_array"), str(folder),
-                                   episode_trigger=lambda episode: True, video_length=6, disable_logger=True)
+    env = gym.wrappers.RecordVideo(
+        gym.make("Dally-v0", render_mode="rgb_array"),
+        str(folder),
+        episode_trigger=lambda episode: True,
+        video_length=6,
+        disable_logger=True,
+    )
     env.reset(seed=0)
     for _ in range(8):
         env.step(0)  # wait: valid at every offer

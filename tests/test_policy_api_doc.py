@@ -59,11 +59,16 @@ def check(section: str, actual: set[str], also: set[str] = frozenset()) -> None:
 @pytest.fixture(scope="module")
 def engine() -> Engine:
     """An engine stopped at its first offer, on a hand-built three-job trace."""
-    trace = pd.DataFrame({
-        "job_id": [0, 1, 2], "arrival_s": [0.0, 0.0, 10.0], "num_gpus": [4, 8, 2],
-        "model": ["resnet18", "vgg11", "bert_large"], "total_iterations": [100, 200, 50],
-        "iter_time_s": [1.0, 0.5, 2.0],
-    })
+    trace = pd.DataFrame(
+        {
+            "job_id": [0, 1, 2],
+            "arrival_s": [0.0, 0.0, 10.0],
+            "num_gpus": [4, 8, 2],
+            "model": ["resnet18", "vgg11", "bert_large"],
+            "total_iterations": [100, 200, 50],
+            "iter_time_s": [1.0, 0.5, 2.0],
+        }
+    )
     e = build_engine(trace, ClusterSpec(1, 2, 4), "dally")
     next(e.decisions())
     return e

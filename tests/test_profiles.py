@@ -35,12 +35,30 @@ def test_every_profile_gives_every_reading_a_valid_value_and_a_source():
 
 
 def test_profile_settings():
-    assert PROFILES["default"] == {"never_run_nw_sens": "zero", "tuner_limit": "window", "tuner_floors": False,
-                                   "tuner_caps": False, "gandiva": "migrate", "renewal": "upgrade"}
-    assert PROFILES["paper"] == {"never_run_nw_sens": "one", "tuner_limit": "value", "tuner_floors": False,
-                                 "tuner_caps": False, "gandiva": "timeslice", "renewal": "upgrade"}
-    assert PROFILES["reference"] == {"never_run_nw_sens": "zero", "tuner_limit": "window", "tuner_floors": True,
-                                     "tuner_caps": True, "gandiva": "migrate", "renewal": "rebid"}
+    assert PROFILES["default"] == {
+        "never_run_nw_sens": "zero",
+        "tuner_limit": "window",
+        "tuner_floors": False,
+        "tuner_caps": False,
+        "gandiva": "migrate",
+        "renewal": "upgrade",
+    }
+    assert PROFILES["paper"] == {
+        "never_run_nw_sens": "one",
+        "tuner_limit": "value",
+        "tuner_floors": False,
+        "tuner_caps": False,
+        "gandiva": "timeslice",
+        "renewal": "upgrade",
+    }
+    assert PROFILES["reference"] == {
+        "never_run_nw_sens": "zero",
+        "tuner_limit": "window",
+        "tuner_floors": True,
+        "tuner_caps": True,
+        "gandiva": "migrate",
+        "renewal": "rebid",
+    }
 
 
 def test_default_profile_is_the_constructors_defaults():
@@ -48,7 +66,11 @@ def test_default_profile_is_the_constructors_defaults():
     policy = DallyPolicy()
     settings = PROFILES["default"]
     assert (policy.never_run_nw_sens, policy.tuner_limit, policy.floors, policy.caps) == (
-        settings["never_run_nw_sens"], settings["tuner_limit"], settings["tuner_floors"], settings["tuner_caps"])
+        settings["never_run_nw_sens"],
+        settings["tuner_limit"],
+        settings["tuner_floors"],
+        settings["tuner_caps"],
+    )
     assert EngineConfig().renewal == settings["renewal"]
 
 
@@ -87,7 +109,11 @@ def test_profiles_build_the_policies():
     assert (paper.never_run_nw_sens, paper.tuner_limit, paper.floors, paper.caps) == ("one", "value", False, False)
     reference = make_profile_policy("dally", "reference")
     assert (reference.never_run_nw_sens, reference.tuner_limit, reference.floors, reference.caps) == (
-        "zero", "window", True, True)
+        "zero",
+        "window",
+        True,
+        True,
+    )
     for cls in (DallyManualPolicy, DallyNoWaitPolicy, DallyConsolidatedPolicy):
         built = make_profile_policy(cls.name, "paper")
         assert type(built) is cls and built.never_run_nw_sens == "one"
@@ -111,10 +137,16 @@ def test_default_profile_equals_no_profile_bit_for_bit(racks):
 def test_profiles_change_the_runs_they_should():
     spec = ClusterSpec(1, 4, 8)  # "small" contends here
     plain = simulate("small", spec, policy="dally").summary
-    assert simulate("small", spec, policy="dally", profile="paper").summary == simulate(
-        "small", spec, policy=DallyPolicy(never_run_nw_sens="one", tuner_limit="value")).summary
-    assert simulate("small", spec, policy="dally", profile="reference").summary == simulate(
-        "small", spec, policy=DallyPolicy(floors=True, caps=True), config=EngineConfig(renewal="rebid")).summary
+    assert (
+        simulate("small", spec, policy="dally", profile="paper").summary
+        == simulate("small", spec, policy=DallyPolicy(never_run_nw_sens="one", tuner_limit="value")).summary
+    )
+    assert (
+        simulate("small", spec, policy="dally", profile="reference").summary
+        == simulate(
+            "small", spec, policy=DallyPolicy(floors=True, caps=True), config=EngineConfig(renewal="rebid")
+        ).summary
+    )
     assert simulate("small", spec, policy="dally", profile="paper").summary != plain
 
 
@@ -160,6 +192,7 @@ def test_environments_take_a_profile():
 
 # --- CLI --------------------------------------------------------------------------------------
 
+
 def _cli(capsys, args):
     from dallygym.cli import main
 
@@ -167,11 +200,14 @@ def _cli(capsys, args):
     return code, capsys.readouterr()
 
 
-@pytest.mark.parametrize("command", [
-    ["simulate", "--trace", "small", "--racks", "2", "--format", "csv", "--no-progress"],
-    ["compare", "--trace", "small", "--racks", "2", "--policies", "dally", "fifo", "--quiet", "--format", "csv"],
-    ["evaluate", "--agent", "dally", "--trace", "small", "--racks", "2", "--format", "csv"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", "--trace", "small", "--racks", "2", "--format", "csv", "--no-progress"],
+        ["compare", "--trace", "small", "--racks", "2", "--policies", "dally", "fifo", "--quiet", "--format", "csv"],
+        ["evaluate", "--agent", "dally", "--trace", "small", "--racks", "2", "--format", "csv"],
+    ],
+)
 @pytest.mark.parametrize("profile", ["default", "paper", "reference"])
 def test_cli_commands_accept_a_profile(capsys, command, profile):
     code, out = _cli(capsys, [*command, "--profile", profile])
@@ -184,30 +220,64 @@ def test_cli_simulate_profile_equals_the_api(capsys):
 
     import pandas as pd
 
-    code, out = _cli(capsys, ["simulate", "--trace", "small", "--racks", "1", "--machines-per-rack", "4",
-                              "--format", "csv", "--no-progress", "--profile", "paper"])
+    code, out = _cli(
+        capsys,
+        [
+            "simulate",
+            "--trace",
+            "small",
+            "--racks",
+            "1",
+            "--machines-per-rack",
+            "4",
+            "--format",
+            "csv",
+            "--no-progress",
+            "--profile",
+            "paper",
+        ],
+    )
     assert code == 0
     shown = pd.read_csv(io.StringIO(out.out)).iloc[0]
-    assert shown["jct_mean_s"] == simulate("small", ClusterSpec(1, 4, 8), "dally", profile="paper").summary[
-        "jct_mean_s"]
+    assert (
+        shown["jct_mean_s"] == simulate("small", ClusterSpec(1, 4, 8), "dally", profile="paper").summary["jct_mean_s"]
+    )
 
 
 def test_cli_sweep_accepts_a_profile(capsys, tmp_path):
     from dallygym.sweep import read_results
 
-    code, out = _cli(capsys, ["sweep", "--policies", "dally", "--traces", "small", "--racks", "2", "--profile",
-                              "reference", "--out", str(tmp_path), "--no-progress"])
+    code, out = _cli(
+        capsys,
+        [
+            "sweep",
+            "--policies",
+            "dally",
+            "--traces",
+            "small",
+            "--racks",
+            "2",
+            "--profile",
+            "reference",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ],
+    )
     assert code == 0, out.err
     rows = read_results(tmp_path / "results.csv")
     assert rows["profile"].tolist() == ["reference"] and rows["renewal"].tolist() == ["rebid"]
 
 
-@pytest.mark.parametrize("command", [
-    ["simulate", "--trace", "small", "--racks", "2"],
-    ["compare", "--trace", "small", "--racks", "2"],
-    ["sweep", "--traces", "small", "--racks", "2", "--out", "unused"],
-    ["evaluate", "--agent", "dally", "--trace", "small", "--racks", "2"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", "--trace", "small", "--racks", "2"],
+        ["compare", "--trace", "small", "--racks", "2"],
+        ["sweep", "--traces", "small", "--racks", "2", "--out", "unused"],
+        ["evaluate", "--agent", "dally", "--trace", "small", "--racks", "2"],
+    ],
+)
 def test_cli_bad_profile_is_exit_2_with_one_line(capsys, command):
     with pytest.raises(SystemExit) as exc:
         _cli(capsys, [*command, "--profile", "nope"])

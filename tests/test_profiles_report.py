@@ -21,33 +21,39 @@ S1, S2 = "batch-500-seed2001", "batch-500-seed2002"
 #: communication the lowest.
 BASE = {
     "dally": dict(makespan_s=50, jct_mean_s=50, comm_mean_s=50, queue_p95_s=50, queue_p99_s=50, queue_mean_s=10),
-    "dally-manual": dict(makespan_s=50, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50,
-                         queue_mean_s=10),
-    "dally-nowait": dict(makespan_s=40, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50,
-                         queue_mean_s=10),
-    "dally-consolidated": dict(makespan_s=60, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50,
-                               queue_mean_s=10),
-    "tiresias": dict(makespan_s=100, jct_mean_s=100, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100,
-                     queue_mean_s=50),
-    "tiresias-las": dict(makespan_s=100, jct_mean_s=100, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100,
-                         queue_mean_s=50),
-    "gandiva": dict(makespan_s=55, jct_mean_s=200, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100,
-                    queue_mean_s=100),
+    "dally-manual": dict(
+        makespan_s=50, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50, queue_mean_s=10
+    ),
+    "dally-nowait": dict(
+        makespan_s=40, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50, queue_mean_s=10
+    ),
+    "dally-consolidated": dict(
+        makespan_s=60, jct_mean_s=50, comm_mean_s=100, queue_p95_s=50, queue_p99_s=50, queue_mean_s=10
+    ),
+    "tiresias": dict(
+        makespan_s=100, jct_mean_s=100, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100, queue_mean_s=50
+    ),
+    "tiresias-las": dict(
+        makespan_s=100, jct_mean_s=100, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100, queue_mean_s=50
+    ),
+    "gandiva": dict(makespan_s=55, jct_mean_s=200, comm_mean_s=100, queue_p95_s=100, queue_p99_s=100, queue_mean_s=100),
 }
 
 #: Dally's values, per (setting, draw), that differ from BASE; the comments give the cause each
 #: disagreement under ``paper`` should get.
 DALLY = {
     ("paper", S1): dict(
-        queue_p95_s=101,    # A: 1.01 x Tiresias, on both draws and under every setting -> near-tie
-        comm_mean_s=120,    # B: agrees with tuner_limit=window (the flip's run) -> one reading
-        queue_p99_s=150,    # E: agrees on seed 2002 only -> the draw
-        jct_mean_s=130,     # F: +30 against Tiresias, queueing +40 -> all queueing;
-        queue_mean_s=90),   # G: against Gandiva (110) 1.18, nothing flips it -> unexplained
+        queue_p95_s=101,  # A: 1.01 x Tiresias, on both draws and under every setting -> near-tie
+        comm_mean_s=120,  # B: agrees with tuner_limit=window (the flip's run) -> one reading
+        queue_p99_s=150,  # E: agrees on seed 2002 only -> the draw
+        jct_mean_s=130,  # F: +30 against Tiresias, queueing +40 -> all queueing;
+        queue_mean_s=90,
+    ),  # G: against Gandiva (110) 1.18, nothing flips it -> unexplained
     ("paper", S2): dict(
         queue_p95_s=101,
-        jct_mean_s=120,     # C: agrees only under default's Dally (two readings) -> several readings
-        makespan_s=120),    # D: the same job sets both makespans; default's Dally is as late -> one job
+        jct_mean_s=120,  # C: agrees only under default's Dally (two readings) -> several readings
+        makespan_s=120,
+    ),  # D: the same job sets both makespans; default's Dally is as late -> one job
     ("default", S1): dict(queue_p95_s=101, queue_p99_s=150, jct_mean_s=130, queue_mean_s=90),
     ("default", S2): dict(queue_p95_s=101, makespan_s=120),
     ("never_run_nw_sens=one", S1): dict(queue_p95_s=101, queue_p99_s=150, jct_mean_s=130, queue_mean_s=90),
@@ -73,9 +79,20 @@ def _runs() -> pd.DataFrame:
                 last_job, share = job, 0.3  # a different job finishes last under each policy
                 if draw == S2 and policy in ("dally", "tiresias"):
                     last_job, share = 7, 0.9  # D: job 7 ran for 90 % of both makespans
-                rows.append({"kind": kind, "setting": setting, "trace": "batch-500", "draw": draw, "racks": 2,
-                             "policy": "gandiva-timeslice" if policy == "gandiva" and setting == "paper" else policy,
-                             "makespan_job": last_job, "makespan_job_share": share, "jobs": 500, **values})
+                rows.append(
+                    {
+                        "kind": kind,
+                        "setting": setting,
+                        "trace": "batch-500",
+                        "draw": draw,
+                        "racks": 2,
+                        "policy": "gandiva-timeslice" if policy == "gandiva" and setting == "paper" else policy,
+                        "makespan_job": last_job,
+                        "makespan_job_share": share,
+                        "jobs": 500,
+                        **values,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -107,7 +124,8 @@ def test_one_reading(table):
 def test_several_readings(table):
     assert _cause(table, "jct_mean_s vs tiresias", "2002") == "readings"
     assert table.loc[("jct_mean_s vs tiresias", "2002"), "causes"].startswith(
-        "readings: never_run_nw_sens=zero + tuner_limit=window")
+        "readings: never_run_nw_sens=zero + tuner_limit=window"
+    )
 
 
 def test_one_job(table):
@@ -141,14 +159,17 @@ def test_every_disagreement_listed(table):
     assert len(table) == wrong
 
 
-@pytest.mark.parametrize(("claim", "values", "racks", "margin"), [
-    ("gandiva", {"gandiva": 130, "dally": 100}, 2, 130 / 125 - 1),   # above 1.25 x
-    ("gandiva", {"gandiva": 120, "dally": 100}, 2, 0.0),             # within 25 %: holds
-    ("gandiva", {"gandiva": 147, "dally": 100}, 8, 1 - 147 / 150),   # short of 1.5 x
-    ("nowait-vs-tiresias", {"dally-nowait": 99, "tiresias": 100}, 8, 0.01),
-    ("consolidated", {"dally-consolidated": 99, "dally": 100, "tiresias": 105}, 2, 0.01),   # not above Dally's
-    ("consolidated", {"dally-consolidated": 110, "dally": 100, "tiresias": 105}, 2, 110 / 105 - 1),
-])
+@pytest.mark.parametrize(
+    ("claim", "values", "racks", "margin"),
+    [
+        ("gandiva", {"gandiva": 130, "dally": 100}, 2, 130 / 125 - 1),  # above 1.25 x
+        ("gandiva", {"gandiva": 120, "dally": 100}, 2, 0.0),  # within 25 %: holds
+        ("gandiva", {"gandiva": 147, "dally": 100}, 8, 1 - 147 / 150),  # short of 1.5 x
+        ("nowait-vs-tiresias", {"dally-nowait": 99, "tiresias": 100}, 8, 0.01),
+        ("consolidated", {"dally-consolidated": 99, "dally": 100, "tiresias": 105}, 2, 0.01),  # not above Dally's
+        ("consolidated", {"dally-consolidated": 110, "dally": 100, "tiresias": 105}, 2, 110 / 105 - 1),
+    ],
+)
 def test_claim_margin(claim, values, racks, margin):
     cell = pd.DataFrame({"makespan_s": values})
     assert bench.claim_margin(claim, cell, racks) == pytest.approx(margin)
@@ -158,8 +179,10 @@ def test_report_section():
     runs = _runs()
     directions = bench.judge(bench.completed(runs))
     lines = bench.disagreement_lines(bench.disagreements(runs), runs, directions)
-    assert ("Of the 11 disagreements under `paper` (9 scored direction cells, 2 §VI claim cells): 2 near-tie "
-            "(within 2%); 2 flips with one reading (2 with `tuner_limit`; a cell that flips with either of two "
-            "readings counts under both); 2 flips only with several readings changed together (2 with 2 "
-            "readings); 1 one job sets both makespans or the mean-JCT gap; 2 direction changes with the "
-            "draw; 1 the mean-JCT gap is all queueing; 1 unexplained.") in lines
+    assert (
+        "Of the 11 disagreements under `paper` (9 scored direction cells, 2 §VI claim cells): 2 near-tie "
+        "(within 2%); 2 flips with one reading (2 with `tuner_limit`; a cell that flips with either of two "
+        "readings counts under both); 2 flips only with several readings changed together (2 with 2 "
+        "readings); 1 one job sets both makespans or the mean-JCT gap; 2 direction changes with the "
+        "draw; 1 the mean-JCT gap is all queueing; 1 unexplained."
+    ) in lines

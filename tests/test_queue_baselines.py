@@ -19,11 +19,17 @@ guard_sweep = load_script("agents/guard_sweep.py", "guard_sweep_under_test")
 
 def test_a_cell_has_every_row_and_constant_zero_is_the_offer_rules_order():
     trace = generate_trace("small", seed=11)
-    rows = baselines.run_cell(("other", trace, 2), "DallyQueueSmall-v0", (), machines_per_rack=2,
-                              offer_rules=("dally", "protected-remaining"))
+    rows = baselines.run_cell(
+        ("other", trace, 2), "DallyQueueSmall-v0", (), machines_per_rack=2, offer_rules=("dally", "protected-remaining")
+    )
     by_row = {row["row"]: row for row in rows}
-    assert set(POLICIES) | {"lower bound", "constant-0", "random picks", "teacher",
-                            "constant-0 (protected-remaining offers)"} <= set(by_row)
+    assert set(POLICIES) | {
+        "lower bound",
+        "constant-0",
+        "random picks",
+        "teacher",
+        "constant-0 (protected-remaining offers)",
+    } <= set(by_row)
     assert by_row["constant-0"]["jct_mean_h"] == by_row["dally"]["jct_mean_h"]
     assert by_row["constant-0"]["makespan_h"] == by_row["dally"]["makespan_h"]
     native = by_row["protected-remaining"]
@@ -40,27 +46,52 @@ def _summary(jct: float, makespan: float) -> dict:
 
 
 def test_the_verdict_is_worked_out_from_the_rows():
-    results = {"dally": _summary(100, 100), "safe": _summary(50, 100.5), "fast-but-long": _summary(30, 102),
-               "lower bound": _summary(10, 90), "good": _summary(44, 100.9), "short": _summary(46, 100),
-               "long": _summary(40, 101.5)}
-    kinds = {"dally": "heuristic", "safe": "heuristic", "fast-but-long": "heuristic", "lower bound": "bound",
-             "good": "agent", "short": "agent", "long": "initial"}
+    results = {
+        "dally": _summary(100, 100),
+        "safe": _summary(50, 100.5),
+        "fast-but-long": _summary(30, 102),
+        "lower bound": _summary(10, 90),
+        "good": _summary(44, 100.9),
+        "short": _summary(46, 100),
+        "long": _summary(40, 101.5),
+    }
+    kinds = {
+        "dally": "heuristic",
+        "safe": "heuristic",
+        "fast-but-long": "heuristic",
+        "lower bound": "bound",
+        "good": "agent",
+        "short": "agent",
+        "long": "initial",
+    }
     rows = {r["row"]: r for r in baselines.verdict_rows("batch", "t", 2, results, kinds)}
     assert rows["good"]["best_safe"] == "safe" and rows["good"]["target"] == 0.9
     assert rows["good"]["jct_vs_best_safe"] == 44 / 50
-    assert rows["good"]["goal_met"] is True          # 44 <= 0.9 x 50, makespan +0.9 %
-    assert rows["short"]["goal_met"] is False        # 46 > 45
-    assert rows["long"]["goal_met"] is False         # makespan +1.5 %
+    assert rows["good"]["goal_met"] is True  # 44 <= 0.9 x 50, makespan +0.9 %
+    assert rows["short"]["goal_met"] is False  # 46 > 45
+    assert rows["long"]["goal_met"] is False  # makespan +1.5 %
     assert rows["safe"]["goal_met"] is None and rows["lower bound"]["makespan_ok"] is None
     assert rows["good"]["jct_vs_bound"] == 4.4
     # 16 racks: no worse than the best safe heuristic.
     rows16 = {r["row"]: r for r in baselines.verdict_rows("batch", "t", 16, results, kinds)}
     assert rows16["short"]["target"] == 1.0 and rows16["short"]["goal_met"] is True
     # Safe heuristics within 2 % of each other: the cell does not contend, matching is enough.
-    flat = {"dally": _summary(100, 100), "other": _summary(99, 100), "lower bound": _summary(90, 99),
-            "agent": _summary(100.9, 100)}
-    rows_flat = {r["row"]: r for r in baselines.verdict_rows(
-        "batch", "t", 2, flat, {"dally": "heuristic", "other": "heuristic", "lower bound": "bound", "agent": "agent"})}
+    flat = {
+        "dally": _summary(100, 100),
+        "other": _summary(99, 100),
+        "lower bound": _summary(90, 99),
+        "agent": _summary(100.9, 100),
+    }
+    rows_flat = {
+        r["row"]: r
+        for r in baselines.verdict_rows(
+            "batch",
+            "t",
+            2,
+            flat,
+            {"dally": "heuristic", "other": "heuristic", "lower bound": "bound", "agent": "agent"},
+        )
+    }
     assert rows_flat["agent"]["contends"] is False and rows_flat["agent"]["goal_met"] is True
 
 
@@ -74,8 +105,26 @@ def test_cells_name_the_held_out_draws_and_the_contending_real_sizes():
 
 def test_guard_sweep_writes_each_episode_relative_to_dally(tmp_path):
     out = tmp_path / "sweep.md"
-    assert guard_sweep.main(["--seeds", "5001", "--shares", "0.25", "--guards", "0.25", "none", "--racks", "16",
-                             "--workers", "1", "--out", str(out)]) == 0
+    assert (
+        guard_sweep.main(
+            [
+                "--seeds",
+                "5001",
+                "--shares",
+                "0.25",
+                "--guards",
+                "0.25",
+                "none",
+                "--racks",
+                "16",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = pd.read_csv(out.with_suffix(".csv"), keep_default_na=False)
     trace = generate_trace("batch-500", seed=5001)
     spec = ClusterSpec(16, 8, 8)
@@ -87,3 +136,26 @@ def test_guard_sweep_writes_each_episode_relative_to_dally(tmp_path):
         row = rows[rows.guard_leases.astype(str) == label]
         assert row["jct_vs_dally_%"].tolist() == [change]
     assert "Every episode" in out.read_text()
+
+
+def test_the_tables_render_again_from_the_csv(tmp_path):
+    results = {
+        "dally": _summary(100, 100),
+        "safe": _summary(50, 100.5),
+        "lower bound": _summary(10, 90),
+        "good": _summary(44, 100.9),
+        "long": _summary(40, 101.5),
+    }
+    kinds = {"dally": "heuristic", "safe": "heuristic", "lower bound": "bound", "good": "agent", "long": "initial"}
+    frame = pd.DataFrame(baselines.verdict_rows("batch", "t", 2, results, kinds))
+    csv = tmp_path / "grid.csv"
+    frame.to_csv(csv, index=False, float_format="%.6g")
+    out = tmp_path / "grid.md"
+    assert baselines.main(["--from-csv", str(csv), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| good | agent |" in text and "| 1/1 |" in text  # good meets the goal on its one cell
+    assert "| lower bound | 0.10 | 0.20 | 1.00 | 0.90 | ✗ |" not in text
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["lower bound"].endswith("|  |  |")  # no makespan verdict for the bound
+    sizes = (tmp_path / "grid_sizes.md").read_text()
+    assert "| batch | 2 | good | 0.880 |" in sizes and "| batch | 2 | long |" in sizes

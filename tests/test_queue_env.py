@@ -28,11 +28,20 @@ ORDERS = ["dally", "tiresias", "fifo"]
 
 def one_gpu_env(rows, lease_s=1e6, **kwargs) -> DallyQueueEnv:
     """A single-GPU cluster, speed factor 1: JCTs can be worked out by hand."""
-    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=1, trace=make_trace(rows),
-                         latency=TierLatency(), lease_s=lease_s, max_candidates=4, **kwargs)
+    return DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=1,
+        trace=make_trace(rows),
+        latency=TierLatency(),
+        lease_s=lease_s,
+        max_candidates=4,
+        **kwargs,
+    )
 
 
 # --- hand-worked cases ---------------------------------------------------------------------------
+
 
 def test_choosing_the_short_job_first_halves_its_wait():
     # One GPU; at t=0 job 0 (100 s) and job 1 (10 s) both arrive. Serving 0 first: JCTs 100 and
@@ -121,8 +130,16 @@ def test_the_guard_flags_leases_by_estimate_share():
     # 30 s, a share of 0.6: a guard of 0.5 flags both leases, one of 0.7 only job 0's.
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 80, 1.0), (2, 20, 1, 10, 1.0)]
     for share, flagged in ((0.5, [True, True]), (0.7, [True, False])):
-        env = DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
-                            latency=TierLatency(), lease_s=50.0, max_candidates=4, guard_leases=share)
+        env = DallyQueueEnv(
+            racks=1,
+            machines_per_rack=1,
+            gpus_per_machine=2,
+            trace=make_trace(rows),
+            latency=TierLatency(),
+            lease_s=50.0,
+            max_candidates=4,
+            guard_leases=share,
+        )
         seen = []
         guard = env._guarded
 
@@ -146,8 +163,16 @@ def test_guard_waiting_serves_the_protected_candidate_and_asks_for_the_rest():
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0), (2, 0, 1, 20, 1.0), (3, 0, 1, 30, 1.0)]
 
     def env(**kwargs):
-        return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
-                             latency=TierLatency(), max_candidates=4, guard_leases=0.5, **kwargs)
+        return DallyQueueEnv(
+            racks=1,
+            machines_per_rack=1,
+            gpus_per_machine=2,
+            trace=make_trace(rows),
+            latency=TierLatency(),
+            max_candidates=4,
+            guard_leases=0.5,
+            **kwargs,
+        )
 
     lease_guard_only = env()
     lease_guard_only.reset(seed=0)
@@ -186,8 +211,9 @@ def test_a_pick_guard_that_serves_a_non_candidate_is_an_error():
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)]
     env = one_gpu_env(rows)
     env.reset(seed=0)
-    engine = Engine(make_trace(rows), ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(),
-                    agent_picks=True)
+    engine = Engine(
+        make_trace(rows), ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(), agent_picks=True
+    )
     engine.pick_guard = lambda engine, candidates: 7
     with pytest.raises(EngineError, match="pick_guard served 7"):
         next(engine.decisions())
@@ -214,8 +240,15 @@ def test_stop_leaves_the_rest_waiting_until_the_next_event():
     # 10 with one GPU free. Stopping leaves the GPU idle: both start when job 0 ends at 30
     # (JCTs 30, 120, 120). Serving job 1 instead: it runs 10-110, job 2 30-130.
     rows = [(0, 0, 1, 30, 1.0), (1, 10, 1, 100, 1.0), (2, 10, 1, 100, 1.0)]
-    env = DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
-                        latency=TierLatency(), lease_s=1e6, max_candidates=4)
+    env = DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=2,
+        trace=make_trace(rows),
+        latency=TierLatency(),
+        lease_s=1e6,
+        max_candidates=4,
+    )
     _, info = env.reset(seed=0)
     assert env.pick.now_s == 10.0 and info["action_mask"][4]
     _, _, terminated, _, info = env.step(4)
@@ -244,13 +277,15 @@ def test_jct_makespan_return_adds_the_weighted_makespan():
 
 # --- the engine's pick decision ------------------------------------------------------------------
 
+
 def test_native_engine_makes_no_picks_and_run_policy_refuses_an_agent_engine():
     trace = make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)])
     engine = Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig())
     assert not any(isinstance(d, Pick) for d in _drive(engine))
     with pytest.raises(EngineError, match="agent_picks"):
-        dallygym.run_policy(Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(),
-                                   EngineConfig(), agent_picks=True))
+        dallygym.run_policy(
+            Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(), agent_picks=True)
+        )
 
 
 def _drive(engine):
@@ -268,8 +303,9 @@ def _drive(engine):
 def test_a_pick_answer_that_is_not_a_candidate_or_a_forbidden_stop_is_an_error():
     trace = make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)])
     for answer, word in ((99, "not a candidate"), (None, "not allowed")):
-        engine = Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(),
-                        agent_picks=True)
+        engine = Engine(
+            trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(), agent_picks=True
+        )
         gen = engine.decisions()
         assert isinstance(next(gen), Pick)
         with pytest.raises(EngineError, match=word):
@@ -277,6 +313,7 @@ def test_a_pick_answer_that_is_not_a_candidate_or_a_forbidden_stop_is_an_error()
 
 
 # --- heuristics through the same actions ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("lease_picks", ["waiting", "all"])
 @pytest.mark.parametrize("order", ORDERS)
@@ -294,11 +331,15 @@ def test_heuristic_order_through_picks_equals_native_run_batch_500_two_racks(ord
     assert evaluate(env, heuristic_agent(order, env)) == native.summary
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**16), lease_picks=st.sampled_from(["waiting", "all"]),
-       guard=st.sampled_from([{}, {"guard_leases": 0.25}, {"guard_leases": 0.25, "guard_waiting": True}]),
-       renewal=st.sampled_from(["upgrade", "keep"]))
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**16),
+    lease_picks=st.sampled_from(["waiting", "all"]),
+    guard=st.sampled_from([{}, {"guard_leases": 0.25}, {"guard_leases": 0.25, "guard_waiting": True}]),
+    renewal=st.sampled_from(["upgrade", "keep"]),
+)
 def test_picked_passes_renewing_leases_together_equal_one_by_one(monkeypatch, seed, lease_picks, guard, renewal):
     # Engine.renew_together (runs of lease-expired turns renewed at once, e.g. the leases served
     # ahead of a pick) against every turn alone: the same episode, step for step.
@@ -379,19 +420,29 @@ def two_gpu_env(long_s: float) -> DallyQueueEnv:
     """One machine of 2 GPUs, speed 1. Job 0 (``long_s``, 1 GPU) starts alone at t=0; at t=10
     jobs 1, 2, 3 (100, 400, 600 s, 1 GPU each) arrive for the one free GPU: the pick."""
     rows = [(0, 0, 1, long_s, 1.0), (1, 10, 1, 100, 1.0), (2, 10, 1, 400, 1.0), (3, 10, 1, 600, 1.0)]
-    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(rows),
-                         latency=TierLatency(), lease_s=1e6, max_candidates=4)
+    return DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=2,
+        trace=make_trace(rows),
+        latency=TierLatency(),
+        lease_s=1e6,
+        max_candidates=4,
+    )
 
 
-@pytest.mark.parametrize("long_s, largest, chosen", [
-    # Job 0 has 990 s left (ran 10 s at speed 1): only job 3 (600 >= 495) is protected: served first.
-    (1000, 990.0, 3),
-    # Job 0 has 9,990 s left: nobody waiting is protected (the running job is the makespan's),
-    # so the shortest goes first. (Over the candidates alone, 400 and 600 would be protected.)
-    (10_000, 9990.0, 1),
-    # Job 0 has 190 s left: the largest estimate is a candidate's; 400 and 600 are protected.
-    (200, 600.0, 3),
-])
+@pytest.mark.parametrize(
+    "long_s, largest, chosen",
+    [
+        # Job 0 has 990 s left (ran 10 s at speed 1): only job 3 (600 >= 495) is protected: served first.
+        (1000, 990.0, 3),
+        # Job 0 has 9,990 s left: nobody waiting is protected (the running job is the makespan's),
+        # so the shortest goes first. (Over the candidates alone, 400 and 600 would be protected.)
+        (10_000, 9990.0, 1),
+        # Job 0 has 190 s left: the largest estimate is a candidate's; 400 and 600 are protected.
+        (200, 600.0, 3),
+    ],
+)
 def test_estimate_share_counts_running_jobs_and_the_protected_share_action_follows_it(long_s, largest, chosen):
     env = two_gpu_env(long_s)
     obs, _ = env.reset(seed=0)
@@ -409,8 +460,10 @@ def test_protected_share_action_protects_from_its_share():
     # share of 1/2 only the first is protected and goes first (longest protected); with 1/4 both
     # are, and the longest still goes first; with a share of 1, above both, nobody is protected
     # and the shortest (slot 1) goes first.
-    obs = {"jobs": np.zeros((4, len(JOB_FEATURES)), dtype=np.float32),
-           "job_mask": np.array([1, 1, 0, 0], dtype=np.float32)}
+    obs = {
+        "jobs": np.zeros((4, len(JOB_FEATURES)), dtype=np.float32),
+        "job_mask": np.array([1, 1, 0, 0], dtype=np.float32),
+    }
     est, share = JOB_FEATURES.index("remaining_estimate"), JOB_FEATURES.index("estimate_share")
     obs["jobs"][0, [est, share]] = (0.9, 0.99)
     obs["jobs"][1, [est, share]] = (0.3, 0.3)
@@ -442,6 +495,7 @@ def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
 
 # --- the Gymnasium contract -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
 @pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes(env_id):
@@ -457,16 +511,27 @@ def test_stable_baselines3_env_checker_passes(env_id):
 
 def test_docstring_has_the_sections_and_every_feature():
     doc = DallyQueueEnv.__doc__
-    for section in ("## Description", "## Action Space", "## Observation Space", "## Rewards",
-                    "## Starting State", "## Episode End", "## Arguments", "## Version History"):
+    for section in (
+        "## Description",
+        "## Action Space",
+        "## Observation Space",
+        "## Rewards",
+        "## Starting State",
+        "## Episode End",
+        "## Arguments",
+        "## Version History",
+    ):
         assert section in doc
     for name in (*JOB_FEATURES, *CLUSTER_FEATURES):
         assert f"| {name} |" in doc or f", {name}" in doc or f"{name}, " in doc, name
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**16), offer_rule=st.sampled_from(["dally", "consolidated", "nowait"]),
-       lease_picks=st.sampled_from(["waiting", "all"]))
+@given(
+    seed=st.integers(0, 2**16),
+    offer_rule=st.sampled_from(["dally", "consolidated", "nowait"]),
+    lease_picks=st.sampled_from(["waiting", "all"]),
+)
 def test_masks_are_valid_on_every_step_and_the_engine_stays_consistent(seed, offer_rule, lease_picks):
     env = gym.make("DallyQueueSmall-v0", offer_rule=offer_rule, lease_picks=lease_picks)
     obs, info = env.reset(seed=seed)
@@ -511,8 +576,14 @@ def test_the_first_invalid_pick_of_an_environment_warns_and_later_ones_do_not():
         _, _, _, _, info = env.step(empty_slot)
     assert info["invalid_action"] is True and len(caught) == 1
     message = str(caught[0].message)
-    for words in ("DallyQueueSmall-v0", f"action {empty_slot}", "invalid under the action mask", "action 0",
-                  "MaskablePPO", "action_masks()"):
+    for words in (
+        "DallyQueueSmall-v0",
+        f"action {empty_slot}",
+        "invalid under the action mask",
+        "action 0",
+        "MaskablePPO",
+        "action_masks()",
+    ):
         assert words in message
     assert caught[0].filename == __file__
     with warnings.catch_warnings():
@@ -581,24 +652,30 @@ def test_sensitivity_modes_fill_speed_features(mode):
     env = gym.make("DallyQueueSmall-v0", trace="small", sensitivity=mode)
     first = JOB_FEATURES.index("speed_machine")
     episode = play(env, 0, random_masked)
-    values = np.concatenate([obs["jobs"][:, first:first + 3] for obs, _, _, _ in episode[:-1]])
+    values = np.concatenate([obs["jobs"][:, first : first + 3] for obs, _, _, _ in episode[:-1]])
     if mode == "hidden":
         assert not values.any()
     else:
         assert values.any() and (values <= 1).all()
 
 
-@pytest.mark.parametrize("kwargs, word", [({"reward": "x"}, "reward"), ({"offer_rule": "nope"}, "nope"),
-                                          ({"max_candidates": 0}, "max_candidates"),
-                                          ({"makespan_weight": -1}, "makespan_weight"),
-                                          ({"sensitivity": "x"}, "sensitivity"),
-                                          ({"lease_picks": "some"}, "lease_picks"),
-                                          ({"makespan_credit": "x"}, "makespan_credit"),
-                                          ({"guard_leases": 0}, "guard_leases"),
-                                          ({"guard_leases": 1.5}, "guard_leases"),
-                                          ({"guard_leases": True}, "guard_leases"),
-                                          ({"guard_waiting": True}, "guard_waiting=True needs guard_leases"),
-                                          ({"guard_leases": 0.5, "guard_waiting": 1}, "guard_waiting")])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"reward": "x"}, "reward"),
+        ({"offer_rule": "nope"}, "nope"),
+        ({"max_candidates": 0}, "max_candidates"),
+        ({"makespan_weight": -1}, "makespan_weight"),
+        ({"sensitivity": "x"}, "sensitivity"),
+        ({"lease_picks": "some"}, "lease_picks"),
+        ({"makespan_credit": "x"}, "makespan_credit"),
+        ({"guard_leases": 0}, "guard_leases"),
+        ({"guard_leases": 1.5}, "guard_leases"),
+        ({"guard_leases": True}, "guard_leases"),
+        ({"guard_waiting": True}, "guard_waiting=True needs guard_leases"),
+        ({"guard_leases": 0.5, "guard_waiting": 1}, "guard_waiting"),
+    ],
+)
 def test_bad_arguments_name_the_problem(kwargs, word):
     with pytest.raises(ValueError, match=word):
         gym.make("DallyQueueSmall-v0", **kwargs)
@@ -609,8 +686,9 @@ def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp
     from dallygym.nets import JobPointerPolicy
 
     env = gym.make("DallyQueueSmall-v0")
-    model = sb3_contrib.MaskablePPO(JobPointerPolicy, env, n_steps=128, batch_size=64, n_epochs=2, seed=0,
-                                    verbose=0, device="cpu")
+    model = sb3_contrib.MaskablePPO(
+        JobPointerPolicy, env, n_steps=128, batch_size=64, n_epochs=2, seed=0, verbose=0, device="cpu"
+    )
     model.learn(total_timesteps=256)
     model.save(tmp_path / "m.zip")
     loaded = sb3_contrib.MaskablePPO.load(tmp_path / "m.zip", device="cpu")

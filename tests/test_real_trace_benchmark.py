@@ -22,14 +22,16 @@ def bench():
 
 def _trace(jobs: list[tuple[float, int]], hours: float = 10.0) -> pd.DataFrame:
     """Jobs (arrival_s, num_gpus) of resnet50 running about ``hours`` alone each."""
-    return pd.DataFrame({
-        "job_id": range(len(jobs)),
-        "arrival_s": [a for a, _ in jobs],
-        "num_gpus": [g for _, g in jobs],
-        "model": "resnet50",
-        "total_iterations": int(hours * 3600),
-        "iter_time_s": 1.0,
-    })
+    return pd.DataFrame(
+        {
+            "job_id": range(len(jobs)),
+            "arrival_s": [a for a, _ in jobs],
+            "num_gpus": [g for _, g in jobs],
+            "model": "resnet50",
+            "total_iterations": int(hours * 3600),
+            "iter_time_s": 1.0,
+        }
+    )
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -67,8 +69,11 @@ def test_every_whole_rack_size_where_the_peak_exceeds_the_gpus_is_run(bench):
     trace = _trace([(0.0, 8)] * 20)  # peak 160 GPUs: more than 1 and 2 racks, less than 4
     sizes = bench.contention_sizes(trace, racks=(1, 2, 4, 8))
     assert [(s["label"], s["peak"], s["contends"], s["run"]) for s in sizes] == [
-        ("1 rack", 160, True, True), ("2 racks", 160, True, True),
-        ("4 racks", 160, False, False), ("8 racks", 160, False, False)]
+        ("1 rack", 160, True, True),
+        ("2 racks", 160, True, True),
+        ("4 racks", 160, False, False),
+        ("8 racks", 160, False, False),
+    ]
 
 
 def test_sizes_that_cannot_hold_the_largest_job_are_not_tried(bench):
@@ -80,7 +85,10 @@ def test_a_trace_contending_at_no_whole_rack_size_is_shown_at_one_rack_and_run_o
     trace = _trace([(0.0, 8)] * 5)  # peak 40 GPUs < 64
     sizes = bench.contention_sizes(trace, racks=(1, 2), sub_rack=(4, 2, 1))
     assert [(s["label"], s["contends"], s["run"]) for s in sizes] == [
-        ("1 rack", False, True), ("2 racks", False, False), ("1 rack of 4 machines", True, True)]
+        ("1 rack", False, True),
+        ("2 racks", False, False),
+        ("1 rack of 4 machines", True, True),
+    ]
     assert sizes[-1]["spec"] == ClusterSpec(1, 4)
 
 
@@ -94,13 +102,32 @@ def test_a_trace_that_never_contends_has_no_contending_size(bench):
 # --- directions and sentences ----------------------------------------------------------------
 
 
-METRICS = ("makespan_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
-           "queue_p99_s", "comm_mean_s", "preemptions", "wall_s")
+METRICS = (
+    "makespan_s",
+    "jct_mean_s",
+    "jct_median_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "queue_mean_s",
+    "queue_p95_s",
+    "queue_p99_s",
+    "comm_mean_s",
+    "preemptions",
+    "wall_s",
+)
 
 
 def _row(policy, size, trace="t", kind="heuristic", status="ok", **metrics):
-    return {"trace": trace, "size": size, "gpus": 64, "kind": kind, "policy": policy, "status": status,
-            **dict.fromkeys(METRICS, 100.0), **metrics}
+    return {
+        "trace": trace,
+        "size": size,
+        "gpus": 64,
+        "kind": kind,
+        "policy": policy,
+        "status": status,
+        **dict.fromkeys(METRICS, 100.0),
+        **metrics,
+    }
 
 
 def test_direction_verdict_is_dally_lower_with_ties_within_the_printed_precision(bench):
@@ -112,12 +139,14 @@ def test_direction_verdict_is_dally_lower_with_ties_within_the_printed_precision
 
 
 def test_directions_table_judges_each_size_from_the_heuristic_rows(bench):
-    rows = pd.DataFrame([
-        _row("dally", "1 rack", makespan_s=80.0, comm_mean_s=0.0, queue_p99_s=0.0),
-        _row("tiresias", "1 rack", makespan_s=100.0, comm_mean_s=0.0, queue_p99_s=0.0),
-        _row("gandiva", "1 rack", jct_mean_s=50.0),
-        _row("ppo-x", "1 rack", kind="learned", makespan_s=1.0),
-    ])
+    rows = pd.DataFrame(
+        [
+            _row("dally", "1 rack", makespan_s=80.0, comm_mean_s=0.0, queue_p99_s=0.0),
+            _row("tiresias", "1 rack", makespan_s=100.0, comm_mean_s=0.0, queue_p99_s=0.0),
+            _row("gandiva", "1 rack", jct_mean_s=50.0),
+            _row("ppo-x", "1 rack", kind="learned", makespan_s=1.0),
+        ]
+    )
     table = bench.directions_table(rows).set_index("direction")
     assert len(table) == len(bench.REAL_DIRECTIONS)
     assert table.loc["makespan vs Tiresias", "verdict"] == "agrees"
@@ -128,48 +157,55 @@ def test_directions_table_judges_each_size_from_the_heuristic_rows(bench):
 
 
 def test_trace_sentences_are_computed_from_the_frame(bench):
-    rows = pd.DataFrame([
-        _row("dally", "1 rack", jct_mean_s=200.0, makespan_s=7200.0),
-        _row("tiresias", "1 rack", jct_mean_s=100.0, makespan_s=14400.0),
-        _row("gandiva", "1 rack", jct_mean_s=400.0, makespan_s=7200.0),
-        _row("fifo", "1 rack", jct_mean_s=50.0, makespan_s=9000.0),
-        _row("dally", "2 racks", jct_mean_s=100.0, makespan_s=3600.0),
-        _row("tiresias", "2 racks", jct_mean_s=100.0, makespan_s=7200.0),
-        _row("gandiva", "2 racks", jct_mean_s=150.0, makespan_s=3600.0),
-        _row("fifo", "2 racks", jct_mean_s=400.0, makespan_s=3600.0),
-        _row("random", "2 racks", jct_mean_s=80.0, makespan_s=3600.0),
-    ])
+    rows = pd.DataFrame(
+        [
+            _row("dally", "1 rack", jct_mean_s=200.0, makespan_s=7200.0),
+            _row("tiresias", "1 rack", jct_mean_s=100.0, makespan_s=14400.0),
+            _row("gandiva", "1 rack", jct_mean_s=400.0, makespan_s=7200.0),
+            _row("fifo", "1 rack", jct_mean_s=50.0, makespan_s=9000.0),
+            _row("dally", "2 racks", jct_mean_s=100.0, makespan_s=3600.0),
+            _row("tiresias", "2 racks", jct_mean_s=100.0, makespan_s=7200.0),
+            _row("gandiva", "2 racks", jct_mean_s=150.0, makespan_s=3600.0),
+            _row("fifo", "2 racks", jct_mean_s=400.0, makespan_s=3600.0),
+            _row("random", "2 racks", jct_mean_s=80.0, makespan_s=3600.0),
+        ]
+    )
     sizes = pd.DataFrame({"trace": ["t", "t"], "label": ["1 rack", "2 racks"], "makespan_bound_s": [3600.0, 3600.0]})
     (line,) = bench.trace_sentences(rows, "t", sizes)
     assert line.startswith("- **t** (1 rack and 2 racks): *mean JCT* (Dally 0.1 h, 0.0 h)")
     assert "Tiresias better than or equal to Dally (-100.0 %, +0.0 % at 1 rack and 2 racks)" in line
     assert "Dally better than Gandiva (+50.0 %, +33.3 % at 1 rack and 2 racks)" in line
     assert "the best other policy (fifo / random) better than Dally (-300.0 %, -25.0 % at 1 rack and 2 racks)" in line
-    assert "*makespan* (Dally 2.0 h, 1.0 h; the least possible, every job alone from its arrival: 1.0 h, 1.0 h; " \
-           "Dally is at it at 2 racks)" in line
+    assert (
+        "*makespan* (Dally 2.0 h, 1.0 h; the least possible, every job alone from its arrival: 1.0 h, 1.0 h; "
+        "Dally is at it at 2 racks)" in line
+    )
     assert "Dally better than Tiresias (+50.0 %, +50.0 % at 1 rack and 2 racks)" in line
     assert "holding at every size: makespan vs Tiresias" in line
 
 
 def test_agent_sentences_give_the_range_the_goal_and_the_runs_stopped(bench):
-    rows = pd.DataFrame([
-        _row("dally", "1 rack", jct_mean_s=100.0, makespan_s=100.0),
-        _row("ppo-x", "1 rack", kind="learned", jct_mean_s=80.0, makespan_s=100.0),
-        _row("dally", "2 racks", jct_mean_s=100.0, makespan_s=100.0),
-        _row("ppo-x", "2 racks", kind="learned", jct_mean_s=95.0, makespan_s=110.0),
-        _row("dally", "4 racks"),
-        _row("ppo-x", "4 racks", kind="learned", status="stopped after 600 s", jct_mean_s=float("nan")),
-    ])
+    rows = pd.DataFrame(
+        [
+            _row("dally", "1 rack", jct_mean_s=100.0, makespan_s=100.0),
+            _row("ppo-x", "1 rack", kind="learned", jct_mean_s=80.0, makespan_s=100.0),
+            _row("dally", "2 racks", jct_mean_s=100.0, makespan_s=100.0),
+            _row("ppo-x", "2 racks", kind="learned", jct_mean_s=95.0, makespan_s=110.0),
+            _row("dally", "4 racks"),
+            _row("ppo-x", "4 racks", kind="learned", status="stopped after 600 s", jct_mean_s=float("nan")),
+        ]
+    )
     (line,) = bench.agent_sentences(rows)
-    assert line == ("- **ppo-x**: mean JCT -20.0 to -5.0 % and makespan +0.0 to +10.0 % against Dally over 2 "
-                    "(trace, size) cells; the goal (mean JCT at least 10 % lower, makespan no longer) is met on 1: "
-                    "t at 1 rack; too slow on t at 4 racks (stopped after 600 s).")
+    assert line == (
+        "- **ppo-x**: mean JCT -20.0 to -5.0 % and makespan +0.0 to +10.0 % against Dally over 2 "
+        "(trace, size) cells; the goal (mean JCT at least 10 % lower, makespan no longer) is met on 1: "
+        "t at 1 rack; too slow on t at 4 racks (stopped after 600 s)."
+    )
 
 
 def test_only_contending_sizes_enter_the_directions(bench):
     rows = pd.DataFrame([_row("dally", "1 rack"), _row("dally", "1 rack of 2 machines")])
-    sizes = pd.DataFrame({"trace": ["t", "t"], "label": ["1 rack", "1 rack of 2 machines"],
-                          "contends": [False, True]})
+    sizes = pd.DataFrame({"trace": ["t", "t"], "label": ["1 rack", "1 rack of 2 machines"], "contends": [False, True]})
     assert list(bench.contending_rows(sizes, rows)["size"]) == ["1 rack of 2 machines"]
 
 

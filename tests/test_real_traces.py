@@ -24,8 +24,9 @@ from dallygym.trace.real import IMPORTED_MANIFEST, REAL_TRACES, regenerate_real
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "traces"
 PUBLIC = Path(os.environ.get("DALLYGYM_PUBLIC_TRACES", REPO.parent / "shared" / "traces"))
-needs_public = pytest.mark.skipif(not (PUBLIC / "philly" / "philly.csv").is_file(),
-                                  reason=f"public traces not found in {PUBLIC}")
+needs_public = pytest.mark.skipif(
+    not (PUBLIC / "philly" / "philly.csv").is_file(), reason=f"public traces not found in {PUBLIC}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,12 @@ def test_tiresias_60_jobs_alone_take_their_recorded_durations():
     # duration (the wall reading), for all 60 jobs of the shipped file.
     source = pd.read_csv(PUBLIC / "tiresias" / "60_job.csv").set_index("job_id")
     frame = load_trace("tiresias-60")
-    speed, _ = best_speed_factors(frame["model"].to_numpy(), frame["num_gpus"].to_numpy(),
-                                  DEFAULT_IMPORT_CLUSTER, get_latency_model("dally-paper"))
+    speed, _ = best_speed_factors(
+        frame["model"].to_numpy(),
+        frame["num_gpus"].to_numpy(),
+        DEFAULT_IMPORT_CLUSTER,
+        get_latency_model("dally-paper"),
+    )
     alone = frame["total_iterations"] * frame["iter_time_s"] / speed
     recorded = source.loc[frame["job_id"], "duration"].to_numpy(dtype=float)
     np.testing.assert_allclose(alone.to_numpy(), recorded, rtol=1e-12)

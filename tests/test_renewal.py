@@ -26,16 +26,23 @@ DALLY_VARIANTS = ("dally", "dally-manual", "dally-nowait", "dally-consolidated")
 
 
 def three_jobs():
-    return make_trace([
-        (0, 0, 3, 7_200, 1.0, "resnet50"),
-        (1, 0, 3, 360_000, 1.0, "resnet50"),
-        (2, 0, 2, 180_000, 1.0, "mobilenet_v3"),
-    ])
+    return make_trace(
+        [
+            (0, 0, 3, 7_200, 1.0, "resnet50"),
+            (1, 0, 3, 360_000, 1.0, "resnet50"),
+            (2, 0, 2, 180_000, 1.0, "mobilenet_v3"),
+        ]
+    )
 
 
 def run(policy, renewal="upgrade", trace=None, spec=SPEC3, latency=None, **config):
-    engine = Engine(three_jobs() if trace is None else trace, spec, make_policy(policy),
-                    latency or get_latency_model("dally-paper"), EngineConfig(renewal=renewal, **config))
+    engine = Engine(
+        three_jobs() if trace is None else trace,
+        spec,
+        make_policy(policy),
+        latency or get_latency_model("dally-paper"),
+        EngineConfig(renewal=renewal, **config),
+    )
     return run_policy(engine)
 
 
@@ -218,8 +225,7 @@ def test_gandiva_skips_boundaries_when_no_spread_job_could_move():
     # migration is possible, so the engine steps over every boundary (its old test -- "a spread
     # job and a free GPU exist" -- ran a pass at each of the 80 boundaries before J3 ends).
     spec = ClusterSpec(3, 1, 4)
-    trace = make_trace([(0, 0, 3, 10_000, 1.0), (1, 0, 3, 10_000, 1.0), (2, 0, 3, 10_000, 1.0),
-                        (3, 0, 2, 2_000, 1.0)])
+    trace = make_trace([(0, 0, 3, 10_000, 1.0), (1, 0, 3, 10_000, 1.0), (2, 0, 3, 10_000, 1.0), (3, 0, 2, 2_000, 1.0)])
     engine = run_policy(Engine(trace, spec, GandivaPolicy(), TierLatency(), EngineConfig(lease_s=100.0)))
     assert engine.migrations.sum() == 0
     assert engine.end_s.tolist() == [10_000.0, 10_000.0, 10_000.0, 8_000.0]  # J3 at speed 0.25
@@ -231,8 +237,7 @@ def test_gandiva_migrates_a_spread_job_once_a_machine_frees():
     # As above, but J2 ends at 1,000 s: at the 1,000 s boundary J3 (250 iterations done at
     # speed 0.25) moves to that machine and runs the other 1,750 at speed 1.
     spec = ClusterSpec(3, 1, 4)
-    trace = make_trace([(0, 0, 3, 10_000, 1.0), (1, 0, 3, 10_000, 1.0), (2, 0, 3, 1_000, 1.0),
-                        (3, 0, 2, 2_000, 1.0)])
+    trace = make_trace([(0, 0, 3, 10_000, 1.0), (1, 0, 3, 10_000, 1.0), (2, 0, 3, 1_000, 1.0), (3, 0, 2, 2_000, 1.0)])
     engine = run_policy(Engine(trace, spec, GandivaPolicy(), TierLatency(), EngineConfig(lease_s=100.0)))
     assert engine.migrations.tolist() == [0, 0, 0, 1]
     assert engine.end_s[3] == 1_000.0 + 1_750.0
@@ -279,8 +284,21 @@ def test_cli_renewal_flag_reaches_the_engine(capsys, tmp_path):
 
     path = tmp_path / "three.csv"
     three_jobs().to_csv(path, index=False)
-    args = ["simulate", "--policy", "dally-nowait", "--trace", str(path), "--racks", "2", "--machines-per-rack", "1",
-            "--gpus-per-machine", "4", "--format", "json"]
+    args = [
+        "simulate",
+        "--policy",
+        "dally-nowait",
+        "--trace",
+        str(path),
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "1",
+        "--gpus-per-machine",
+        "4",
+        "--format",
+        "json",
+    ]
     results = {}
     for mode in RENEWAL_MODES:
         assert main([*args, "--renewal", mode]) == 0
@@ -291,7 +309,6 @@ def test_cli_renewal_flag_reaches_the_engine(capsys, tmp_path):
         main([*args, "--renewal", "never"])
     assert stop.value.code == 2
     assert "invalid choice: 'never'" in capsys.readouterr().err
-
 
 
 class NewestFirst(Policy):
@@ -323,18 +340,21 @@ def test_leases_renewed_together_around_a_claimed_one(monkeypatch, compiled):
 
     def spy(self, jobs):
         n = original(self, jobs)
-        renewed.append([(int(self.job_id[j]), self.gpus[j].tolist(),
-                         bool((self.cluster.owner[self.gpus[j]] == j).all()))
-                        for j in jobs[:n]])
+        renewed.append(
+            [
+                (int(self.job_id[j]), self.gpus[j].tolist(), bool((self.cluster.owner[self.gpus[j]] == j).all()))
+                for j in jobs[:n]
+            ]
+        )
         return n
 
     monkeypatch.setattr(Engine, "_renew_in_place", spy)
-    trace = make_trace([(1, 0, 1, 36_000, 1.0), (2, 10, 1, 36_000, 1.0), (3, 20, 1, 36_000, 1.0),
-                        (4, 30, 2, 36_000, 1.0)])
+    trace = make_trace(
+        [(1, 0, 1, 36_000, 1.0), (2, 10, 1, 36_000, 1.0), (3, 20, 1, 36_000, 1.0), (4, 30, 2, 36_000, 1.0)]
+    )
     policy = NewestFirst()
     engine = run_policy(Engine(trace, ClusterSpec(1, 1, 4), policy, TierLatency(), EngineConfig(lease_s=H)))
-    assert policy.starts[:5] == [(1, 0.0, [0]), (2, 10.0, [1]), (3, 20.0, [2]), (4, H, [0, 3]),
-                                 (1, 36_010.0, [1])]
+    assert policy.starts[:5] == [(1, 0.0, [0]), (2, 10.0, [1]), (3, 20.0, [2]), (4, H, [0, 3]), (1, 36_010.0, [1])]
     if not compiled:
         assert renewed[0] == [(3, [2], True), (2, [1], True)]
     started = [job for job, _, _ in policy.starts]
@@ -359,12 +379,10 @@ def test_a_job_below_its_best_tier_in_a_run_of_expired_leases_still_gets_its_upg
     C: W waits again, then B and C take their turns with nothing between them -- and B, below
     its best tier with machine 0's three idle GPUs and its own GPU 3 free, must get its upgrade
     offer rather than a renewal in place."""
-    trace = make_trace([(1, 0, 3, 1_000, 1.0), (2, 1, 3, 36_000, 1.0), (3, 2, 2, 36_000, 1.0),
-                        (9, 2_000, 1, 100, 1.0)])
+    trace = make_trace([(1, 0, 3, 1_000, 1.0), (2, 1, 3, 36_000, 1.0), (3, 2, 2, 36_000, 1.0), (9, 2_000, 1, 100, 1.0)])
     policy = NewestFirstDecliningW()
     engine = Engine(trace, ClusterSpec(1, 2, 4), policy, TierLatency(), EngineConfig(lease_s=H))
     engine.renew_together = together
     run_policy(engine)
-    assert policy.starts[:4] == [(1, 0.0, [0, 1, 2]), (2, 1.0, [4, 5, 6]), (3, 2.0, [3, 7]),
-                                 (3, H, [0, 1])]
+    assert policy.starts[:4] == [(1, 0.0, [0, 1, 2]), (2, 1.0, [4, 5, 6]), (3, 2.0, [3, 7]), (3, H, [0, 1])]
     assert engine.upgrades.tolist() == [0, 0, 1, 0]

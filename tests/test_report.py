@@ -91,7 +91,7 @@ def _png(src: str) -> np.ndarray:
     """A data: URI's PNG, decoded (raises if it is not one)."""
     prefix = "data:image/png;base64,"
     assert src.startswith(prefix)
-    data = base64.b64decode(src[len(prefix):], validate=True)
+    data = base64.b64decode(src[len(prefix) :], validate=True)
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return mpimg.imread(io.BytesIO(data), format="png")
 
@@ -103,8 +103,25 @@ def _pairs(rows) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("run") / "sim"
-    assert main(["simulate", "--policy", "dally", "--racks", "1", "--trace", "small", "--out", str(out),
-                 "--no-progress", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--policy",
+                "dally",
+                "--racks",
+                "1",
+                "--trace",
+                "small",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -112,8 +129,27 @@ def run_dir(tmp_path_factory) -> Path:
 def cmp_dir(tmp_path_factory) -> Path:
     """The comparison of the issue's example: three policies on batch-500 at 8 racks."""
     out = tmp_path_factory.mktemp("cmp") / "cmp"
-    assert main(["compare", "--policies", "dally", "tiresias", "gandiva", "--racks", "8", "--trace", "batch-500",
-                 "--out", str(out), "--quiet", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--policies",
+                "dally",
+                "tiresias",
+                "gandiva",
+                "--racks",
+                "8",
+                "--trace",
+                "batch-500",
+                "--out",
+                str(out),
+                "--quiet",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -126,8 +162,14 @@ def agent_dir(tmp_path_factory) -> Path:
         shutil.copy(AGENT / name, out / name)
     for name in ("monitor", "eval"):
         shutil.copytree(AGENT / name, out / name)
-    rows = [{"agent": str(out), "trace": f"batch-500-seed{s}", **{k: float(i + 1) * 1000 + s for i, k in
-                                                                  enumerate(SUMMARY_KEYS)}} for s in (1, 2)]
+    rows = [
+        {
+            "agent": str(out),
+            "trace": f"batch-500-seed{s}",
+            **{k: float(i + 1) * 1000 + s for i, k in enumerate(SUMMARY_KEYS)},
+        }
+        for s in (1, 2)
+    ]
     pd.DataFrame(rows).to_csv(out / "evaluation.csv", index=False)
     return out
 
@@ -246,12 +288,18 @@ def test_several_directories_one_page_self_contained(run_dir, cmp_dir, agent_dir
 def test_recorded_settings_are_shown(run_dir, tmp_path, capsys):
     copy = tmp_path / "sim"
     shutil.copytree(run_dir, copy)
-    report.write_settings(copy, trace="small", cluster=ClusterSpec(racks=1), policy="dally", profile="paper",
-                          lease_s=3600.0)
+    report.write_settings(
+        copy, trace="small", cluster=ClusterSpec(racks=1), policy="dally", profile="paper", lease_s=3600.0
+    )
     _, page = _report(capsys, tmp_path, copy)
     settings = _pairs(page.sections[0]["tables"]["settings"])
-    assert settings == {"trace": "small", "cluster": "1 racks × 8 machines × 8 GPUs (64 GPUs)", "policy": "dally",
-                        "profile": "paper", "lease_s": "3600.0"}
+    assert settings == {
+        "trace": "small",
+        "cluster": "1 racks × 8 machines × 8 GPUs (64 GPUs)",
+        "policy": "dally",
+        "profile": "paper",
+        "lease_s": "3600.0",
+    }
 
 
 def test_missing_figures_are_drawn_from_the_csvs(run_dir, tmp_path, capsys):
@@ -268,12 +316,16 @@ def test_missing_figures_are_drawn_from_the_csvs(run_dir, tmp_path, capsys):
     assert "occupancy: no occupancy.png and no placements.csv" in text
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda d: d, "not a run, comparison or agent directory"),
-    (lambda d: d / "missing", "no such directory"),
-    (lambda d: (d / "file.txt").write_text("x") and d / "file.txt", "not a directory"),
-    (lambda d: (d / "summary.csv").write_text("makespan_s\n") and d, "not a run, comparison or agent directory"),
-], ids=["empty", "missing", "file", "half-a-run"])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda d: d, "not a run, comparison or agent directory"),
+        (lambda d: d / "missing", "no such directory"),
+        (lambda d: (d / "file.txt").write_text("x") and d / "file.txt", "not a directory"),
+        (lambda d: (d / "summary.csv").write_text("makespan_s\n") and d, "not a run, comparison or agent directory"),
+    ],
+    ids=["empty", "missing", "file", "half-a-run"],
+)
 def test_a_directory_of_no_known_kind_is_named(make, words, run_dir, tmp_path, capsys):
     bad_root = tmp_path / "bad"
     bad_root.mkdir()
@@ -297,9 +349,18 @@ def test_an_unreadable_summary_is_named(run_dir, tmp_path, capsys):
 
 # --- a real browser --------------------------------------------------------------------------
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-extensions", "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--hide-scrollbars",
+)
 
 
 def _chromium() -> str:
@@ -313,8 +374,13 @@ def _chromium() -> str:
 
 def _browse(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     profile.mkdir()
-    return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                           "--v=0", *args], capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_report_in_headless_chromium(run_dir, cmp_dir, agent_dir, tmp_path):

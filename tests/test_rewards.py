@@ -23,8 +23,16 @@ ENV_IDS = ["Dally-v0", "DallyQueue-v0", "DallySmall-v0", "DallyQueueSmall-v0"]
 
 def one_gpu_queue(rows, **kwargs) -> DallyQueueEnv:
     """DallyQueue on a single GPU, lease 10^6 s (no round boundary in these traces)."""
-    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=1, trace=make_trace(rows),
-                         latency=TierLatency(), lease_s=1e6, max_candidates=4, **kwargs)
+    return DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=1,
+        trace=make_trace(rows),
+        latency=TierLatency(),
+        lease_s=1e6,
+        max_candidates=4,
+        **kwargs,
+    )
 
 
 def play(env, actions) -> list[float]:
@@ -56,6 +64,7 @@ def random_choice(seed: int):
 
 
 # --- defaults -------------------------------------------------------------------------------------
+
 
 def test_relative_jct_is_the_default_of_every_registered_id():
     for env_id in ENV_IDS:
@@ -140,8 +149,16 @@ THREE_JOBS = [(0, 0, 1, 30, 1.0), (1, 10, 1, 100, 1.0), (2, 10, 1, 10, 1.0)]
 
 
 def two_gpu_queue(**kwargs) -> DallyQueueEnv:
-    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(THREE_JOBS),
-                         latency=TierLatency(), lease_s=1e6, max_candidates=4, **kwargs)
+    return DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=2,
+        trace=make_trace(THREE_JOBS),
+        latency=TierLatency(),
+        lease_s=1e6,
+        max_candidates=4,
+        **kwargs,
+    )
 
 
 def test_the_makespan_penalty_is_zero_within_the_reference_makespan_and_positive_beyond():
@@ -179,6 +196,7 @@ def test_reward_scale_s_makes_the_units_seconds_of_mean_jct_and_makespan():
 
 # --- hand-worked: Dally-v0 ------------------------------------------------------------------------
 
+
 # Two machines of two GPUs. Job 0 (1 GPU, 100 s) and job 1 (1 GPU, 5 s) start at 0 on one
 # machine; job 2 (1 GPU, 100 s) arrives at 1 and takes the other. At 5 job 1 ends: one GPU is
 # free on each machine. Job 3 (2 GPUs, `iters` iterations of 1 s) arrives at 6: it fits one
@@ -187,8 +205,16 @@ def test_reward_scale_s_makes_the_units_seconds_of_mean_jct_and_makespan():
 # machines at half speed from 6.
 def offer_env(iters: int, **kwargs) -> DallyEnv:
     rows = [(0, 0, 1, 100, 1.0), (1, 0, 1, 5, 1.0), (2, 1, 1, 100, 1.0), (3, 6, 2, iters, 1.0)]
-    return DallyEnv(racks=1, machines_per_rack=2, gpus_per_machine=2, trace=make_trace(rows),
-                    latency=TierLatency(), lease_s=1e6, reward="relative-jct", **kwargs)
+    return DallyEnv(
+        racks=1,
+        machines_per_rack=2,
+        gpus_per_machine=2,
+        trace=make_trace(rows),
+        latency=TierLatency(),
+        lease_s=1e6,
+        reward="relative-jct",
+        **kwargs,
+    )
 
 
 def test_dally_v0_accepting_the_worse_tier_early_is_credited():
@@ -215,6 +241,7 @@ def test_dally_v0_the_makespan_penalty_applies_beyond_the_reference_makespan():
 
 # --- every episode --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("env_id", ["DallySmall-v0", "DallyQueueSmall-v0"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_rewards_telescope_to_the_documented_return(env_id, seed):
@@ -225,8 +252,10 @@ def test_rewards_telescope_to_the_documented_return(env_id, seed):
     ref = env.reference_run
     summary = info["summary"]
     total_jct = summary["jct_mean_s"] * ref.n
-    expected = -100 * (total_jct - ref.area_s) / ref.area_s \
+    expected = (
+        -100 * (total_jct - ref.area_s) / ref.area_s
         - env.makespan_penalty * 100 * max(0.0, summary["makespan_s"] - ref.makespan_s) / ref.makespan_s
+    )
     assert sum(rewards) == pytest.approx(expected, rel=1e-9, abs=1e-9)
     assert all(type(r) is float for r in rewards)
 
@@ -304,6 +333,7 @@ def test_stable_baselines3_env_checker_passes_with_the_default_reward(env_id):
 
 # --- makespan_reference ---------------------------------------------------------------------------
 
+
 def test_makespan_reference_moves_the_limit_to_another_policys_native_makespan():
     env = gym.make("DallySmall-v0", trace="small", makespan_reference="dally-consolidated").unwrapped
     rewards, info = play_with(env, random_choice(2), 2)
@@ -311,8 +341,10 @@ def test_makespan_reference_moves_the_limit_to_another_policys_native_makespan()
     other = dallygym.simulate("small", dallygym.ClusterSpec(2, 2, 8), policy="dally-consolidated").summary
     assert env.makespan_limit_s == pytest.approx(other["makespan_s"], rel=1e-12)
     summary = info["summary"]
-    expected = -100 * (summary["jct_mean_s"] * ref.n - ref.area_s) / ref.area_s \
+    expected = (
+        -100 * (summary["jct_mean_s"] * ref.n - ref.area_s) / ref.area_s
         - env.makespan_penalty * 100 * max(0.0, summary["makespan_s"] - env.makespan_limit_s) / env.makespan_limit_s
+    )
     assert sum(rewards) == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
@@ -343,8 +375,16 @@ FOUR_ON_TWO = THREE_JOBS + [(3, 15, 1, 10, 1.0)]
 
 
 def four_on_two(**kwargs) -> DallyQueueEnv:
-    return DallyQueueEnv(racks=1, machines_per_rack=1, gpus_per_machine=2, trace=make_trace(FOUR_ON_TWO),
-                         latency=TierLatency(), lease_s=1e6, max_candidates=4, **kwargs)
+    return DallyQueueEnv(
+        racks=1,
+        machines_per_rack=1,
+        gpus_per_machine=2,
+        trace=make_trace(FOUR_ON_TWO),
+        latency=TierLatency(),
+        lease_s=1e6,
+        max_candidates=4,
+        **kwargs,
+    )
 
 
 def test_bound_credit_charges_the_makespan_excess_at_the_pick_that_causes_it():

@@ -31,10 +31,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # small (60 jobs, up to 16 GPUs) on 1 and 2 racks of one 8-GPU machine: every 1-rack cell fails
 # (a job larger than the cluster), every 2-rack cell runs.
-GRID = dict(policies=["dally", "random", "gandiva"], traces=["small"], racks=[1, 2], seeds=[0, 1],
-            machines_per_rack=1, gpus_per_machine=8)
-CLI_GRID = ["--policies", "dally", "random", "gandiva", "--traces", "small", "--racks", "1", "2",
-            "--seeds", "0", "1", "--machines-per-rack", "1", "--no-progress"]
+GRID = dict(
+    policies=["dally", "random", "gandiva"],
+    traces=["small"],
+    racks=[1, 2],
+    seeds=[0, 1],
+    machines_per_rack=1,
+    gpus_per_machine=8,
+)
+CLI_GRID = [
+    "--policies",
+    "dally",
+    "random",
+    "gandiva",
+    "--traces",
+    "small",
+    "--racks",
+    "1",
+    "2",
+    "--seeds",
+    "0",
+    "1",
+    "--machines-per-rack",
+    "1",
+    "--no-progress",
+]
 
 
 def _files(out: Path) -> tuple[bytes, bytes]:
@@ -50,18 +71,21 @@ def test_grid_is_every_combination_in_a_fixed_order_with_every_engine_option_in_
     assert len(grid(["dally", "dally"], ["small"], [2, 2])) == 1  # repeated values are one cell
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(policies=["no-such"]), "unknown policy 'no-such'"),
-    (dict(racks=[0]), "racks"),
-    (dict(lease_s=[-1.0]), "lease_s"),
-    (dict(traces=["no/such.csv"]), "no/such.csv"),
-    (dict(seeds=[]), "no seeds"),
-    (dict(lease_s=[3600.0, 1e-9]), "lease_s must be a number of seconds from 1"),
-    (dict(restart_overhead_s=[float("nan")]), "restart_overhead_s"),
-    (dict(racks=[2, 10**7]), "racks must be at most 4,096"),
-    (dict(gpus_per_machine=10**9), "gpus_per_machine must be at most 1,024"),
-    (dict(seeds=[2**63]), "seed"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(policies=["no-such"]), "unknown policy 'no-such'"),
+        (dict(racks=[0]), "racks"),
+        (dict(lease_s=[-1.0]), "lease_s"),
+        (dict(traces=["no/such.csv"]), "no/such.csv"),
+        (dict(seeds=[]), "no seeds"),
+        (dict(lease_s=[3600.0, 1e-9]), "lease_s must be a number of seconds from 1"),
+        (dict(restart_overhead_s=[float("nan")]), "restart_overhead_s"),
+        (dict(racks=[2, 10**7]), "racks must be at most 4,096"),
+        (dict(gpus_per_machine=10**9), "gpus_per_machine must be at most 1,024"),
+        (dict(seeds=[2**63]), "seed"),
+    ],
+)
 def test_bad_grid_values_are_refused_before_anything_runs(bad, message):
     args = dict(policies=["dally"], traces=["small"], racks=[2], seeds=[0])
     with pytest.raises((ValueError, OSError), match=message):
@@ -71,8 +95,12 @@ def test_bad_grid_values_are_refused_before_anything_runs(bad, message):
 def test_a_cell_row_is_its_keys_and_the_simulate_summary_exactly():
     cell = Cell("gandiva", "small", 2, 2, 8, seed=3, lease_s=1800.0, renewal="rebid")
     row = run_cell(cell)
-    summary = dallygym.simulate("small", dallygym.ClusterSpec(2, 2, 8), policy="gandiva",
-                                config=dallygym.EngineConfig(lease_s=1800.0, seed=3, renewal="rebid")).summary
+    summary = dallygym.simulate(
+        "small",
+        dallygym.ClusterSpec(2, 2, 8),
+        policy="gandiva",
+        config=dallygym.EngineConfig(lease_s=1800.0, seed=3, renewal="rebid"),
+    ).summary
     assert tuple(row) == RESULT_COLUMNS
     assert {k: row[k] for k in dallygym.SUMMARY_KEYS} == summary
 
@@ -169,12 +197,15 @@ def test_sweep_command_exits_1_when_a_cell_failed_naming_its_keys(tmp_path, caps
     assert "0 cells run, 6 already done, 0 failed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--policies", "nope", "--traces", "small", "--racks", "2"], "unknown policy 'nope'"),
-    (["--traces", "small", "--racks", "2", "--address", "auto"], "--address applies to --backend ray only"),
-    (["--traces", "small", "--racks", "2", "--workers", "0"], "workers must be a positive integer"),
-    (["--traces", "missing.csv", "--racks", "2"], "missing.csv"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policies", "nope", "--traces", "small", "--racks", "2"], "unknown policy 'nope'"),
+        (["--traces", "small", "--racks", "2", "--address", "auto"], "--address applies to --backend ray only"),
+        (["--traces", "small", "--racks", "2", "--workers", "0"], "workers must be a positive integer"),
+        (["--traces", "missing.csv", "--racks", "2"], "missing.csv"),
+    ],
+)
 def test_sweep_command_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     assert main(["sweep", *args, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     err = capsys.readouterr().err

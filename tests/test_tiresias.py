@@ -85,10 +85,14 @@ def test_high_skew_model_waits_for_a_machine_while_low_skew_one_spreads_at_once(
     # (resnet50, skew 0.09, 2 GPUs) arrives at 2 and takes it at once. V starts on machine 0
     # when X ends at 100.
     spec = ClusterSpec(1, 2, 4)
-    trace = make_trace([
-        (0, 0, 3, 100, 1.0), (1, 0, 3, 1000, 1.0),
-        (2, 1, 2, 10, 1.0, "vgg11"), (3, 2, 2, 500, 1.0, "resnet50"),
-    ])
+    trace = make_trace(
+        [
+            (0, 0, 3, 100, 1.0),
+            (1, 0, 3, 1000, 1.0),
+            (2, 1, 2, 10, 1.0, "vgg11"),
+            (3, 2, 2, 500, 1.0, "resnet50"),
+        ]
+    )
     engine = run_engine(trace, spec, TiresiasPolicy(), lease_s=NO_ROUNDS)
     assert engine.first_start_s[2:].tolist() == [100.0, 2.0]
     jobs = collect(engine).jobs.set_index("job_id")

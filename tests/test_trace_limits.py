@@ -46,8 +46,9 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("rows, line, column, words", REFUSED,
-                         ids=[f"{i}-{c or 'fields'}" for i, (_, _, c, _) in enumerate(REFUSED)])
+@pytest.mark.parametrize(
+    "rows, line, column, words", REFUSED, ids=[f"{i}-{c or 'fields'}" for i, (_, _, c, _) in enumerate(REFUSED)]
+)
 def test_edge_values_are_refused_naming_file_line_and_column(tmp_path, rows, line, column, words):
     path = write(tmp_path, *rows)
     with pytest.raises(TraceError) as info:
@@ -58,8 +59,11 @@ def test_edge_values_are_refused_naming_file_line_and_column(tmp_path, rows, lin
     assert "\n" not in message and "\x00" not in message  # one printable line
 
 
-@pytest.mark.parametrize("rows, line, column, words", REFUSED[:1] + REFUSED[2:3] + REFUSED[6:8] + REFUSED[12:13],
-                         ids=["trailing-comma", "uint64-gpus", "huge-arrival", "huge-iter-time", "nul-model"])
+@pytest.mark.parametrize(
+    "rows, line, column, words",
+    REFUSED[:1] + REFUSED[2:3] + REFUSED[6:8] + REFUSED[12:13],
+    ids=["trailing-comma", "uint64-gpus", "huge-arrival", "huge-iter-time", "nul-model"],
+)
 def test_command_line_exits_2_with_one_line_for_edge_values(tmp_path, capsys, rows, line, column, words):
     path = write(tmp_path, *rows)
     assert main(["simulate", "--trace", str(path), "--racks", "2"]) == 2
@@ -94,7 +98,16 @@ def test_jct_is_never_below_ideal_time_even_by_rounding(tmp_path):
 )
 def test_jct_at_least_ideal_exactly_for_any_allowed_single_job(arrival, iterations, iter_time):
     frame = pd.DataFrame(
-        [{"job_id": 0, "arrival_s": arrival, "num_gpus": 1, "model": "resnet50",
-          "total_iterations": iterations, "iter_time_s": iter_time}])
+        [
+            {
+                "job_id": 0,
+                "arrival_s": arrival,
+                "num_gpus": 1,
+                "model": "resnet50",
+                "total_iterations": iterations,
+                "iter_time_s": iter_time,
+            }
+        ]
+    )
     jobs = dallygym.simulate(frame, ClusterSpec(1, 1, 1), policy="fifo").jobs
     assert jobs.loc[0, "jct_s"] >= jobs.loc[0, "ideal_s"]

@@ -49,9 +49,7 @@ GOOD = ("0,0,1,vgg11,10,0.5", "1,0,2,alexnet,20,0.25")
 def test_valid_file_loads_with_canonical_columns_and_dtypes(tmp_path):
     frame = load_trace(write(tmp_path, *GOOD))
     assert tuple(frame.columns) == TRACE_COLUMNS
-    assert [str(t) for t in frame.dtypes] == [
-        "int64", "float64", "int64", "object", "int64", "float64"
-    ]
+    assert [str(t) for t in frame.dtypes] == ["int64", "float64", "int64", "object", "int64", "float64"]
     assert frame["model"].tolist() == ["vgg11", "alexnet"]
     assert isinstance(frame.index, pd.RangeIndex)
 
@@ -85,10 +83,16 @@ def test_arrival_zero_is_allowed_and_whole_floats_count_as_integers(tmp_path):
 
 
 def test_dataframe_source_is_validated_and_not_modified():
-    raw = pd.DataFrame({
-        "job_id": [1, 0], "arrival_s": [5.0, 0.0], "num_gpus": [2, 1],
-        "model": ["vgg11", "alexnet"], "total_iterations": [10, 20], "iter_time_s": [0.1, 0.2],
-    })
+    raw = pd.DataFrame(
+        {
+            "job_id": [1, 0],
+            "arrival_s": [5.0, 0.0],
+            "num_gpus": [2, 1],
+            "model": ["vgg11", "alexnet"],
+            "total_iterations": [10, 20],
+            "iter_time_s": [0.1, 0.2],
+        }
+    )
     before = raw.copy()
     frame = load_trace(raw)
     assert frame["job_id"].tolist() == [0, 1]
@@ -184,8 +188,9 @@ def test_non_numeric_value_names_line_column_and_value(tmp_path, row, column, wo
     assert f"t.csv, line 3, column {column}: {words}" in message
 
 
-@pytest.mark.parametrize("column_index, column", [(1, "arrival_s"), (2, "num_gpus"),
-                                                  (4, "total_iterations"), (5, "iter_time_s")])
+@pytest.mark.parametrize(
+    "column_index, column", [(1, "arrival_s"), (2, "num_gpus"), (4, "total_iterations"), (5, "iter_time_s")]
+)
 @pytest.mark.parametrize("missing", ["", "nan", "NaN"])
 def test_empty_or_nan_value_names_line_and_column(tmp_path, column_index, column, missing):
     fields = GOOD[1].split(",")
@@ -259,26 +264,43 @@ def test_job_larger_than_the_cluster_is_named(tmp_path):
 
 
 def test_check_trace_fits_names_row_job_and_sizes():
-    frame = load_trace(pd.DataFrame({
-        "job_id": [0, 1], "arrival_s": [0.0, 1.0], "num_gpus": [8, 200],
-        "model": ["vgg11", "vgg11"], "total_iterations": [1, 1], "iter_time_s": [1.0, 1.0],
-    }))
-    with pytest.raises(TraceError, match=re.escape(
-        "jobs.csv, row 1 (0-based position), column num_gpus: job 1 needs 200 GPUs, more "
-        "than the cluster's 128"
-    )):
+    frame = load_trace(
+        pd.DataFrame(
+            {
+                "job_id": [0, 1],
+                "arrival_s": [0.0, 1.0],
+                "num_gpus": [8, 200],
+                "model": ["vgg11", "vgg11"],
+                "total_iterations": [1, 1],
+                "iter_time_s": [1.0, 1.0],
+            }
+        )
+    )
+    with pytest.raises(
+        TraceError,
+        match=re.escape(
+            "jobs.csv, row 1 (0-based position), column num_gpus: job 1 needs 200 GPUs, more than the cluster's 128"
+        ),
+    ):
         check_trace_fits(frame, ClusterSpec(racks=2), "jobs.csv")
     check_trace_fits(frame, ClusterSpec(racks=4), "jobs.csv")
 
 
 def test_frame_errors_name_the_row_position():
-    raw = pd.DataFrame({
-        "job_id": [0, 1], "arrival_s": [0.0, 1.0], "num_gpus": [1, 0],
-        "model": ["vgg11", "vgg11"], "total_iterations": [1, 1], "iter_time_s": [1.0, 1.0],
-    }, index=[10, 20])
-    with pytest.raises(TraceError, match=re.escape(
-        "<frame>, row 1 (0-based position), column num_gpus: must be at least 1, got 0"
-    )):
+    raw = pd.DataFrame(
+        {
+            "job_id": [0, 1],
+            "arrival_s": [0.0, 1.0],
+            "num_gpus": [1, 0],
+            "model": ["vgg11", "vgg11"],
+            "total_iterations": [1, 1],
+            "iter_time_s": [1.0, 1.0],
+        },
+        index=[10, 20],
+    )
+    with pytest.raises(
+        TraceError, match=re.escape("<frame>, row 1 (0-based position), column num_gpus: must be at least 1, got 0")
+    ):
         validate_trace(raw)
 
 
@@ -292,15 +314,17 @@ def test_trace_error_is_a_value_error():
 def test_write_then_load_gives_identical_values(tmp_path):
     rng = np.random.default_rng(7)
     n = 2000
-    frame = pd.DataFrame({
-        "job_id": rng.permutation(n) * 3,
-        "arrival_s": np.sort(rng.exponential(1e4, n)),
-        "num_gpus": rng.integers(1, 64, n),
-        "model": rng.choice(["vgg11", "resnet50", "bert_large"], n),
-        "total_iterations": rng.integers(1, 10**6, n),
-        # Floats over nine orders of magnitude, inside the limits (ideal time <= 1e9 s).
-        "iter_time_s": np.exp(rng.uniform(np.log(1e-6), np.log(1e3), n)),
-    })
+    frame = pd.DataFrame(
+        {
+            "job_id": rng.permutation(n) * 3,
+            "arrival_s": np.sort(rng.exponential(1e4, n)),
+            "num_gpus": rng.integers(1, 64, n),
+            "model": rng.choice(["vgg11", "resnet50", "bert_large"], n),
+            "total_iterations": rng.integers(1, 10**6, n),
+            # Floats over nine orders of magnitude, inside the limits (ideal time <= 1e9 s).
+            "iter_time_s": np.exp(rng.uniform(np.log(1e-6), np.log(1e3), n)),
+        }
+    )
     canonical = validate_trace(frame)
     path = write_trace(canonical, tmp_path / "out" / "trace.csv")
     again = load_trace(path)
@@ -309,10 +333,16 @@ def test_write_then_load_gives_identical_values(tmp_path):
 
 
 def test_write_trace_refuses_an_invalid_frame(tmp_path):
-    bad = pd.DataFrame({
-        "job_id": [0], "arrival_s": [0.0], "num_gpus": [0],
-        "model": ["vgg11"], "total_iterations": [1], "iter_time_s": [1.0],
-    })
+    bad = pd.DataFrame(
+        {
+            "job_id": [0],
+            "arrival_s": [0.0],
+            "num_gpus": [0],
+            "model": ["vgg11"],
+            "total_iterations": [1],
+            "iter_time_s": [1.0],
+        }
+    )
     with pytest.raises(TraceError, match="num_gpus"):
         write_trace(bad, tmp_path / "bad.csv")
     assert not (tmp_path / "bad.csv").exists()

@@ -24,11 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def policy_and_batch(counts, slots: int = 64, seed: int = 0, weights: bool = False):
-    obs_space = gym.spaces.Dict({
-        "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
-        "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
-        "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
-    })
+    obs_space = gym.spaces.Dict(
+        {
+            "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+            "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
+            "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+        }
+    )
     th.manual_seed(seed)
     policy = JobSetPolicy(obs_space, gym.spaces.Discrete(slots + 1), lr_schedule=lambda _: 3e-4)
     rng = np.random.default_rng(seed)
@@ -43,8 +45,11 @@ def policy_and_batch(counts, slots: int = 64, seed: int = 0, weights: bool = Fal
         masks[i, :k] = True
         masks[i, slots] = k == 0 or rng.random() < 0.5
         actions.append(int(rng.choice(np.flatnonzero(masks[i]))))
-    obs = {"jobs": th.as_tensor(jobs), "job_mask": th.as_tensor(job_mask),
-           "cluster": th.as_tensor(rng.random((len(counts), CLUSTER_DIM), dtype=np.float32))}
+    obs = {
+        "jobs": th.as_tensor(jobs),
+        "job_mask": th.as_tensor(job_mask),
+        "cluster": th.as_tensor(rng.random((len(counts), CLUSTER_DIM), dtype=np.float32)),
+    }
     return policy, obs, masks, th.as_tensor(actions)
 
 
@@ -89,10 +94,26 @@ def test_the_fused_score_is_the_unfused_one():
 def _train(out, n_epochs: int, batch_size: int):
     from dallygym.learn import LearnedAgent, TrainConfig, train
 
-    train(TrainConfig(env_id="DallyQueueSmall-v0", trace="gen:small", racks=2, train_racks=[1, 2],
-                      machines_per_rack=2, total_timesteps=128, n_envs=2, n_steps=32, batch_size=batch_size,
-                      n_epochs=n_epochs, seed=5, eval_freq_steps=10 ** 6, checkpoint_freq_steps=10 ** 6,
-                      progress_bar=False, time_limit_min=None, out_dir=str(out)))
+    train(
+        TrainConfig(
+            env_id="DallyQueueSmall-v0",
+            trace="gen:small",
+            racks=2,
+            train_racks=[1, 2],
+            machines_per_rack=2,
+            total_timesteps=128,
+            n_envs=2,
+            n_steps=32,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            seed=5,
+            eval_freq_steps=10**6,
+            checkpoint_freq_steps=10**6,
+            progress_bar=False,
+            time_limit_min=None,
+            out_dir=str(out),
+        )
+    )
     return LearnedAgent(out).policy.state_dict()
 
 
@@ -122,10 +143,29 @@ def test_the_benchmark_builds_the_command_lines_config():
     assert bench.parse_variant("current") == ("current", None, {})
     with pytest.raises(SystemExit):
         bench.parse_variant("x:no_such_field=1")
-    cli = _train_config(build_parser().parse_args(
-        ["train", "--env-id", "DallyQueue-v0", "--train-racks", "2", "4", "8", "16", "--total-timesteps", "4096",
-         "--eval-freq-steps", str(10 ** 12), "--checkpoint-freq-steps", str(10 ** 12), "--no-progress",
-         "--out", "/tmp/x"]))
+    cli = _train_config(
+        build_parser().parse_args(
+            [
+                "train",
+                "--env-id",
+                "DallyQueue-v0",
+                "--train-racks",
+                "2",
+                "4",
+                "8",
+                "16",
+                "--total-timesteps",
+                "4096",
+                "--eval-freq-steps",
+                str(10**12),
+                "--checkpoint-freq-steps",
+                str(10**12),
+                "--no-progress",
+                "--out",
+                "/tmp/x",
+            ]
+        )
+    )
     built = bench.config_for(dict(bench.CASES)["train racks 2 4 8 16"], {}, 4096, "/tmp/x")
     # The benchmark times whole runs (no wall-clock guard) without a progress bar.
     assert replace(cli, time_limit_min=None, progress_bar=False, out_dir="/tmp/x") == built

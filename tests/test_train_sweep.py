@@ -14,16 +14,45 @@ from dallygym.sweep import LocalBackend, make_backend
 
 pytestmark = [pytest.mark.slow]
 
-TINY = ["--env-id", "DallySmall-v0", "--trace", "gen:small", "--racks", "2", "--machines-per-rack", "2",
-        "--total-timesteps", "96", "--n-envs", "2", "--n-steps", "40", "--eval-freq-steps", "48",
-        "--checkpoint-freq-steps", "1000000", "--eval-trace", "small"]
+TINY = [
+    "--env-id",
+    "DallySmall-v0",
+    "--trace",
+    "gen:small",
+    "--racks",
+    "2",
+    "--machines-per-rack",
+    "2",
+    "--total-timesteps",
+    "96",
+    "--n-envs",
+    "2",
+    "--n-steps",
+    "40",
+    "--eval-freq-steps",
+    "48",
+    "--checkpoint-freq-steps",
+    "1000000",
+    "--eval-trace",
+    "small",
+]
 
 
 def _tiny(out, seed: int, **changes) -> TrainConfig:
-    config = TrainConfig(env_id="DallySmall-v0", trace="gen:small", racks=2, machines_per_rack=2,
-                         total_timesteps=96, n_envs=2, n_steps=40, eval_freq_steps=48,
-                         checkpoint_freq_steps=1_000_000, seed=seed, progress_bar=False,
-                         out_dir=str(out / run_name("hidden", "dally", seed)))
+    config = TrainConfig(
+        env_id="DallySmall-v0",
+        trace="gen:small",
+        racks=2,
+        machines_per_rack=2,
+        total_timesteps=96,
+        n_envs=2,
+        n_steps=40,
+        eval_freq_steps=48,
+        checkpoint_freq_steps=1_000_000,
+        seed=seed,
+        progress_bar=False,
+        out_dir=str(out / run_name("hidden", "dally", seed)),
+    )
     return replace(config, **changes)
 
 
@@ -39,13 +68,30 @@ def test_train_sweep_command_gathers_every_run_and_its_evaluation(tmp_path, caps
     curves = pd.read_csv(tmp_path / "curves.csv")
     validation = curves[curves["kind"] == "validation"]
     assert validation.groupby("run")["timesteps"].apply(list).to_dict() == {
-        "ppo-hidden-seed0": [48, 96], "ppo-hidden-seed1": [48, 96]}
-    assert (runs["final_validation_return"].to_numpy()
-            == validation.groupby("run")["return"].last().to_numpy()).all()
+        "ppo-hidden-seed0": [48, 96],
+        "ppo-hidden-seed1": [48, 96],
+    }
+    assert (runs["final_validation_return"].to_numpy() == validation.groupby("run")["return"].last().to_numpy()).all()
     # Each row's evaluation is the saved agent's, re-evaluated here.
     capsys.readouterr()
-    assert main(["evaluate", "--agent", str(tmp_path / "ppo-hidden-seed1"), "--racks", "2",
-                 "--machines-per-rack", "2", "--trace", "small", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                str(tmp_path / "ppo-hidden-seed1"),
+                "--racks",
+                "2",
+                "--machines-per-rack",
+                "2",
+                "--trace",
+                "small",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     again = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
     assert again.loc[0, "jct_mean_s"] == runs.loc[1, "jct_mean_s"]
 

@@ -97,8 +97,9 @@ class Policy:
         offer), ``"upgrade"`` / ``"rebid"`` (a renewal offer moved a running job) or
         ``"migration"`` (:meth:`migrate`)."""
 
-    def on_start_batch(self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray,
-                       now_s: np.ndarray) -> None:
+    def on_start_batch(
+        self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray, now_s: np.ndarray
+    ) -> None:
         """Optional: :meth:`on_start` for several starts at once, in their order (arrays: the
         job indices, their tiers as ints, their starvation and start times), which the
         compiled event loop calls for the starts it made (see :attr:`batched_on_start`) when

@@ -193,11 +193,15 @@ class AutoTuner:
         #: knows from it whether they may have changed.
         self.stamp = 0
         if floors:
-            self._floor = {int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
-                           int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s}
+            self._floor = {
+                int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
+                int(Tier.RACK): FLOOR_RACK_LEASES * self.lease_s,
+            }
         if caps:
-            self._cap = {int(Tier.MACHINE): CAP_MACHINE_FRACTION * self.history_s,
-                         int(Tier.RACK): CAP_RACK_FRACTION * self.history_s}
+            self._cap = {
+                int(Tier.MACHINE): CAP_MACHINE_FRACTION * self.history_s,
+                int(Tier.RACK): CAP_RACK_FRACTION * self.history_s,
+            }
 
     def record(self, tier: Tier, num_gpus: int, starvation_s: float, now_s: float) -> None:
         """Append an acceptance (Algorithm 1, lines 7 and 15); NETWORK ones are not kept."""
@@ -219,8 +223,7 @@ class AutoTuner:
         times.append(float(now_s))
         self._values[key].append(float(starvation_s))
 
-    def record_many(self, tiers: np.ndarray, num_gpus: np.ndarray, starvation_s: np.ndarray,
-                    now_s: np.ndarray) -> None:
+    def record_many(self, tiers: np.ndarray, num_gpus: np.ndarray, starvation_s: np.ndarray, now_s: np.ndarray) -> None:
         """:meth:`record` for each entry of the arrays, in order (the same checks, the same
         lists); tiers as ints."""
         network = int(Tier.NETWORK)
@@ -228,9 +231,12 @@ class AutoTuner:
         last = self._last_s
         by_value, limit = self._by_value, self.history_s
         try:
-            for level, g, waited, at in zip(np.asarray(tiers).tolist(), np.asarray(num_gpus).tolist(),
-                                             np.asarray(starvation_s, dtype=np.float64).tolist(),
-                                             np.asarray(now_s, dtype=np.float64).tolist()):
+            for level, g, waited, at in zip(
+                np.asarray(tiers).tolist(),
+                np.asarray(num_gpus).tolist(),
+                np.asarray(starvation_s, dtype=np.float64).tolist(),
+                np.asarray(now_s, dtype=np.float64).tolist(),
+            ):
                 if level == network:
                     continue
                 if not (waited >= 0):
@@ -259,8 +265,10 @@ class AutoTuner:
         than a machine has ``T_Mc = 0``, ...) are the policy's (:meth:`DallyPolicy.timers`).
         """
         g = int(num_gpus)
-        return (self._timer(_MACHINE_LEVEL, g, now_s, self.t_machine_s),
-                self._timer(_RACK_LEVEL, g, now_s, self.t_rack_s))
+        return (
+            self._timer(_MACHINE_LEVEL, g, now_s, self.t_machine_s),
+            self._timer(_RACK_LEVEL, g, now_s, self.t_rack_s),
+        )
 
     def _timer(self, tier: int, g: int, now_s: float, fallback: float) -> float:
         key = (tier, g)
@@ -297,8 +305,10 @@ class AutoTuner:
         return out
 
     def __repr__(self) -> str:
-        return (f"AutoTuner(history_s={self.history_s:g}, t_machine_s={self.t_machine_s:g}, "
-                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}, limit={self.limit!r})")
+        return (
+            f"AutoTuner(history_s={self.history_s:g}, t_machine_s={self.t_machine_s:g}, "
+            f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}, limit={self.limit!r})"
+        )
 
 
 class DallyPolicy(Policy):
@@ -371,8 +381,9 @@ class DallyPolicy(Policy):
         tuner_limit: str = "window",
     ) -> None:
         if never_run_nw_sens not in NEVER_RUN_NW_SENS:
-            raise ValueError(f"unknown never_run_nw_sens {never_run_nw_sens!r}; "
-                             f"choose one of {', '.join(NEVER_RUN_NW_SENS)}")
+            raise ValueError(
+                f"unknown never_run_nw_sens {never_run_nw_sens!r}; choose one of {', '.join(NEVER_RUN_NW_SENS)}"
+            )
         if tuner_limit not in TUNER_LIMITS:
             raise ValueError(f"unknown tuner_limit {tuner_limit!r}; choose one of {', '.join(TUNER_LIMITS)}")
         self.never_run_nw_sens = never_run_nw_sens
@@ -398,8 +409,15 @@ class DallyPolicy(Policy):
         self._gpus_per_rack = spec.gpus_per_rack
         if self.auto_tuned:
             history = default_history_s(spec) if self.history_s is None else self.history_s
-            self.tuner = AutoTuner(history, self.t_machine_s, self.t_rack_s, lease_s=view.config.lease_s,
-                                   floors=self.floors, caps=self.caps, limit=self.tuner_limit)
+            self.tuner = AutoTuner(
+                history,
+                self.t_machine_s,
+                self.t_rack_s,
+                lease_s=view.config.lease_s,
+                floors=self.floors,
+                caps=self.caps,
+                limit=self.tuner_limit,
+            )
         self._forget()
 
     def _forget(self) -> None:
@@ -503,8 +521,9 @@ class DallyPolicy(Policy):
         if self.tuner is not None and view.placement_kind != "upgrade":
             self.tuner.record(tier, int(view.num_gpus[job]), starvation_s, now_s)
 
-    def on_start_batch(self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray,
-                       now_s: np.ndarray) -> None:
+    def on_start_batch(
+        self, view: Engine, jobs: np.ndarray, tiers: np.ndarray, starvation_s: np.ndarray, now_s: np.ndarray
+    ) -> None:
         # on_start for each, at once (the compiled loop's starts are all "new" placements).
         if self.tuner is not None and view.placement_kind != "upgrade":
             self.tuner.record_many(tiers, view.num_gpus[jobs], starvation_s, now_s)
@@ -519,8 +538,10 @@ class DallyPolicy(Policy):
         return out
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(history_s={self.history_s!r}, t_machine_s={self.t_machine_s:g}, "
-                f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}{self._options_repr()})")
+        return (
+            f"{type(self).__name__}(history_s={self.history_s!r}, t_machine_s={self.t_machine_s:g}, "
+            f"t_rack_s={self.t_rack_s:g}, floors={self.floors}, caps={self.caps}{self._options_repr()})"
+        )
 
 
 class DallyManualPolicy(DallyPolicy):
@@ -530,16 +551,21 @@ class DallyManualPolicy(DallyPolicy):
     name: ClassVar[str] = "dally-manual"
     auto_tuned: ClassVar[bool] = False
 
-    def __init__(self, t_machine_s: float = MANUAL_T_MACHINE_S, t_rack_s: float = MANUAL_T_RACK_S,
-                 never_run_nw_sens: str = "zero") -> None:
+    def __init__(
+        self,
+        t_machine_s: float = MANUAL_T_MACHINE_S,
+        t_rack_s: float = MANUAL_T_RACK_S,
+        never_run_nw_sens: str = "zero",
+    ) -> None:
         super().__init__(t_machine_s=t_machine_s, t_rack_s=t_rack_s, never_run_nw_sens=never_run_nw_sens)
 
     def base_timers(self, num_gpus: int, now_s: float) -> tuple[float, float]:
         return self.t_machine_s, self.t_rack_s
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(t_machine_s={self.t_machine_s:g}, t_rack_s={self.t_rack_s:g}"
-                f"{self._options_repr()})")
+        return (
+            f"{type(self).__name__}(t_machine_s={self.t_machine_s:g}, t_rack_s={self.t_rack_s:g}{self._options_repr()})"
+        )
 
 
 class DallyNoWaitPolicy(DallyPolicy):

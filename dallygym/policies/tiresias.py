@@ -134,13 +134,8 @@ class TiresiasPolicy(PlannedPlacementPolicy):
         skews: Mapping[str, float] | None = None,
     ) -> None:
         limits = np.asarray(queue_limits_gpu_s, dtype=np.float64)
-        if limits.ndim != 1 or not (
-            np.all(np.isfinite(limits)) and np.all(limits > 0) and np.all(np.diff(limits) > 0)
-        ):
-            raise ValueError(
-                f"queue_limits_gpu_s must be increasing positive GPU-seconds, "
-                f"got {queue_limits_gpu_s!r}"
-            )
+        if limits.ndim != 1 or not (np.all(np.isfinite(limits)) and np.all(limits > 0) and np.all(np.diff(limits) > 0)):
+            raise ValueError(f"queue_limits_gpu_s must be increasing positive GPU-seconds, got {queue_limits_gpu_s!r}")
         if promote_knob is not None and not (math.isfinite(promote_knob) and promote_knob > 0):
             raise ValueError(f"promote_knob must be positive or None, got {promote_knob!r}")
         self.queue_limits_gpu_s = limits

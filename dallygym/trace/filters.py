@@ -90,9 +90,11 @@ def handle_oversize(
     if not too_big.any():
         return keep, gpus, []
     rows = np.flatnonzero(too_big)
-    size = (f"the cluster's {cluster.num_gpus} (racks={cluster.racks}, "
-            f"machines_per_rack={cluster.machines_per_rack}, "
-            f"gpus_per_machine={cluster.gpus_per_machine})")
+    size = (
+        f"the cluster's {cluster.num_gpus} (racks={cluster.racks}, "
+        f"machines_per_rack={cluster.machines_per_rack}, "
+        f"gpus_per_machine={cluster.gpus_per_machine})"
+    )
     if oversize == "error":
         i = int(rows[0])
         more = len(rows) - 1
@@ -129,8 +131,7 @@ def first_jobs(count: int, max_jobs: int | None) -> np.ndarray:
 def describe_change(source: str, change: dict) -> str:
     """One line for a dropped or clamped row: ``file, line N: job J of G GPUs: dropped ...``."""
     job = f"job {change['job']} " if change.get("job") is not None else "a job "
-    return f"{source}, {change['line']}: {job}of {change['num_gpus']} GPUs {change['action']} " \
-           f"(larger than the cluster)"
+    return f"{source}, {change['line']}: {job}of {change['num_gpus']} GPUs {change['action']} (larger than the cluster)"
 
 
 def filter_trace(
@@ -175,18 +176,24 @@ def filter_trace(
     windowed = start_h is not None or end_h is not None
     if windowed:
         offsets = arrival - arrival.min()
-        keep = window_mask(offsets, None if start_h is None else start_h * 3600.0,
-                           None if end_h is None else end_h * 3600.0)
+        keep = window_mask(
+            offsets, None if start_h is None else start_h * 3600.0, None if end_h is None else end_h * 3600.0
+        )
         report["dropped"]["outside_window"] = int((~keep).sum())
-        report["window"] = {"start_h": start_h, "end_h": end_h,
-                            "hours_after": "the earliest arrival"}
+        report["window"] = {"start_h": start_h, "end_h": end_h, "hours_after": "the earliest arrival"}
     rows = np.flatnonzero(keep)
     if len(rows) == 0:
-        raise TraceError(f"{where.source}: no job is left in the window "
-                         f"[{start_h}, {end_h}) h ({len(frame)} jobs read)")
-    kept, gpus, changes = handle_oversize(frame["num_gpus"].to_numpy()[rows], cluster, oversize,
-                                          located.subset(rows), "num_gpus",
-                                          frame["job_id"].to_numpy()[rows])
+        raise TraceError(
+            f"{where.source}: no job is left in the window [{start_h}, {end_h}) h ({len(frame)} jobs read)"
+        )
+    kept, gpus, changes = handle_oversize(
+        frame["num_gpus"].to_numpy()[rows],
+        cluster,
+        oversize,
+        located.subset(rows),
+        "num_gpus",
+        frame["job_id"].to_numpy()[rows],
+    )
     report["oversize"] = {"mode": oversize, "rows": changes}
     if oversize == "drop":
         report["dropped"]["oversize"] = int((~kept).sum())

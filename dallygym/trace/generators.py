@@ -230,9 +230,7 @@ def _paper_mix_counts(n: int) -> tuple[tuple[str, int], ...]:
 # Batch-500 durations (fact: p10 8,402 s, p50 55,969 s, p90 202,999 s, mean 93,987 s). The
 # upper slope was fitted so that the mean over many seeds is on target; quantile levels stop
 # at 0.1 % and 99.9 %, which bounds the longest job (about 20 days).
-_HELIOS_DURATIONS = DurationModel(
-    anchors=((0.10, 8402.0), (0.50, 55969.0), (0.90, 202999.0)), upper_slope=1.18
-)
+_HELIOS_DURATIONS = DurationModel(anchors=((0.10, 8402.0), (0.50, 55969.0), (0.90, 202999.0)), upper_slope=1.18)
 
 # Coupling strength at which batch-500's GPU-hours average 82,827 over seeds (the value the
 # per-draw fit lands near). Workloads without a GPU-hours fact use it as is.
@@ -245,17 +243,20 @@ _POISSON_411_SCALE = 1.20
 
 BATCH_500 = WorkloadSpec(
     name="batch-500",
-    gpu_counts=((1, 270), (2, 13), (4, 52), (8, 109), (16, 42), (32, 11), (40, 1), (48, 1),
-                (56, 1)),
+    gpu_counts=((1, 270), (2, 13), (4, 52), (8, 109), (16, 42), (32, 11), (40, 1), (48, 1), (56, 1)),
     model_counts=tuple((m, PAPER_MODEL_COUNTS[m]) for m in MODEL_NAMES),
     durations=_HELIOS_DURATIONS,
     coupling_rho=_HELIOS_RHO,
     mean_interarrival_s=None,
     gpu_hours=82827.0,
     description="the paper's batch workload: 500 jobs arriving at t = 0",
-    targets=(("duration_p10_s", 8402.0), ("duration_p50_s", 55969.0),
-             ("duration_p90_s", 202999.0), ("duration_mean_s", 93987.0),
-             ("gpu_hours", 82827.0)),
+    targets=(
+        ("duration_p10_s", 8402.0),
+        ("duration_p50_s", 55969.0),
+        ("duration_p90_s", 202999.0),
+        ("duration_mean_s", 93987.0),
+        ("gpu_hours", 82827.0),
+    ),
 )
 
 POISSON_411 = WorkloadSpec(
@@ -263,19 +264,18 @@ POISSON_411 = WorkloadSpec(
     # Fact: 2: 41, 4: 96, 8: 190, 16: 56, 32: 23, 40-56: 4 -- which is 410 jobs, not 411. One
     # 1-GPU job completes the count: it adds the least load and never needs a placement
     # decision. The four 40-56 GPU jobs are split 40: 1, 48: 2, 56: 1 (mean 48).
-    gpu_counts=((1, 1), (2, 41), (4, 96), (8, 190), (16, 56), (32, 23), (40, 1), (48, 2),
-                (56, 1)),
+    gpu_counts=((1, 1), (2, 41), (4, 96), (8, 190), (16, 56), (32, 23), (40, 1), (48, 2), (56, 1)),
     model_counts=_paper_mix_counts(411),
     durations=DurationModel(
-        anchors=_HELIOS_DURATIONS.anchors, upper_slope=_HELIOS_DURATIONS.upper_slope,
+        anchors=_HELIOS_DURATIONS.anchors,
+        upper_slope=_HELIOS_DURATIONS.upper_slope,
         scale=_POISSON_411_SCALE,
     ),
     coupling_rho=_HELIOS_RHO,
     mean_interarrival_s=2908.0,
     gpu_hours=138767.0,
     description="the paper's Poisson workload: 411 jobs over about 331 h",
-    targets=(("gpu_hours", 138767.0), ("mean_interarrival_s", 2908.0),
-             ("arrival_span_h", 333.0)),
+    targets=(("gpu_hours", 138767.0), ("mean_interarrival_s", 2908.0), ("arrival_span_h", 333.0)),
 )
 
 SMALL = WorkloadSpec(
@@ -285,9 +285,7 @@ SMALL = WorkloadSpec(
     # A course workload for 2 racks x 2 machines x 8 GPUs: jobs of 2 min to about 4 h, and an
     # offered load a little above the cluster's capacity so that placement decisions matter.
     # Upper slope: the 99.9th percentile, the longest possible job, is 4 h.
-    durations=DurationModel(
-        anchors=((0.10, 600.0), (0.50, 1800.0), (0.90, 7200.0)), upper_slope=0.383
-    ),
+    durations=DurationModel(anchors=((0.10, 600.0), (0.50, 1800.0), (0.90, 7200.0)), upper_slope=0.383),
     coupling_rho=_HELIOS_RHO,
     mean_interarrival_s=300.0,
     description="course workload: 60 jobs of 1-16 GPUs, for a 32-GPU cluster",
@@ -297,8 +295,7 @@ PHILLY_LIKE = WorkloadSpec(
     name="philly-like",
     # Fact: 1: 93.2 %, 2: 2.2 %, 4: 2.3 %, 8: 2.0 %, 16: 0.24 %; the remaining 0.06 % is
     # given to 32-GPU jobs. Counts by largest remainder over 1,000 jobs.
-    gpu_counts=tuple(largest_remainder(
-        {1: 93.2, 2: 2.2, 4: 2.3, 8: 2.0, 16: 0.24, 32: 0.06}, 1000).items()),
+    gpu_counts=tuple(largest_remainder({1: 93.2, 2: 2.2, 4: 2.3, 8: 2.0, 16: 0.24, 32: 0.06}, 1000).items()),
     model_counts=_paper_mix_counts(1000),
     # Fact: p50 1,144 s, p90 11,264 s, p99 254,611 s.
     durations=DurationModel(anchors=((0.50, 1144.0), (0.90, 11264.0), (0.99, 254611.0))),
@@ -307,23 +304,25 @@ PHILLY_LIKE = WorkloadSpec(
     # Offered load about 0.9 on 2 racks (128 GPUs), the paper's smallest cluster.
     mean_interarrival_s=150.0,
     description="Philly-like: 1,000 mostly 1-GPU jobs with heavy-tailed durations",
-    targets=(("duration_p50_s", 1144.0), ("duration_p90_s", 11264.0),
-             ("duration_p99_s", 254611.0)),
+    targets=(("duration_p50_s", 1144.0), ("duration_p90_s", 11264.0), ("duration_p99_s", 254611.0)),
 )
 
 HELIOS_LIKE = WorkloadSpec(
     name="helios-like",
     # Fact (Helios Venus): 54/3/9/23/5/6 % for 1/2/4/8/16/>16 GPUs; >16 is taken as 32.
-    gpu_counts=tuple(largest_remainder(
-        {1: 54.0, 2: 3.0, 4: 9.0, 8: 23.0, 16: 5.0, 32: 6.0}, 500).items()),
+    gpu_counts=tuple(largest_remainder({1: 54.0, 2: 3.0, 4: 9.0, 8: 23.0, 16: 5.0, 32: 6.0}, 500).items()),
     model_counts=_paper_mix_counts(500),
     durations=_HELIOS_DURATIONS,
     coupling_rho=_HELIOS_RHO,
     # Offered load about 0.8 on 8 racks (512 GPUs), like poisson-411.
     mean_interarrival_s=1600.0,
     description="Helios-Venus-like: 500 jobs, Venus GPU mix, batch-500 durations, Poisson",
-    targets=(("duration_p10_s", 8402.0), ("duration_p50_s", 55969.0),
-             ("duration_p90_s", 202999.0), ("duration_mean_s", 93987.0)),
+    targets=(
+        ("duration_p10_s", 8402.0),
+        ("duration_p50_s", 55969.0),
+        ("duration_p90_s", 202999.0),
+        ("duration_mean_s", 93987.0),
+    ),
 )
 
 #: Every generator by name.
@@ -387,17 +386,16 @@ def generate_trace(name: str | WorkloadSpec, seed: int = 0, jobs: int | None = N
     rng = np.random.default_rng([int(seed), zlib.crc32(spec.name.encode("utf-8"))])
     n = spec.num_jobs
 
-    gpus = rng.permutation(np.repeat([g for g, _ in spec.gpu_counts],
-                                     [c for _, c in spec.gpu_counts]).astype(np.int64))
-    models = rng.permutation(np.repeat(np.array([m for m, _ in spec.model_counts], dtype=object),
-                                       [c for _, c in spec.model_counts]))
+    gpus = rng.permutation(np.repeat([g for g, _ in spec.gpu_counts], [c for _, c in spec.gpu_counts]).astype(np.int64))
+    models = rng.permutation(
+        np.repeat(np.array([m for m, _ in spec.model_counts], dtype=object), [c for _, c in spec.model_counts])
+    )
     durations = np.sort(spec.durations.sample(rng, n))
     job_duration, rho = _couple(rng, gpus, durations, spec.coupling_rho, spec.gpu_hours)
 
     base = np.array([ITER_TIME_S[m] for m in models])
     jitter = rng.standard_normal(n)
-    iter_time = np.round(base * np.array([math.exp(ITER_TIME_JITTER_SIGMA * float(x))
-                                          for x in jitter]), 6)
+    iter_time = np.round(base * np.array([math.exp(ITER_TIME_JITTER_SIGMA * float(x)) for x in jitter]), 6)
     iterations = np.maximum(1, np.rint(job_duration / iter_time)).astype(np.int64)
 
     if spec.mean_interarrival_s is None:
@@ -410,12 +408,19 @@ def generate_trace(name: str | WorkloadSpec, seed: int = 0, jobs: int | None = N
     # Canonical by construction (ids 0..n-1 in arrival order, known models, positive whole
     # counts): only the value ranges a long or odd draw could break are checked.
     out = canonical_frame(
-        job_id=np.arange(n, dtype=np.int64), arrival_s=arrival, num_gpus=gpus, model=models,
-        total_iterations=iterations, iter_time_s=iter_time,
+        job_id=np.arange(n, dtype=np.int64),
+        arrival_s=arrival,
+        num_gpus=gpus,
+        model=models,
+        total_iterations=iterations,
+        iter_time_s=iter_time,
         source=f"<generated {spec.name} seed {seed}>",
     )
     out.attrs["generator"] = {
-        "name": spec.name, "version": GENERATOR_VERSION, "seed": int(seed), "coupling_rho": rho,
+        "name": spec.name,
+        "version": GENERATOR_VERSION,
+        "seed": int(seed),
+        "coupling_rho": rho,
     }
     if jobs is not None:
         out.attrs["generator"]["jobs"] = n
@@ -428,9 +433,7 @@ def _spec(name: str | WorkloadSpec) -> WorkloadSpec:
     try:
         return GENERATORS[name]
     except KeyError:
-        raise TraceError(
-            f"unknown generator {name!r}; known generators: {', '.join(GENERATORS)}"
-        ) from None
+        raise TraceError(f"unknown generator {name!r}; known generators: {', '.join(GENERATORS)}") from None
 
 
 def _couple(

@@ -125,18 +125,45 @@ DURATION_READINGS: tuple[str, ...] = ("wall", "compute")
 #: placement; the rack count only decides which jobs fit.
 DEFAULT_IMPORT_CLUSTER = ClusterSpec(racks=8, machines_per_rack=8, gpus_per_machine=8)
 
-TIRESIAS_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration",
-                    "interval")
+TIRESIAS_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
-HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
-                  "submit_time", "start_time", "end_time", "duration", "queue")
+HELIOS_COLUMNS = (
+    "job_id",
+    "user",
+    "vc",
+    "gpu_num",
+    "cpu_num",
+    "node_num",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "duration",
+    "queue",
+)
 #: Fields of a Gavel trace line: the 7-field layout of Gavel's Philly-derived traces
 #: (``traces/msr``) and the 10-field layout its simulator's ``parse_trace`` reads.
-GAVEL_FIELDS_7 = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps",
-                  "arrival_time", "scale_factor")
-GAVEL_FIELDS_10 = ("job_type", "command", "working_directory", "num_steps_arg",
-                   "needs_data_dir", "total_steps", "scale_factor", "priority_weight", "SLO",
-                   "arrival_time")
+GAVEL_FIELDS_7 = (
+    "job_type",
+    "command",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "arrival_time",
+    "scale_factor",
+)
+GAVEL_FIELDS_10 = (
+    "job_type",
+    "command",
+    "working_directory",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "scale_factor",
+    "priority_weight",
+    "SLO",
+    "arrival_time",
+)
 
 # Columns an importer needs; the others of the format are allowed but not used.
 _TIRESIAS_USED = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
@@ -206,19 +233,17 @@ class ImportOptions:
     def __post_init__(self) -> None:
         self.models = tuple(self.models)
         if self.unknown_models not in ("draw", "error"):
-            raise ValueError("unknown_models must be 'draw' or 'error', "
-                             f"got {self.unknown_models!r}")
+            raise ValueError(f"unknown_models must be 'draw' or 'error', got {self.unknown_models!r}")
         if self.durations not in DURATION_READINGS:
-            raise TraceError(f"durations must be one of {', '.join(DURATION_READINGS)}, "
-                             f"got {self.durations!r}")
+            raise TraceError(f"durations must be one of {', '.join(DURATION_READINGS)}, got {self.durations!r}")
         if self.durations == "wall" and self.cluster is None:
-            raise TraceError("durations='wall' needs the target cluster (its best placements); "
-                             "pass cluster=ClusterSpec(...) or durations='compute'")
+            raise TraceError(
+                "durations='wall' needs the target cluster (its best placements); "
+                "pass cluster=ClusterSpec(...) or durations='compute'"
+            )
         check_window(self.start_h, self.end_h)
-        if (self.start_h is not None or self.end_h is not None) and (
-                self.start is not None or self.end is not None):
-            raise TraceError("give the time window in hours (start_h/end_h) or as date-times "
-                             "(start/end), not both")
+        if (self.start_h is not None or self.end_h is not None) and (self.start is not None or self.end is not None):
+            raise TraceError("give the time window in hours (start_h/end_h) or as date-times (start/end), not both")
         check_oversize_mode(self.oversize)
         check_max_jobs(self.max_jobs)
         if isinstance(self.vc, str):
@@ -228,8 +253,7 @@ class ImportOptions:
         self.model_map = dict(self.model_map or {})
         bad = {k: v for k, v in self.model_map.items() if v not in self.models}
         if bad:
-            raise TraceError(f"model_map maps to unknown model(s) {bad}; "
-                             f"known models: {', '.join(self.models)}")
+            raise TraceError(f"model_map maps to unknown model(s) {bad}; known models: {', '.join(self.models)}")
         self.mix = _mix(self.model_mix, self.models)
 
 
@@ -237,8 +261,7 @@ def _mix(model_mix: Mapping[str, float] | None, models: tuple[str, ...]) -> dict
     mix = dict(paper_model_mix() if model_mix is None else model_mix)
     unknown = [m for m in mix if m not in models]
     if unknown:
-        raise TraceError(f"model_mix names unknown model(s) {', '.join(unknown)}; "
-                         f"known models: {', '.join(models)}")
+        raise TraceError(f"model_mix names unknown model(s) {', '.join(unknown)}; known models: {', '.join(models)}")
     weights = np.array([float(w) for w in mix.values()])
     if not len(weights) or (weights < 0).any() or weights.sum() <= 0:
         raise TraceError("model_mix needs non-negative weights with a positive sum")
@@ -367,8 +390,10 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
     counts = {"as_is": 0, "aliased": 0, "family": 0, "mapped": 0, "drawn": 0}
     if read.names is None:
         if opt.model_map:
-            raise TraceError(f"{read.where.source}: this format names no model, so model_map "
-                             f"has nothing to map; every job's model is drawn")
+            raise TraceError(
+                f"{read.where.source}: this format names no model, so model_map "
+                f"has nothing to map; every job's model is drawn"
+            )
         models = _draw_models(rng, len(rows), opt.mix)
         counts["drawn"] = len(rows)
         return models, {"models": counts, "model_names": {}}
@@ -377,8 +402,7 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
     for n in dict.fromkeys(names.tolist()):
         fate[n] = _resolve_name(n, opt)
     resolved = np.array([fate[n][0] for n in names.tolist()], dtype=object)
-    unknown = np.flatnonzero(np.array([fate[n][1] == "unknown" for n in names.tolist()],
-                                      dtype=bool))
+    unknown = np.flatnonzero(np.array([fate[n][1] == "unknown" for n in names.tolist()], dtype=bool))
     if len(unknown) and opt.unknown_models == "error":
         i = int(unknown[0])
         raise TraceError(
@@ -391,8 +415,7 @@ def _assign_models(read: _Read, rows: np.ndarray, opt: ImportOptions) -> tuple[n
     per_name: dict[str, dict] = {}
     for n in names.tolist():
         model, how = fate[n]
-        entry = per_name.setdefault(n, {"how": "drawn" if how == "unknown" else how,
-                                        "model": model, "jobs": 0})
+        entry = per_name.setdefault(n, {"how": "drawn" if how == "unknown" else how, "model": model, "jobs": 0})
         entry["jobs"] += 1
         counts[entry["how"]] += 1
     drawn_as: dict[str, dict[str, int]] = {}
@@ -414,14 +437,14 @@ def _stamp(text: str, name: str, stamps: pd.Series) -> pd.Timestamp:
     try:
         value = pd.Timestamp(text)
     except (ValueError, TypeError, OverflowError):
-        raise TraceError(f"{name} must be a date-time like 2017-10-09 or 2017-10-09 12:00, "
-                         f"got {clip(str(text))}") from None
+        raise TraceError(
+            f"{name} must be a date-time like 2017-10-09 or 2017-10-09 12:00, got {clip(str(text))}"
+        ) from None
     tz = stamps.dt.tz
     if tz is not None and value.tzinfo is None:
         value = value.tz_localize(tz)
     elif tz is None and value.tzinfo is not None:
-        raise TraceError(f"{name} {clip(str(text))} has a time zone, the file's timestamps "
-                         f"have none")
+        raise TraceError(f"{name} {clip(str(text))} has a time zone, the file's timestamps have none")
     return value
 
 
@@ -434,13 +457,17 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
 
     if opt.vc is not None:
         if read.vc is None:
-            raise TraceError(f"{source}: this format has no virtual-cluster column; "
-                             f"vc (--cluster) applies to philly and helios files")
+            raise TraceError(
+                f"{source}: this format has no virtual-cluster column; "
+                f"vc (--cluster) applies to philly and helios files"
+            )
         present = sorted(set(read.vc.tolist()))
         missing = [v for v in opt.vc if v not in present]
         if missing:
-            raise TraceError(f"{source}, column {read.vc_column}: no job of virtual cluster(s) "
-                             f"{show_names(missing)}; the file has {show_names(present)}")
+            raise TraceError(
+                f"{source}, column {read.vc_column}: no job of virtual cluster(s) "
+                f"{show_names(missing)}; the file has {show_names(present)}"
+            )
         in_vc = np.isin(read.vc.astype(str), np.array(opt.vc, dtype=str))
         dropped["other_virtual_cluster"] = int((keep & ~in_vc).sum())
         keep &= in_vc
@@ -448,15 +475,20 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
 
     if opt.start is not None or opt.end is not None:
         if read.stamps is None:
-            raise TraceError(f"{source}: the file's times are not date-times; give the window "
-                             f"in hours (start_h/end_h, --start-h/--end-h)")
+            raise TraceError(
+                f"{source}: the file's times are not date-times; give the window "
+                f"in hours (start_h/end_h, --start-h/--end-h)"
+            )
         in_window = np.ones(len(keep), dtype=bool)
         if opt.start is not None:
             in_window &= (read.stamps >= _stamp(opt.start, "start", read.stamps)).to_numpy()
         if opt.end is not None:
             in_window &= (read.stamps < _stamp(opt.end, "end", read.stamps)).to_numpy()
-        if opt.start is not None and opt.end is not None and \
-                _stamp(opt.end, "end", read.stamps) <= _stamp(opt.start, "start", read.stamps):
+        if (
+            opt.start is not None
+            and opt.end is not None
+            and _stamp(opt.end, "end", read.stamps) <= _stamp(opt.start, "start", read.stamps)
+        ):
             raise TraceError(f"the time window is empty: end {opt.end} <= start {opt.start}")
         dropped["outside_window"] = int((keep & ~in_window).sum())
         keep &= in_window
@@ -467,24 +499,29 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         in_window = window_mask(read.arrival_s, start_s, end_s)
         dropped["outside_window"] = int((keep & ~in_window).sum())
         keep &= in_window
-        report["window"] = {"start_h": opt.start_h, "end_h": opt.end_h,
-                            "hours_after": read.origin or "the earliest arrival"}
+        report["window"] = {
+            "start_h": opt.start_h,
+            "end_h": opt.end_h,
+            "hours_after": read.origin or "the earliest arrival",
+        }
 
     rows = np.flatnonzero(keep)
     if len(rows) == 0:
-        raise TraceError(f"{source}: no job is left after the filters ({report['rows_read']} "
-                         f"rows read; dropped: {_dropped_words(dropped)})")
+        raise TraceError(
+            f"{source}: no job is left after the filters ({report['rows_read']} "
+            f"rows read; dropped: {_dropped_words(dropped)})"
+        )
 
     labels = None if read.labels is None else read.labels[rows]
-    kept, gpus, changes = handle_oversize(read.gpus[rows], opt.cluster, opt.oversize,
-                                          read.where.subset(rows), read.gpu_column, labels)
+    kept, gpus, changes = handle_oversize(
+        read.gpus[rows], opt.cluster, opt.oversize, read.where.subset(rows), read.gpu_column, labels
+    )
     report["oversize"] = {"mode": opt.oversize, "rows": changes}
     if opt.oversize == "drop":
         dropped["oversize"] = int((~kept).sum())
     rows, gpus = rows[kept], gpus[kept]
     if len(rows) == 0:
-        raise TraceError(f"{source}: every job left is larger than the cluster "
-                         f"({len(changes)} dropped)")
+        raise TraceError(f"{source}: every job left is larger than the cluster ({len(changes)} dropped)")
 
     # Arrival order, ties in file order; then the first max_jobs.
     order = np.argsort(read.arrival_s[rows], kind="stable")
@@ -509,9 +546,11 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         latency = get_latency_model(opt.latency) if isinstance(opt.latency, str) else opt.latency
         speed, tiers = best_speed_factors(models, gpus, opt.cluster, latency)
         compute_s = duration * speed
-        report["duration_reading"] = ("recorded duration = wall time alone on the cluster at the "
-                                      "most consolidated placement; compute-only time = "
-                                      "duration x s_best")
+        report["duration_reading"] = (
+            "recorded duration = wall time alone on the cluster at the "
+            "most consolidated placement; compute-only time = "
+            "duration x s_best"
+        )
         report["latency"] = latency.name
         report["best_tier"] = {t.label: int((tiers == int(t)).sum()) for t in Tier}
     else:
@@ -519,9 +558,11 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         report["duration_reading"] = "recorded duration = compute-only time (s = 1)"
     _check_run_times(compute_s, read, where)
     if opt.cluster is not None:
-        report["cluster"] = {"racks": opt.cluster.racks,
-                             "machines_per_rack": opt.cluster.machines_per_rack,
-                             "gpus_per_machine": opt.cluster.gpus_per_machine}
+        report["cluster"] = {
+            "racks": opt.cluster.racks,
+            "machines_per_rack": opt.cluster.machines_per_rack,
+            "gpus_per_machine": opt.cluster.gpus_per_machine,
+        }
 
     if read.iterations is not None:
         iterations = read.iterations[rows]
@@ -530,32 +571,35 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         table = np.array([ITER_TIME_S.get(m, np.nan) for m in models.tolist()])
         if np.isnan(table).any():
             missing = sorted({m for m in models.tolist() if m not in ITER_TIME_S})
-            raise TraceError(f"no iteration time for model(s) {', '.join(missing)}; "
-                             f"ITER_TIME_S covers {', '.join(ITER_TIME_S)}")
+            raise TraceError(
+                f"no iteration time for model(s) {', '.join(missing)}; ITER_TIME_S covers {', '.join(ITER_TIME_S)}"
+            )
         iterations = np.maximum(1, np.rint(compute_s / table)).astype(np.int64)
-        report["iteration_time"] = ("round(compute-only time / ITER_TIME_S[model]) iterations "
-                                    "of compute-only time / iterations")
+        report["iteration_time"] = (
+            "round(compute-only time / ITER_TIME_S[model]) iterations of compute-only time / iterations"
+        )
 
     _check_iteration_times(compute_s, iterations, read, where)
     arrival = read.arrival_s[rows]
     shift = float(arrival.min())
     report["arrival_shift_s"] = shift
     ids = read.ids[rows] if read.ids is not None else np.arange(len(rows), dtype=np.int64)
-    frame = pd.DataFrame({
-        "job_id": ids,
-        "arrival_s": arrival - shift,
-        "num_gpus": gpus,
-        "model": models,
-        "total_iterations": iterations,
-        "iter_time_s": compute_s / iterations,
-    })
+    frame = pd.DataFrame(
+        {
+            "job_id": ids,
+            "arrival_s": arrival - shift,
+            "num_gpus": gpus,
+            "model": models,
+            "total_iterations": iterations,
+            "iter_time_s": compute_s / iterations,
+        }
+    )
     report["rows_kept"] = len(rows)
     out = validate_trace(frame, source, opt.cluster, opt.models, locator=where)
     out.attrs["import_report"] = report
     # validate_trace sorts by (arrival, id): map its rows back to the source's lines.
     by_id = pd.Index(ids).get_indexer(out["job_id"].to_numpy())
-    out.attrs["source_line"] = SharedTuple(
-        int(where.first_line + where.positions[i]) for i in by_id.tolist())
+    out.attrs["source_line"] = SharedTuple(int(where.first_line + where.positions[i]) for i in by_id.tolist())
     if read.labels is not None and read.ids is None:
         out.attrs["job_id_map"] = SharedTuple(str(read.labels[rows][i]) for i in by_id.tolist())
     return out
@@ -578,7 +622,8 @@ def _check_arrivals(read: _Read, rows: np.ndarray, where: RowLocator) -> None:
         raise TraceError(
             f"{where.at(i, read.arrival_column)}: out of range: arrives "
             f"{arrival[i] - arrival.min():g} s after the earliest job, more than "
-            f"{MAX_TIME_S:g} s ({_YEARS})")
+            f"{MAX_TIME_S:g} s ({_YEARS})"
+        )
 
 
 def _check_run_times(compute_s: np.ndarray, read: _Read, where: RowLocator) -> None:
@@ -587,11 +632,11 @@ def _check_run_times(compute_s: np.ndarray, read: _Read, where: RowLocator) -> N
         i = int(np.flatnonzero(long)[0])
         raise TraceError(
             f"{where.at(i, read.duration_column)}: out of range: a compute-only run time of "
-            f"{compute_s[i]:g} s, more than {MAX_TIME_S:g} s ({_YEARS}){_count(long)}")
+            f"{compute_s[i]:g} s, more than {MAX_TIME_S:g} s ({_YEARS}){_count(long)}"
+        )
 
 
-def _check_iteration_times(compute_s: np.ndarray, iterations: np.ndarray, read: _Read,
-                           where: RowLocator) -> None:
+def _check_iteration_times(compute_s: np.ndarray, iterations: np.ndarray, read: _Read, where: RowLocator) -> None:
     with np.errstate(invalid="ignore", divide="ignore"):
         short = ~(compute_s / iterations >= MIN_ITER_TIME_S)
     if short.any():
@@ -599,7 +644,8 @@ def _check_iteration_times(compute_s: np.ndarray, iterations: np.ndarray, read: 
         raise TraceError(
             f"{where.at(i, read.duration_column)}: out of range: {compute_s[i]:g} s of compute "
             f"over {int(iterations[i])} iteration(s) is less than {MIN_ITER_TIME_S:g} s an "
-            f"iteration{_count(short)}")
+            f"iteration{_count(short)}"
+        )
 
 
 def _count(bad: np.ndarray) -> str:
@@ -617,8 +663,7 @@ def _dropped_words(dropped: dict) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def _parse_times(values: pd.Series, column: str, where: RowLocator
-                 ) -> tuple[np.ndarray, pd.Series | None]:
+def _parse_times(values: pd.Series, column: str, where: RowLocator) -> tuple[np.ndarray, pd.Series | None]:
     """Seconds after the earliest value, from numbers (seconds) or date-time strings, and the
     parsed date-times (None for numbers)."""
     values = values.reset_index(drop=True)
@@ -639,21 +684,21 @@ def _parse_times(values: pd.Series, column: str, where: RowLocator
         # Mixed time zones (or naive mixed with aware) cannot be put on one axis.
         i = _first_other_zone(text.tolist())
         at = where.at(i, column) if i is not None else f"{where.source}, column {column}"
-        raise TraceError(f"{at}: inconsistent timestamps: a time zone unlike the first "
-                         f"row's ({str(exc).split('.')[0]})") from None
+        raise TraceError(
+            f"{at}: inconsistent timestamps: a time zone unlike the first row's ({str(exc).split('.')[0]})"
+        ) from None
     bad = stamps.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise TraceError(
-            f"{where.at(i, column)}: expected seconds or a date-time, got "
-            f"{show_value(values.iloc[i])}"
-        )
+        raise TraceError(f"{where.at(i, column)}: expected seconds or a date-time, got {show_value(values.iloc[i])}")
     try:
         offsets = (stamps - stamps.min()) / pd.Timedelta(seconds=1)
     except (OverflowError, pd.errors.OutOfBoundsTimedelta):
         latest = int(np.argmax(stamps.to_numpy()))
-        raise TraceError(f"{where.at(latest, column)}: out of range: the date-times span more "
-                         f"than pandas can represent (about 292 years)") from None
+        raise TraceError(
+            f"{where.at(latest, column)}: out of range: the date-times span more "
+            f"than pandas can represent (about 292 years)"
+        ) from None
     return offsets.to_numpy(dtype=np.float64), stamps
 
 
@@ -682,54 +727,65 @@ def _all_numbers(values: pd.Series) -> bool:
 
 
 def _base_report(fmt: str, source: str, seed: int, rows_read: int) -> dict:
-    return {"format": fmt, "source": source, "seed": seed, "rows_read": rows_read,
-            "rows_kept": 0, "dropped": {}}
+    return {"format": fmt, "source": source, "seed": seed, "rows_read": rows_read, "rows_kept": 0, "dropped": {}}
 
 
 def _read_tiresias(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("model_name",))
     require_columns(raw, _TIRESIAS_USED, where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
-                         f"header line)")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the header line)")
     ids = parse_numbers(raw["job_id"], "job_id", where, integer=True, minimum=0)
     gpus = parse_numbers(raw["num_gpu"], "num_gpu", where, integer=True, minimum=1)
     submit = parse_numbers(raw["submit_time"], "submit_time", where, integer=False, minimum=0.0)
     iterations = parse_numbers(raw["iterations"], "iterations", where, integer=True, minimum=1)
-    duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0,
-                             strict=True)
+    duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0, strict=True)
     names = parse_labels(raw["model_name"], "model_name", where)
-    return _Read(where=where, arrival_s=submit - submit.min(), gpus=gpus, duration_s=duration,
-                 gpu_column="num_gpu", report=_base_report("tiresias", where.source, opt.seed,
-                                                           len(raw)),
-                 names=names, iterations=iterations, ids=ids, labels=ids,
-                 origin="the earliest submit_time")
+    return _Read(
+        where=where,
+        arrival_s=submit - submit.min(),
+        gpus=gpus,
+        duration_s=duration,
+        gpu_column="num_gpu",
+        report=_base_report("tiresias", where.source, opt.seed, len(raw)),
+        names=names,
+        iterations=iterations,
+        ids=ids,
+        labels=ids,
+        origin="the earliest submit_time",
+    )
 
 
 def _read_philly(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("timestamp", "cluster"))
     require_columns(raw, _PHILLY_USED + (("cluster",) if opt.vc is not None else ()), where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
-                         f"header line)")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the header line)")
     arrival, stamps = _parse_times(raw["timestamp"], "timestamp", where)
-    duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0,
-                             strict=True)
+    duration = parse_numbers(raw["duration"], "duration", where, integer=False, minimum=0.0, strict=True)
     gpus = parse_numbers(raw["num_gpus"], "num_gpus", where, integer=True, minimum=1)
     vc = parse_labels(raw["cluster"], "cluster", where) if "cluster" in raw.columns else None
     origin = None if stamps is None else str(stamps.min())
-    return _Read(where=where, arrival_s=arrival, gpus=gpus, duration_s=duration,
-                 gpu_column="num_gpus", arrival_column="timestamp",
-                 report=_base_report("philly", where.source, opt.seed, len(raw)),
-                 vc=vc, vc_column="cluster", stamps=stamps, origin=origin)
+    return _Read(
+        where=where,
+        arrival_s=arrival,
+        gpus=gpus,
+        duration_s=duration,
+        gpu_column="num_gpus",
+        arrival_column="timestamp",
+        report=_base_report("philly", where.source, opt.seed, len(raw)),
+        vc=vc,
+        vc_column="cluster",
+        stamps=stamps,
+        origin=origin,
+    )
 
 
 def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
     raw, where = read_csv_raw(path, text_columns=("job_id", "state", "submit_time", "vc"))
     require_columns(raw, _HELIOS_USED + (("vc",) if opt.vc is not None else ()), where)
     if len(raw) == 0:
-        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the "
-                         f"header line)")
+        raise TraceError(f"{where.source}, line 2: the file has no jobs (nothing after the header line)")
     gpus_all = parse_numbers(raw["gpu_num"], "gpu_num", where, integer=True, minimum=0)
     state = raw["state"].astype(str).str.strip().to_numpy()
     completed = state == "COMPLETED"
@@ -738,13 +794,11 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
     # Durations of the rows that can be kept must parse; the others are not read.
     cand_where = where.subset(candidate)
     cand_raw = raw.loc[candidate].reset_index(drop=True)
-    duration_c = parse_numbers(cand_raw["duration"], "duration", cand_where, integer=False,
-                               minimum=0.0)
+    duration_c = parse_numbers(cand_raw["duration"], "duration", cand_where, integer=False, minimum=0.0)
     positive = duration_c > 0
     keep = np.flatnonzero(candidate)[positive]
     if len(keep) == 0:
-        raise TraceError(f"{where.source}: no completed GPU job with a positive duration "
-                         f"({len(raw)} rows read)")
+        raise TraceError(f"{where.source}: no completed GPU job with a positive duration ({len(raw)} rows read)")
     kept_raw = raw.iloc[keep].reset_index(drop=True)
     kept_where = where.subset(keep)
     original_ids = parse_labels(kept_raw["job_id"], "job_id", kept_where)
@@ -752,9 +806,11 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
     if dup.any():
         j = int(np.flatnonzero(dup)[0])
         i = int(np.flatnonzero(original_ids == original_ids[j])[0])
-        raise TraceError(f"{kept_where.at(j, 'job_id')}: duplicate job_id "
-                         f"{show_value(original_ids[j])} on {kept_where.row(i)} and "
-                         f"{kept_where.row(j)}")
+        raise TraceError(
+            f"{kept_where.at(j, 'job_id')}: duplicate job_id "
+            f"{show_value(original_ids[j])} on {kept_where.row(i)} and "
+            f"{kept_where.row(j)}"
+        )
     arrival, stamps = _parse_times(kept_raw["submit_time"], "submit_time", kept_where)
     vc = parse_labels(kept_raw["vc"], "vc", kept_where) if "vc" in raw.columns else None
     report = _base_report("helios", where.source, opt.seed, len(raw))
@@ -763,10 +819,19 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
         "no_gpu": int((completed & ~gpu_job).sum()),
         "zero_duration": int((~positive).sum()),
     }
-    return _Read(where=kept_where, arrival_s=arrival, gpus=gpus_all[keep],
-                 duration_s=duration_c[positive], gpu_column="gpu_num", report=report,
-                 labels=original_ids, vc=vc, vc_column="vc", stamps=stamps,
-                 origin=None if stamps is None else str(stamps.min()))
+    return _Read(
+        where=kept_where,
+        arrival_s=arrival,
+        gpus=gpus_all[keep],
+        duration_s=duration_c[positive],
+        gpu_column="gpu_num",
+        report=report,
+        labels=original_ids,
+        vc=vc,
+        vc_column="vc",
+        stamps=stamps,
+        origin=None if stamps is None else str(stamps.min()),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -774,9 +839,7 @@ def _read_helios(path: str | Path, opt: ImportOptions) -> _Read:
 # ----------------------------------------------------------------------------------------------
 
 
-def load_gavel_throughputs(
-    path: str | Path, worker_type: str = "v100"
-) -> dict[tuple[str, int], float]:
+def load_gavel_throughputs(path: str | Path, worker_type: str = "v100") -> dict[tuple[str, int], float]:
     """Gavel's ``simulation_throughputs.json`` for one worker type: ``{(job type, scale
     factor): steps per second}`` -- each entry's isolated rate (its ``"null"`` key: the job
     running alone, not co-located with another).
@@ -795,37 +858,35 @@ def load_gavel_throughputs(
     except RecursionError:
         raise TraceError(f"{path}: not a JSON throughput table (nested too deeply)") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}, line {exc.lineno}, column {exc.colno}: not a JSON "
-                         f"throughput table ({exc.msg})") from None
+        raise TraceError(
+            f"{path}, line {exc.lineno}, column {exc.colno}: not a JSON throughput table ({exc.msg})"
+        ) from None
     except ValueError as exc:
         # Not a syntax error: a number json refuses to convert (more than 4,300 digits).
         raise TraceError(f"{path}: not a JSON throughput table ({exc})") from None
     if not isinstance(table, dict):
-        raise TraceError(f"{path}: expected a JSON object of worker types, got "
-                         f"{_json_kind(table)}")
+        raise TraceError(f"{path}: expected a JSON object of worker types, got {_json_kind(table)}")
     if worker_type not in table:
-        raise TraceError(f"{path}: no worker type {clip(str(worker_type))}; the table has "
-                         f"{show_names(sorted(table)) or 'none'}")
+        raise TraceError(
+            f"{path}: no worker type {clip(str(worker_type))}; the table has {show_names(sorted(table)) or 'none'}"
+        )
     entries = table[worker_type]
     at = f"{path}, worker type {show_name(worker_type)}"
     if not isinstance(entries, dict):
-        raise TraceError(f"{at}: expected an object of \"('job type', scale factor)\" keys, "
-                         f"got {_json_kind(entries)}")
+        raise TraceError(f"{at}: expected an object of \"('job type', scale factor)\" keys, got {_json_kind(entries)}")
     rates: dict[tuple[str, int], float] = {}
     for key, entry in entries.items():
         here = f"{at}, key {clip(key)}"
         job_type, scale = _gavel_key(key, here)
         if not isinstance(entry, dict) or "null" not in entry:
-            raise TraceError(f"{here}: expected an object with an isolated ('null') rate, got "
-                             f"{_json_kind(entry)}")
+            raise TraceError(f"{here}: expected an object with an isolated ('null') rate, got {_json_kind(entry)}")
         rates[(job_type, scale)] = _gavel_rate(entry["null"], f"{here}, key 'null'")
     return rates
 
 
 def _json_kind(value: object) -> str:
     """A JSON value as a message names it: its kind, and the value itself when short."""
-    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-             type(None): "null"}
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     kind = kinds.get(type(value), "a number")
     return kind if isinstance(value, (dict, list, type(None))) else f"{kind} {show_value(value)}"
 
@@ -865,8 +926,7 @@ def _gavel_rate(rate: object, here: str) -> float:
 
 def _read_gavel_lines(path: Path) -> tuple[list[list[str]], int]:
     source = str(path)
-    text = _decode(path, _read_bytes(path, kind="Gavel trace"), kind="Gavel trace", sep="\t",
-                   header=False)
+    text = _decode(path, _read_bytes(path, kind="Gavel trace"), kind="Gavel trace", sep="\t", header=False)
     lines = text.removeprefix("\ufeff").split("\n")
     while lines and lines[-1].strip() == "":
         lines.pop()
@@ -881,27 +941,29 @@ def _read_gavel_lines(path: Path) -> tuple[list[list[str]], int]:
         if len(fields) not in (7, 10):
             raise TraceError(
                 f"{source}, line {number}: {len(fields)} tab-separated fields; a Gavel trace "
-                f"line has 7 ({', '.join(GAVEL_FIELDS_7)}) or 10 ({', '.join(GAVEL_FIELDS_10)})")
+                f"line has 7 ({', '.join(GAVEL_FIELDS_7)}) or 10 ({', '.join(GAVEL_FIELDS_10)})"
+            )
         layout = GAVEL_FIELDS_7 if len(fields) == 7 else GAVEL_FIELDS_10
         rows.append(dict(zip(layout, fields)))
     return rows, len(lines)
 
 
-def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
-                missing_throughput: str, opt: ImportOptions) -> _Read:
+def _read_gavel(
+    path: str | Path, throughputs: str | Path, worker_type: str, missing_throughput: str, opt: ImportOptions
+) -> _Read:
     if missing_throughput not in ("scale", "error"):
-        raise TraceError("missing_throughput must be 'scale' or 'error', "
-                         f"got {missing_throughput!r}")
+        raise TraceError(f"missing_throughput must be 'scale' or 'error', got {missing_throughput!r}")
     rates_table = load_gavel_throughputs(throughputs, worker_type)
     path = Path(path)
     rows, count = _read_gavel_lines(path)
     where = RowLocator(str(path), first_line=1)
-    column = {name: pd.Series([r[name] for r in rows], dtype=object)
-              for name in ("job_type", "total_steps", "arrival_time", "scale_factor")}
+    column = {
+        name: pd.Series([r[name] for r in rows], dtype=object)
+        for name in ("job_type", "total_steps", "arrival_time", "scale_factor")
+    }
     job_type = parse_labels(column["job_type"], "job_type", where)
     steps = parse_numbers(column["total_steps"], "total_steps", where, integer=True, minimum=1)
-    arrival = parse_numbers(column["arrival_time"], "arrival_time", where, integer=False,
-                            minimum=0.0)
+    arrival = parse_numbers(column["arrival_time"], "arrival_time", where, integer=False, minimum=0.0)
     scale = parse_numbers(column["scale_factor"], "scale_factor", where, integer=True, minimum=1)
 
     rate = np.empty(count, dtype=np.float64)
@@ -915,8 +977,12 @@ def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
             raise TraceError(
                 f"{where.at(i, 'job_type')}: no {show_name(worker_type)} throughput for "
                 f"{show_value(t)} at scale factor {k} in {throughputs}{also}"
-                + ("; missing_throughput='scale' (--missing-throughput scale) uses the 1-GPU "
-                   "rate x scale factor" if not also else ""))
+                + (
+                    "; missing_throughput='scale' (--missing-throughput scale) uses the 1-GPU rate x scale factor"
+                    if not also
+                    else ""
+                )
+            )
         # Fallback: the job's k workers each run at the 1-GPU rate (linear scaling).
         with np.errstate(over="ignore"):  # an infinite rate gives a 0 s run, refused later
             rate[i] = np.float64(rates_table[(t, 1)]) * k
@@ -930,16 +996,24 @@ def _read_gavel(path: str | Path, throughputs: str | Path, worker_type: str,
         "fallback_1gpu_rate_x_scale": int(sum(fallback.values())),
         "fallback_pairs": dict(sorted(fallback.items())),
     }
-    report["layout"] = {"7_fields": sum(len(r) == 7 for r in rows),
-                        "10_fields": sum(len(r) == 10 for r in rows)}
+    report["layout"] = {"7_fields": sum(len(r) == 7 for r in rows), "10_fields": sum(len(r) == 10 for r in rows)}
     with np.errstate(over="ignore"):  # a tiny rate's infinite run time is refused by _build
         duration = steps / rate
         arrival = arrival - arrival.min()
-    return _Read(where=where, arrival_s=arrival, gpus=scale, duration_s=duration,
-                 gpu_column="scale_factor", report=report, arrival_column="arrival_time",
-                 duration_column="total_steps",
-                 names=job_type, name_column="job_type", iterations=steps,
-                 origin="the earliest arrival_time")
+    return _Read(
+        where=where,
+        arrival_s=arrival,
+        gpus=scale,
+        duration_s=duration,
+        gpu_column="scale_factor",
+        report=report,
+        arrival_column="arrival_time",
+        duration_column="total_steps",
+        names=job_type,
+        name_column="job_type",
+        iterations=steps,
+        origin="the earliest arrival_time",
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1018,8 +1092,9 @@ def import_gavel(
     order. Other options: :class:`ImportOptions`.
     """
     if throughputs is None:
-        raise TraceError("a Gavel import needs the throughput table (throughputs=..., "
-                         "--throughputs simulation_throughputs.json)")
+        raise TraceError(
+            "a Gavel import needs the throughput table (throughputs=..., --throughputs simulation_throughputs.json)"
+        )
     opt = ImportOptions(seed=seed, **options)
     return _build(_read_gavel(path, throughputs, worker_type, missing_throughput, opt), opt)
 
@@ -1043,15 +1118,16 @@ def import_trace(fmt: str, path: str | Path, **kwargs) -> pd.DataFrame:
     try:
         importer = IMPORTERS[fmt]
     except KeyError:
-        raise TraceError(f"unknown trace format {fmt!r}; known formats: "
-                         f"{', '.join(IMPORTERS)}") from None
+        raise TraceError(f"unknown trace format {fmt!r}; known formats: {', '.join(IMPORTERS)}") from None
     return importer(path, **kwargs)
 
 
 def report_lines(report: dict) -> list[str]:
     """A readable summary of an import report, a few lines (the CLI prints them)."""
-    lines = [f"read {report['rows_read']} rows of {report['source']} ({report['format']}); "
-             f"kept {report['rows_kept']}; dropped: {_dropped_words(report.get('dropped', {}))}"]
+    lines = [
+        f"read {report['rows_read']} rows of {report['source']} ({report['format']}); "
+        f"kept {report['rows_kept']}; dropped: {_dropped_words(report.get('dropped', {}))}"
+    ]
     if report.get("window"):
         lines.append(f"window: {report['window']}")
     if report.get("virtual_clusters"):
@@ -1061,20 +1137,22 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"larger than the cluster: {len(over['rows'])} row(s), {over['mode']}")
     if "throughputs" in report:
         t = report["throughputs"]
-        lines.append(f"throughputs ({t['worker_type']}): {t['from_table']} from the table, "
-                     f"{t['fallback_1gpu_rate_x_scale']} by the 1-GPU rate x scale factor "
-                     f"{t['fallback_pairs'] or ''}".rstrip())
+        lines.append(
+            f"throughputs ({t['worker_type']}): {t['from_table']} from the table, "
+            f"{t['fallback_1gpu_rate_x_scale']} by the 1-GPU rate x scale factor "
+            f"{t['fallback_pairs'] or ''}".rstrip()
+        )
     c = report.get("cluster")
     where = f" on {c['racks']}x{c['machines_per_rack']}x{c['gpus_per_machine']}" if c else ""
     if report["durations"] == "wall":
-        lines.append(f"durations: wall (run time alone at the best placement{where}, latency "
-                     f"{report['latency']}); best tier: "
-                     + ", ".join(f"{k} {v}" for k, v in report["best_tier"].items()))
+        lines.append(
+            f"durations: wall (run time alone at the best placement{where}, latency "
+            f"{report['latency']}); best tier: " + ", ".join(f"{k} {v}" for k, v in report["best_tier"].items())
+        )
     else:
         lines.append("durations: compute (recorded duration = compute-only time)")
     m = report["models"]
-    lines.append("models: " + ", ".join(f"{k} {v}" for k, v in m.items() if v)
-                 + f" (seed {report['seed']})")
+    lines.append("models: " + ", ".join(f"{k} {v}" for k, v in m.items() if v) + f" (seed {report['seed']})")
     for name, e in report.get("model_names", {}).items():
         lines.append(f"  {name!r}: {e['jobs']} job(s) {e['how']} -> {e['model']}")
     return lines

@@ -22,8 +22,10 @@ from dallygym.trace.schema import load_trace, sha256_of, shipped_trace_dir, trac
 #: File (in a shipped-trace directory) recording the imported traces.
 IMPORTED_MANIFEST = "imported.json"
 
-_PHILLY_LICENSE = ("Apache-2.0 (Pollux OSDI'21 artifact, petuum/adaptdl); data derived from "
-                   "Microsoft's Philly traces, CC-BY-4.0 (msr-fiddle/philly-traces)")
+_PHILLY_LICENSE = (
+    "Apache-2.0 (Pollux OSDI'21 artifact, petuum/adaptdl); data derived from "
+    "Microsoft's Philly traces, CC-BY-4.0 (msr-fiddle/philly-traces)"
+)
 _GAVEL_LICENSE = "MIT (stanford-futuredata/gavel)"
 
 
@@ -58,13 +60,22 @@ def _gavel(vc: str) -> RealTrace:
     return RealTrace(
         name=f"gavel-{vc}",
         source=f"gavel/{vc}.trace",
-        args=("gavel", f"{{src}}/gavel/{vc}.trace", "--throughputs",
-              "{src}/gavel/simulation_throughputs.json", "--worker-type", "v100",
-              "--seed", "0", "--out", f"{{out}}/gavel-{vc}.csv"),
+        args=(
+            "gavel",
+            f"{{src}}/gavel/{vc}.trace",
+            "--throughputs",
+            "{src}/gavel/simulation_throughputs.json",
+            "--worker-type",
+            "v100",
+            "--seed",
+            "0",
+            "--out",
+            f"{{out}}/gavel-{vc}.csv",
+        ),
         note=f"real: Gavel Philly-derived VC {vc}, v100 rates (MIT)",
         license=_GAVEL_LICENSE,
         origin=f"stanford-futuredata/gavel @ c4fa4009, scheduler/traces/msr/seed=0/{vc}.trace "
-               f"and scheduler/simulation_throughputs.json",
+        f"and scheduler/simulation_throughputs.json",
     )
 
 
@@ -73,8 +84,7 @@ REAL_TRACES: tuple[RealTrace, ...] = (
     RealTrace(
         name="tiresias-60",
         source="tiresias/60_job.csv",
-        args=("tiresias", "{src}/tiresias/60_job.csv", "--seed", "0",
-              "--out", "{out}/tiresias-60.csv"),
+        args=("tiresias", "{src}/tiresias/60_job.csv", "--seed", "0", "--out", "{out}/tiresias-60.csv"),
         note="real: Tiresias 60_job.csv (Apache-2.0)",
         license="Apache-2.0 (SymbioticLab/Tiresias)",
         origin="SymbioticLab/Tiresias @ 959f9b08, simulator/60_job.csv",
@@ -85,9 +95,20 @@ REAL_TRACES: tuple[RealTrace, ...] = (
     RealTrace(
         name="philly-ee9e8c-14d",
         source="philly/philly.csv",
-        args=("philly", "{src}/philly/philly.csv", "--cluster", "ee9e8c",
-              "--start", "2017-10-24", "--end", "2017-11-07", "--seed", "0",
-              "--out", "{out}/philly-ee9e8c-14d.csv"),
+        args=(
+            "philly",
+            "{src}/philly/philly.csv",
+            "--cluster",
+            "ee9e8c",
+            "--start",
+            "2017-10-24",
+            "--end",
+            "2017-11-07",
+            "--seed",
+            "0",
+            "--out",
+            "{out}/philly-ee9e8c-14d.csv",
+        ),
         note="real: Philly VC ee9e8c, 2017-10-24..11-07 (CC-BY-4.0)",
         license=_PHILLY_LICENSE,
         origin="petuum/adaptdl branch osdi21-artifact @ c793c708, simulator/traces/philly.csv",
@@ -95,8 +116,18 @@ REAL_TRACES: tuple[RealTrace, ...] = (
     RealTrace(
         name="philly-48h",
         source="philly/philly.csv",
-        args=("philly", "{src}/philly/philly.csv", "--start", "2017-10-05",
-              "--end", "2017-10-07", "--seed", "0", "--out", "{out}/philly-48h.csv"),
+        args=(
+            "philly",
+            "{src}/philly/philly.csv",
+            "--start",
+            "2017-10-05",
+            "--end",
+            "2017-10-07",
+            "--seed",
+            "0",
+            "--out",
+            "{out}/philly-48h.csv",
+        ),
         note="real: Philly all VCs, 2017-10-05..07 (CC-BY-4.0)",
         license=_PHILLY_LICENSE,
         origin="petuum/adaptdl branch osdi21-artifact @ c793c708, simulator/traces/philly.csv",
@@ -124,8 +155,13 @@ def regenerate_real(src_dir: str | Path, out_dir: str | Path) -> dict:
     manifest: dict = {"traces": {}}
     for trace in REAL_TRACES:
         report_path = out_dir / f".{trace.name}.report.json"
-        argv = ["trace", "import", *(w.format(src=src_dir, out=out_dir) for w in trace.args),
-                "--report", str(report_path)]
+        argv = [
+            "trace",
+            "import",
+            *(w.format(src=src_dir, out=out_dir) for w in trace.args),
+            "--report",
+            str(report_path),
+        ]
         err = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             status = main(argv)
@@ -172,8 +208,7 @@ def shipped_trace_notes() -> dict[str, str]:
     generated = directory / "manifest.json"
     if generated.is_file():
         for name, entry in json.loads(generated.read_text()).get("traces", {}).items():
-            notes[name] = (f"generated: {entry['generator']} v{entry['generator_version']}, "
-                           f"seed {entry['seed']}")
+            notes[name] = f"generated: {entry['generator']} v{entry['generator_version']}, seed {entry['seed']}"
     imported = directory / IMPORTED_MANIFEST
     if imported.is_file():
         for name, entry in json.loads(imported.read_text()).get("traces", {}).items():
@@ -181,5 +216,4 @@ def shipped_trace_notes() -> dict[str, str]:
     return notes
 
 
-__all__ = ["IMPORTED_MANIFEST", "REAL_TRACES", "RealTrace", "regenerate_real",
-           "shipped_trace_notes"]
+__all__ = ["IMPORTED_MANIFEST", "REAL_TRACES", "RealTrace", "regenerate_real", "shipped_trace_notes"]

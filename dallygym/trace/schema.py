@@ -147,9 +147,7 @@ class RowLocator:
     a filtered table back to the rows of the table that was read.
     """
 
-    def __init__(
-        self, source: str, first_line: int | None = None, positions: np.ndarray | None = None
-    ) -> None:
+    def __init__(self, source: str, first_line: int | None = None, positions: np.ndarray | None = None) -> None:
         self.source = source
         self.first_line = first_line
         self.positions = positions
@@ -216,16 +214,16 @@ def read_csv_raw(
     data = _read_bytes(path)
     text = _decode(path, data)
     if text.startswith("\ufeff"):
-        data, text = data[len(codecs.BOM_UTF8):], text[1:]
+        data, text = data[len(codecs.BOM_UTF8) :], text[1:]
     header = _read_header(source, text)
     if exact_columns is not None:
         # Named as pandas names them, so both checks word a problem the same way.
         names = [name if name else f"Unnamed: {i}" for i, name in enumerate(header)]
-        require_columns(pd.DataFrame(columns=names), exact_columns,
-                        RowLocator(source, first_line=2), exact=True)
+        require_columns(pd.DataFrame(columns=names), exact_columns, RowLocator(source, first_line=2), exact=True)
     if len(header) > MAX_CSV_COLUMNS:
-        raise TraceError(f"{source}, line 1: {len(header)} columns, more than the "
-                         f"{MAX_CSV_COLUMNS} a trace file may have")
+        raise TraceError(
+            f"{source}, line 1: {len(header)} columns, more than the {MAX_CSV_COLUMNS} a trace file may have"
+        )
     try:
         with warnings.catch_warnings():
             # pandas only warns when the first data line is longer than the header; promote it.
@@ -271,12 +269,10 @@ def _read_bytes(path: Path, kind: str = "CSV") -> bytes:
         raise TraceError(f"{source}: cannot read the file ({reason})") from None
 
 
-_UTF16_OR_32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE,
-                     codecs.BOM_UTF16_BE)
+_UTF16_OR_32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
-def _decode(path: Path | str, data: bytes, kind: str = "CSV", sep: str | None = ",",
-            header: bool = True) -> str:
+def _decode(path: Path | str, data: bytes, kind: str = "CSV", sep: str | None = ",", header: bool = True) -> str:
     """The file's text, refusing what is not UTF-8 with the line and column of the first bad
     byte. A NUL byte on the first line means UTF-16/32 or binary data: a header never has one
     (a NUL inside a data field is left to the value checks, which show it escaped). ``kind``
@@ -291,18 +287,22 @@ def _decode(path: Path | str, data: bytes, kind: str = "CSV", sep: str | None = 
     except UnicodeDecodeError as exc:
         start = data.rfind(b"\n", 0, exc.start) + 1
         line = data.count(b"\n", 0, exc.start) + 1
-        before = data[start:exc.start].decode("utf-8", "replace")
+        before = data[start : exc.start].decode("utf-8", "replace")
         if sep is None:
             column = f", column {len(before) + 1}"
         else:
             names = first_line.decode("utf-8", "replace").rstrip("\r").split(sep)
             # Separators before the byte (quotes aside) tell the field it is in.
             index = before.count(sep)
-            column = (f", column {show_name(names[index])}"
-                      if header and line > 1 and index < len(names) else f", field {index + 1}")
+            column = (
+                f", column {show_name(names[index])}"
+                if header and line > 1 and index < len(names)
+                else f", field {index + 1}"
+            )
         raise TraceError(
             f"{path}, line {line}{column}: not UTF-8 text (byte {data[exc.start]:#04x}: "
-            f"{exc.reason}); expected a UTF-8 {kind} file") from None
+            f"{exc.reason}); expected a UTF-8 {kind} file"
+        ) from None
 
 
 def _read_header(source: str, text: str) -> list[str]:
@@ -318,8 +318,9 @@ def _read_header(source: str, text: str) -> list[str]:
     if not any(name.strip() for name in first):
         raise TraceError(f"{source}, line 1: the header line is blank")
     if first_end > 1:
-        raise TraceError(f"{source}, line 1: a quoted column name runs over the end of the "
-                         f"line (an unterminated quote?)")
+        raise TraceError(
+            f"{source}, line 1: a quoted column name runs over the end of the line (an unterminated quote?)"
+        )
     dupes = sorted(name for name, n in Counter(first).items() if n > 1)
     if dupes:
         raise TraceError(f"{source}, line 1: duplicate column name(s) {show_names(dupes)}")
@@ -328,8 +329,7 @@ def _read_header(source: str, text: str) -> list[str]:
     # trailing comma); later lines with extra fields are parser errors. So check the first
     # data line here.
     if second is not None and len(second) > len(first):
-        raise TraceError(f"{source}, line 2: {len(second)} fields, but the header has "
-                         f"{len(first)}")
+        raise TraceError(f"{source}, line 2: {len(second)} fields, but the header has {len(first)}")
     return first
 
 
@@ -360,8 +360,7 @@ def _structure_problem(source: str, text: str, header: list[str], exc: Exception
     # A quote left open on the last line reads to the end of the file without spanning lines.
     found = re.search(r"(?:row|line) (\d+)", str(exc))
     if found and "EOF inside string" in str(exc):
-        return (f"{source}, line {end}: a quoted field is not closed before the end of the "
-                f"file (an unterminated quote?)")
+        return f"{source}, line {end}: a quoted field is not closed before the end of the file (an unterminated quote?)"
     line = f", line {int(found.group(1))}" if found else ""
     return f"{source}{line}: cannot parse the CSV ({printable_line(str(exc), 120)})"
 
@@ -369,8 +368,10 @@ def _structure_problem(source: str, text: str, header: list[str], exc: Exception
 def _multi_line_problem(source: str, line: int, header: list[str], fields: list[str]) -> str:
     at = next((j for j, f in enumerate(fields) if "\n" in f or "\r" in f), None)
     column = f", column {show_name(header[at])}" if at is not None and at < len(header) else ""
-    return (f"{source}, line {line}{column}: a quoted field runs over the end of the line (an "
-            f"unterminated quote?); a trace has one job per line")
+    return (
+        f"{source}, line {line}{column}: a quoted field runs over the end of the line (an "
+        f"unterminated quote?); a trace has one job per line"
+    )
 
 
 def _check_one_line_records(frame: pd.DataFrame, source: str) -> None:
@@ -390,8 +391,7 @@ def _check_one_line_records(frame: pd.DataFrame, source: str) -> None:
             first = (int(rows[0]), j)
     if first is not None:
         i, j = first
-        raise TraceError(_multi_line_problem(source, 2 + i, [str(c) for c in frame.columns],
-                                             [""] * j + ["\n"]))
+        raise TraceError(_multi_line_problem(source, 2 + i, [str(c) for c in frame.columns], [""] * j + ["\n"]))
 
 
 def _blank_rows(frame: pd.DataFrame) -> np.ndarray:
@@ -513,13 +513,9 @@ def parse_numbers(
     """
     values = values.reset_index(drop=True)
     if pd.api.types.is_bool_dtype(values.dtype):
-        raise TraceError(
-            f"{where.at(0, column)}: expected a number, got {show_value(values.iloc[0])}"
-        )
+        raise TraceError(f"{where.at(0, column)}: expected a number, got {show_value(values.iloc[0])}")
     if values.dtype.kind == "c":
-        raise TraceError(
-            f"{where.at(0, column)}: expected a real number, got {show_value(values.iloc[0])}"
-        )
+        raise TraceError(f"{where.at(0, column)}: expected a real number, got {show_value(values.iloc[0])}")
     parsed = _parse_clean_text(values)
     if parsed is not None:
         missing = np.zeros(len(values), dtype=bool)
@@ -528,21 +524,22 @@ def parse_numbers(
         # does not parse is not a number.
         missing = ((text == "") | (text.str.lower() == "nan")).to_numpy()
         parsed = _to_numbers(text.where(~missing, "0"))
-        _fail_first(parsed.isna().to_numpy() & ~missing, values, column, where,
-                    "expected a number")
+        _fail_first(parsed.isna().to_numpy() & ~missing, values, column, where, "expected a number")
     elif pd.api.types.is_numeric_dtype(values.dtype):
         parsed = values
         missing = values.isna().to_numpy()
     else:
         # Mixed Python objects (an in-memory frame): rare, so an element-wise pass is fine.
         missing = values.map(
-            lambda v: v is None or (isinstance(v, float) and math.isnan(v))
-            or (isinstance(v, str) and v.strip().lower() in ("", "nan"))
+            lambda v: (
+                v is None
+                or (isinstance(v, float) and math.isnan(v))
+                or (isinstance(v, str) and v.strip().lower() in ("", "nan"))
+            )
         ).to_numpy(bool)
         is_bool = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
         parsed = _to_numbers(values.where(~missing & ~is_bool, 0))
-        _fail_first((parsed.isna().to_numpy() | is_bool) & ~missing, values, column, where,
-                    "expected a number")
+        _fail_first((parsed.isna().to_numpy() | is_bool) & ~missing, values, column, where, "expected a number")
     _fail_first(missing, values, column, where, "missing value (empty or NaN)")
     if integer and parsed.dtype.kind in "iu":
         # Check the size before any conversion: a uint64 above 2**63 would wrap to a negative
@@ -560,8 +557,7 @@ def parse_numbers(
         # A number too large for a float64 ("1e400", 400 digits) reads as infinity: say so,
         # rather than that it is not finite.
         overflow = ~finite & ~np.isnan(floats) & ~_spelled_non_finite(values)
-        _fail_first(overflow, values, column, where,
-                    _TOO_LARGE if integer else "number out of range (too large)")
+        _fail_first(overflow, values, column, where, _TOO_LARGE if integer else "number out of range (too large)")
     _fail_first(~finite, values, column, where, "expected a finite number")
     if integer:
         _fail_first(floats != np.floor(floats), values, column, where, "expected a whole number")
@@ -581,8 +577,7 @@ def _bound_words(minimum: float, strict: bool, integer: bool) -> str:
     return f"must be {'>' if strict else '>='} {shown}"
 
 
-def _fail_first(bad: np.ndarray, values: pd.Series, column: str, where: RowLocator, what: str,
-                quote: bool = True):
+def _fail_first(bad: np.ndarray, values: pd.Series, column: str, where: RowLocator, what: str, quote: bool = True):
     if not bad.any():
         return
     rows = np.flatnonzero(bad)
@@ -610,8 +605,9 @@ def parse_labels(values: pd.Series, column: str, where: RowLocator) -> np.ndarra
     """A column of non-empty strings, returned as an object array (values unchanged)."""
     values = values.reset_index(drop=True)
     # An empty field reads as NaN: say it is empty rather than show "nan".
-    _fail_first(values.isna().to_numpy(), values, column, where,
-                "expected a non-empty name, got an empty field", quote=False)
+    _fail_first(
+        values.isna().to_numpy(), values, column, where, "expected a non-empty name, got an empty field", quote=False
+    )
     if pd.api.types.is_string_dtype(values.dtype):
         # Whitespace-only names are not caught here; they fail the caller's name checks.
         bad = (values.astype(str) == "").to_numpy()
@@ -621,9 +617,7 @@ def parse_labels(values: pd.Series, column: str, where: RowLocator) -> np.ndarra
     return values.astype(object).to_numpy()
 
 
-def require_columns(
-    frame: pd.DataFrame, required: Iterable[str], where: RowLocator, exact: bool = False
-) -> None:
+def require_columns(frame: pd.DataFrame, required: Iterable[str], where: RowLocator, exact: bool = False) -> None:
     """Fail if columns are missing (or, with ``exact``, if there are unexpected ones)."""
     required = list(required)
     head = f"{where.source}, line 1" if where.first_line is not None else where.source
@@ -636,9 +630,11 @@ def require_columns(
     # One column name holding all the others: the file is not comma-separated.
     other = [sep for sep in (";", "\t", "|") if len(present) == 1 and sep in present[0]]
     if missing and other:
-        raise TraceError(f"{head}: the header is one column, {show_name(present[0])}: "
-                         f"separated by {other[0]!r} instead of ','? expected "
-                         f"{', '.join(required)}")
+        raise TraceError(
+            f"{head}: the header is one column, {show_name(present[0])}: "
+            f"separated by {other[0]!r} instead of ','? expected "
+            f"{', '.join(required)}"
+        )
     wanted = set(required)
     extra = [c for c in present if c not in wanted] if exact else []
     problems = []
@@ -647,8 +643,10 @@ def require_columns(
     if extra:
         # pandas names a column whose header field is empty "Unnamed: <position>".
         unnamed = any(c.startswith("Unnamed: ") for c in extra)
-        problems.append(f"unexpected column(s) {show_names(extra, 4)}"
-                        + (" (an empty column name: a trailing comma?)" if unnamed else ""))
+        problems.append(
+            f"unexpected column(s) {show_names(extra, 4)}"
+            + (" (an empty column name: a trailing comma?)" if unnamed else "")
+        )
     if problems:
         raise TraceError(f"{head}: {'; '.join(problems)}; expected {', '.join(required)}")
 
@@ -692,8 +690,9 @@ def validate_trace(
     require_columns(frame, TRACE_COLUMNS, where, exact=True)
     if len(frame) == 0:
         if where.first_line is not None:
-            raise TraceError(f"{where.source}, line {where.first_line}: the trace has no jobs "
-                             f"(nothing after the header line)")
+            raise TraceError(
+                f"{where.source}, line {where.first_line}: the trace has no jobs (nothing after the header line)"
+            )
         raise TraceError(f"{where.source}: the trace has no jobs")
     known = tuple(models)
 
@@ -711,12 +710,8 @@ def validate_trace(
             f"{where.at(int(rows[0]), 'model')}: unknown model {show_value(model[rows[0]])}"
             f"{_more(len(rows) - 1)}; known models: {', '.join(known)}"
         )
-    iterations = parse_numbers(
-        frame["total_iterations"], "total_iterations", where, integer=True, minimum=1
-    )
-    iter_time = parse_numbers(
-        frame["iter_time_s"], "iter_time_s", where, integer=False, minimum=0.0, strict=True
-    )
+    iterations = parse_numbers(frame["total_iterations"], "total_iterations", where, integer=True, minimum=1)
+    iter_time = parse_numbers(frame["iter_time_s"], "iter_time_s", where, integer=False, minimum=0.0, strict=True)
     _check_unique_ids(ids, where)
     _check_times(arrival, iterations, iter_time, frame, where)
 
@@ -738,8 +733,16 @@ def validate_trace(
     return out
 
 
-def canonical_frame(*, job_id: np.ndarray, arrival_s: np.ndarray, num_gpus: np.ndarray, model: np.ndarray,
-                    total_iterations: np.ndarray, iter_time_s: np.ndarray, source: str) -> pd.DataFrame:
+def canonical_frame(
+    *,
+    job_id: np.ndarray,
+    arrival_s: np.ndarray,
+    num_gpus: np.ndarray,
+    model: np.ndarray,
+    total_iterations: np.ndarray,
+    iter_time_s: np.ndarray,
+    source: str,
+) -> pd.DataFrame:
     """The canonical frame of columns that are canonical by construction (a generator's output):
     int64 / float64 arrays, unique ids, known models, counts of at least 1, rows already in
     ``(arrival_s, job_id)`` order. What :func:`validate_trace` does for a file -- parsing,
@@ -763,13 +766,24 @@ def canonical_frame(*, job_id: np.ndarray, arrival_s: np.ndarray, num_gpus: np.n
     return out
 
 
-def _check_times(arrival: np.ndarray, iterations: np.ndarray, iter_time: np.ndarray,
-                 frame: pd.DataFrame, where: RowLocator) -> None:
+def _check_times(
+    arrival: np.ndarray, iterations: np.ndarray, iter_time: np.ndarray, frame: pd.DataFrame, where: RowLocator
+) -> None:
     """Times the engine's float64 clock can represent finely (see :data:`MAX_TIME_S`)."""
-    _fail_first(arrival > MAX_TIME_S, frame["arrival_s"].reset_index(drop=True), "arrival_s", where,
-                f"must be at most {MAX_TIME_S:g} s (about 31.7 years)")
-    _fail_first(iter_time < MIN_ITER_TIME_S, frame["iter_time_s"].reset_index(drop=True), "iter_time_s",
-                where, f"must be at least {MIN_ITER_TIME_S:g} s")
+    _fail_first(
+        arrival > MAX_TIME_S,
+        frame["arrival_s"].reset_index(drop=True),
+        "arrival_s",
+        where,
+        f"must be at most {MAX_TIME_S:g} s (about 31.7 years)",
+    )
+    _fail_first(
+        iter_time < MIN_ITER_TIME_S,
+        frame["iter_time_s"].reset_index(drop=True),
+        "iter_time_s",
+        where,
+        f"must be at least {MIN_ITER_TIME_S:g} s",
+    )
     # The product of two in-range numbers can overflow to inf; inf > MAX_TIME_S catches it.
     with np.errstate(over="ignore"):
         ideal = iterations.astype(np.float64) * iter_time
@@ -900,8 +914,7 @@ def load_trace(
     filtered = (start_h, end_h, max_jobs) != (None, None, None) or oversize != "error"
     if isinstance(source, pd.DataFrame):
         if filtered:
-            return _load_filtered(source, RowLocator("<frame>"), cluster, models,
-                                  start_h, end_h, max_jobs, oversize)
+            return _load_filtered(source, RowLocator("<frame>"), cluster, models, start_h, end_h, max_jobs, oversize)
         return validate_trace(source, "<frame>", cluster, models)
     if isinstance(source, str) and source in shipped_traces():
         path = shipped_trace_path(source)
@@ -910,13 +923,9 @@ def load_trace(
         if not _exists(path):
             if isinstance(source, str) and not _looks_like_path(source):
                 shipped_trace_path(source)  # raises, listing the shipped names
-            raise TraceError(
-                f"{path}: no such file (shipped trace names: {', '.join(shipped_traces())})"
-            )
+            raise TraceError(f"{path}: no such file (shipped trace names: {', '.join(shipped_traces())})")
     else:
-        raise TypeError(
-            f"a trace source is a shipped name, a path or a DataFrame, not {type(source).__name__}"
-        )
+        raise TypeError(f"a trace source is a shipped name, a path or a DataFrame, not {type(source).__name__}")
     raw, where = read_csv_raw(path, text_columns=("model",), exact_columns=TRACE_COLUMNS)
     if filtered:
         return _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversize)
@@ -928,8 +937,7 @@ def _load_filtered(raw, where, cluster, models, start_h, end_h, max_jobs, oversi
     from dallygym.trace.filters import filter_trace  # filters imports this module
 
     frame = validate_trace(raw, where.source, None, models, locator=where)
-    frame, report = filter_trace(frame, where, raw["job_id"], cluster, start_h, end_h,
-                                 max_jobs, oversize)
+    frame, report = filter_trace(frame, where, raw["job_id"], cluster, start_h, end_h, max_jobs, oversize)
     out = validate_trace(frame, where.source, cluster, models)
     out.attrs["load_report"] = report
     return out
@@ -986,9 +994,7 @@ def trace_stats(frame: pd.DataFrame) -> dict:
     return {
         "jobs": len(frame),
         "gpu_counts": {int(k): int(v) for k, v in sorted(pd.Series(gpus).value_counts().items())},
-        "model_counts": {
-            str(k): int(v) for k, v in sorted(frame["model"].value_counts().items())
-        },
+        "model_counts": {str(k): int(v) for k, v in sorted(frame["model"].value_counts().items())},
         "total_gpus": int(gpus.sum()),
         "duration_p10_s": float(p10),
         "duration_p50_s": float(p50),

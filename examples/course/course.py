@@ -57,6 +57,7 @@ def make_env(trace=None, **kwargs) -> gym.Env:
 
 # --- trivial baselines: any learned agent must beat these to have learned anything ------------
 
+
 class MaskedChoice:
     """An agent with the stable-baselines3 ``predict`` signature that chooses among the valid
     actions by a fixed rule: ``"random"`` (uniform, seeded), ``"first"`` (always slot 0: the

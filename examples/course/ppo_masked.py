@@ -77,6 +77,7 @@ def parse_args(argv=None) -> Args:
 
 # --- observations: the Dict observation as three tensors -------------------------------------
 
+
 def to_tensors(observations: list[dict]) -> dict[str, torch.Tensor]:
     """Stack the environments' Dict observations: jobs (E, slots, features), job_mask
     (E, slots), cluster (E, cluster features)."""
@@ -84,6 +85,7 @@ def to_tensors(observations: list[dict]) -> dict[str, torch.Tensor]:
 
 
 # --- the agent ---------------------------------------------------------------------------------
+
 
 def layer(n_in: int, n_out: int, gain: float = np.sqrt(2)) -> nn.Linear:
     """A linear layer with orthogonal weights and zero bias (PPO's usual initialisation)."""
@@ -167,6 +169,7 @@ def load_agent(path: str | Path) -> GreedyAgent:
 
 # --- validation: mean JCT of the greedy agent and of Dally on a few traces --------------------
 
+
 def validate(net: PointerAgent) -> tuple[float, float]:
     import dallygym
 
@@ -179,6 +182,7 @@ def validate(net: PointerAgent) -> tuple[float, float]:
 
 
 # --- training ------------------------------------------------------------------------------------
+
 
 def train(args: Args) -> Path:
     torch.set_num_threads(args.torch_threads)
@@ -271,7 +275,7 @@ def train(args: Args) -> Path:
         for _ in range(args.update_epochs):
             order = torch.randperm(batch_size)
             for begin in range(0, batch_size, minibatch_size):
-                idx = order[begin:begin + minibatch_size]
+                idx = order[begin : begin + minibatch_size]
                 obs_mb = {key: value[idx] for key, value in flat.items()}
                 _, new_logprob, entropy, new_value = net.get_action_and_value(obs_mb, b_mask[idx], b_action[idx])
                 ratio = (new_logprob - b_logprob[idx]).exp()
@@ -289,8 +293,14 @@ def train(args: Args) -> Path:
         # 4. progress.
         steps = update * batch_size
         recent = float(np.mean(finished_returns[-50:])) if finished_returns else float("nan")
-        row = {"update": update, "steps": steps, "episodes": len(finished_returns), "return_last50": recent,
-               "cpu_s": round(time.process_time() - start_cpu, 1), "wall_s": round(time.time() - start_wall, 1)}
+        row = {
+            "update": update,
+            "steps": steps,
+            "episodes": len(finished_returns),
+            "return_last50": recent,
+            "cpu_s": round(time.process_time() - start_cpu, 1),
+            "wall_s": round(time.time() - start_wall, 1),
+        }
         if args.eval_every and (update % args.eval_every == 0 or update == num_updates):
             row["val_jct_h"], row["val_dally_jct_h"] = validate(net)
         log.append(row)

@@ -95,11 +95,13 @@ def run(label_kind_what, traces) -> pd.DataFrame:
 
 def ranking(per_trace: pd.DataFrame) -> pd.DataFrame:
     """The ranking table from the per-trace rows (see the module docstring)."""
-    hours = per_trace.assign(jct_h=per_trace["jct_mean_s"] / 3600, makespan_h=per_trace["makespan_s"] / 3600,
-                             comm_h=per_trace["comm_mean_s"] / 3600)
+    hours = per_trace.assign(
+        jct_h=per_trace["jct_mean_s"] / 3600,
+        makespan_h=per_trace["makespan_s"] / 3600,
+        comm_h=per_trace["comm_mean_s"] / 3600,
+    )
     means = hours.groupby("entry", sort=False)[["jct_h", "makespan_h", "comm_h"]].mean()
-    table = means.rename(columns={"jct_h": "mean JCT (h)", "makespan_h": "makespan (h)",
-                                  "comm_h": "comm. latency (h)"})
+    table = means.rename(columns={"jct_h": "mean JCT (h)", "makespan_h": "makespan (h)", "comm_h": "comm. latency (h)"})
     if "dally" in means.index:
         base = means.loc["dally"]
         table["JCT vs dally"] = (100 * (means["jct_h"] / base["jct_h"] - 1)).map(lambda v: f"{v:+.1f} %")
@@ -115,14 +117,26 @@ def ranking(per_trace: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", action="append", default=[], metavar="FILE.py:Class",
-                        help="your Policy subclass (repeatable)")
-    parser.add_argument("--agent", action="append", default=[], metavar="agent.pt",
-                        help="an agent saved by examples/course/ppo_masked.py (repeatable)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(course.HELDOUT_SEEDS),
-                        help="held-out small-trace seeds (default 2001-2010)")
-    parser.add_argument("--shipped", nargs="*", default=list(POLICIES),
-                        help="shipped policies to rank against (default: all)")
+    parser.add_argument(
+        "--policy", action="append", default=[], metavar="FILE.py:Class", help="your Policy subclass (repeatable)"
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="agent.pt",
+        help="an agent saved by examples/course/ppo_masked.py (repeatable)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=list(course.HELDOUT_SEEDS),
+        help="held-out small-trace seeds (default 2001-2010)",
+    )
+    parser.add_argument(
+        "--shipped", nargs="*", default=list(POLICIES), help="shipped policies to rank against (default: all)"
+    )
     parser.add_argument("--no-baselines", action="store_true", help="leave out random picks, constant 0, always stop")
     parser.add_argument("--format", choices=("table", "markdown", "csv"), default="table")
     parser.add_argument("--out", help="also write the table to this file")
