@@ -8,7 +8,7 @@ The draws (seeds 5001-5008 by default) are neither the held-out traces (``traces
 seeds 2001-2003) nor the training or teacher episodes' draws, so choosing a setting here tunes
 nothing on held-out data. Each row: one draw at one size, mean JCT and makespan relative to
 auto-tuned Dally's native run on it; the summary gives, per setting and size, the mean JCT
-change and the worst and mean makespan change (issue 10's goal asks at most 0 at 8 racks and
+change and the worst and mean makespan change (the training goal asks at most 0 at 8 racks and
 +5 % at 4 and 16 racks, on every trace).
 """
 

@@ -67,7 +67,7 @@ def main() -> None:
     source = OUT / "helios-format-cluster_log.csv"
     helios_format().to_csv(source, index=False)
     # The log's durations are the generator's compute-only run times, not measured wall
-    # time: read them as such (the committed file predates the wall reading, issue 12).
+    # time: read them as such (the committed file predates the wall reading).
     imported = import_helios(source, seed=2001, durations="compute")
     write_trace(imported, OUT / "helios-imported.csv")
     print(f"wrote {sorted(p.name for p in OUT.glob('*.csv'))}; helios import: {imported.attrs.get('import_report')}")

@@ -547,8 +547,8 @@ def renewal_report(grid: pd.DataFrame, trace: str = "batch-500") -> str:
         "## The grid under each renewal mode",
         "",
         f"{trace}; each cell is {' / '.join(f'`{m}`' for m in modes)} in hours (upgrades made under `upgrade` "
-        "in the last column). `keep` is the engine before renewal offers; `rebid` is the Dally reference "
-        "simulator's rule (every lease ends, every job bids again).",
+        "in the last column). `keep` renews every lease as it stands (no renewal offers); "
+        "`rebid` is the Dally reference simulator's rule (every lease ends, every job bids again).",
         "",
     ]
     for metric, label in RENEWAL_METRICS:
@@ -752,7 +752,7 @@ def _gap_lines(gap: pd.DataFrame | None) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------
-# The shipped real traces (issue 12): every policy and the learned agents where the trace contends
+# The shipped real traces: every policy and the learned agents where the trace contends
 # ----------------------------------------------------------------------------------------------
 
 #: Whole-rack sizes tried for a real trace (racks of 8 machines x 8 GPUs, the paper's rack).

@@ -339,7 +339,7 @@ def _limits(rows, goal, goal_racks, modes, other, probes, runs) -> list[str]:
 
 
 def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], racks: int) -> list[str]:
-    """Issue 10's question for the DallyQueue-v0 agents (which job next), checked on this run's
+    """The training goal's question for the DallyQueue-v0 agents (which job next), checked on this run's
     rows: mean JCT at least 30 % below Dally's at ``racks`` on the held-out batch traces with
     makespan no worse on each, and makespan within +5 % at half and twice the racks."""
     g = goal.set_index("agent")
@@ -354,7 +354,7 @@ def queue_goal_lines(rows: pd.DataFrame, goal: pd.DataFrame, queue: list[str], r
     lines = [
         f"## Which job next: DallyQueue-v0 agents against auto-tuned Dally ({racks} racks, held-out batch traces)",
         "",
-        "Goal (issue 10): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
+        "Goal (training): mean JCT at least 30 % below Dally's, makespan no worse on each trace; at "
         f"{racks // 2} and {racks * 2} racks makespan within +5 %. Beside them: the heuristic with the lowest "
         "mean JCT among those whose makespan is no worse than Dally's on any trace.",
         "",
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_of = lambda r: ClusterSpec(r, args.machines_per_rack, args.gpus_per_machine)  # noqa: E731
 
     start = time.perf_counter()
-    # The grid: every batch trace at every size (issue 10's makespan check covers each trace at
+    # The grid: every batch trace at every size (the training goal's makespan check covers each trace at
     # half and twice the goal size); the other workloads' first trace at every size and every
     # trace at goal size.
     cells = [("batch", t, r) for t in args.batch_traces for r in args.racks]

@@ -191,7 +191,12 @@ def _user_facing_files() -> list[Path]:
     files += sorted(p for p in DOCS.rglob("*") if p.suffix in (".md", ".ipynb"))
     files += sorted((ROOT / "dallygym").rglob("*.py"))
     files += sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".py", ".md", ".ipynb"))
-    return [p for p in files if p.is_file() and "__pycache__" not in p.parts]
+    # The scripts and tests a contributor reads, and the results files they write (this file's
+    # own examples of citations excepted).
+    for folder in ("agents", "benchmarks", "tests"):
+        files += sorted((ROOT / folder).glob("*.py"))
+    files += sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+    return [p for p in files if p.is_file() and "__pycache__" not in p.parts and p != Path(__file__).resolve()]
 
 
 def citations(paths: list[Path]) -> list[str]:

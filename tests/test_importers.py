@@ -325,7 +325,7 @@ def test_a_job_alone_finishes_in_its_recorded_duration(tmp_path, fmt, gpus):
     job = result.jobs.iloc[0]
     assert job["jct_s"] == pytest.approx(3600, rel=1e-12)
     assert job["queue_s"] == 0
-    # The compute reading (before issue 12) adds modelled communication on top.
+    # The compute reading adds modelled communication on top.
     compute = one_job_import(fmt, tmp_path, gpus, 3600, cluster=SMALL_CLUSTER, durations="compute")
     jct = simulate(compute, SMALL_CLUSTER, policy="fifo").jobs["jct_s"].item()
     assert jct == pytest.approx(3600**2 / ideal, rel=1e-12)

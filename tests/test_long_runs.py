@@ -1,4 +1,4 @@
-"""What keeps long runs cheap (issue 11): index sets instead of scans, a bounded timeline,
+"""What keeps long runs cheap: index sets instead of scans, a bounded timeline,
 scaled generators, a progress line -- each giving exactly the results of the plain way."""
 
 from __future__ import annotations

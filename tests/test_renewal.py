@@ -1,6 +1,6 @@
 """Lease renewal at round boundaries (SPEC §4 "Lease renewal is an offer"): the three modes.
 
-The scenario of issue 9, worked by hand: 2 racks x 1 machine x 4 GPUs, lease 1 h.
+A renewal scenario worked by hand: 2 racks x 1 machine x 4 GPUs, lease 1 h.
 J0 (3 GPUs, resnet50, 7,200 iterations of 1 s) takes machine 0 and J1 (3 GPUs, resnet50,
 360,000 iterations) machine 1 at t = 0; J2 (2 GPUs, mobilenet_v3, 180,000 iterations) only
 fits as one GPU on each machine -- a network placement, slow for MobileNetV3. J0 ends at about

@@ -1,4 +1,4 @@
-"""Snapshots of an environment mid-episode (issue 13): copy.deepcopy, pickle and cloudpickle
+"""Snapshots of an environment mid-episode: copy.deepcopy, pickle and cloudpickle
 give a copy that continues exactly as the original does."""
 
 from __future__ import annotations

@@ -108,8 +108,11 @@ def test_a_cell_row_is_its_keys_and_the_simulate_summary_exactly():
 def test_one_process_and_two_processes_write_identical_files_and_failures_do_not_stop_the_others(tmp_path):
     cells = grid(**GRID)
     one = sweep(cells, tmp_path / "one", LocalBackend(1), progress=False)
-    sweep(cells, tmp_path / "two", LocalBackend(2), progress=False)
+    two = sweep(cells, tmp_path / "two", LocalBackend(2), progress=False)
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
+    assert (two.ran, two.failed) == (one.ran, one.failed)
+    pd.testing.assert_frame_equal(two.results.reset_index(drop=True), one.results.reset_index(drop=True))
+    pd.testing.assert_frame_equal(two.errors.reset_index(drop=True), one.errors.reset_index(drop=True))
     # Every 2-rack cell ran; every 1-rack cell failed, reported with its keys and error.
     assert one.ran == 12 and one.failed == 6 and len(one.results) == 6
     assert set(one.results["racks"]) == {2} and set(one.errors["racks"]) == {1}
