@@ -449,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.from_csv:
-        frame = pd.read_csv(args.from_csv, keep_default_na=False, na_values=[""])
-        return write_tables(frame, command, args, rows_from=args.from_csv)
+        return write_tables(read_grid(args.from_csv), command, args, rows_from=args.from_csv)
     if args.generated:
         cells = [(args.generated, generate_trace(args.generated, seed=s), args.racks) for s in args.seeds]
     else:
@@ -474,12 +473,17 @@ def main(argv: list[str] | None = None) -> int:
     return write_tables(frame, command, args)
 
 
+def read_grid(path) -> pd.DataFrame:
+    """The rows of a run's ``--csv``, with the verdict columns as booleans (NaN where none)."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for column in ("makespan_ok", "goal_met", "contends"):
+        frame[column] = frame[column].map({"True": True, "False": False, True: True, False: False})
+    return frame
+
+
 def write_tables(frame: pd.DataFrame, command: str, args: argparse.Namespace, rows_from: str | None = None) -> int:
     """Print the summary and write ``--out`` (every cell) and its ``_sizes.md`` (the learned
     rows per cell kind and size, for the docs to include)."""
-    for column in ("makespan_ok", "goal_met", "contends"):  # read back from a CSV as text
-        if frame[column].dtype == object:
-            frame[column] = frame[column].map({"True": True, "False": False, True: True, False: False})
     text = markdown(frame, command, rows_from)
     print(text.split("## Every cell")[0])
     if args.out:

@@ -241,29 +241,26 @@ HELDOUT_BASELINES = (
 
 def heldout_block() -> str:
     """The learned ``DallyQueue-v0`` agents on the held-out grid, beside their initial policies,
-    the trivial picks, the teacher and the heuristics: geometric means over the cells."""
-    import numpy as np
-    import pandas as pd
+    the trivial picks, the teacher and the heuristics: geometric means over the cells
+    (``agents/queue_baselines.py``'s own summary of its CSV)."""
+    import importlib.util
 
-    frame = pd.read_csv(HELDOUT_GRID)
-    learned = list(dict.fromkeys(frame.loc[frame["row_kind"].isin(["agent", "initial"]), "row"]))
+    spec = importlib.util.spec_from_file_location("queue_baselines", ROOT / "agents" / "queue_baselines.py")
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    frame = grid.read_grid(HELDOUT_GRID)
+    summary = grid.summary_table(frame).set_index("row")
+    learned = list(summary.index[summary["kind"].isin(["agent", "initial"])])
     out = [
         "| row | mean JCT / best safe heuristic | mean JCT / lower bound | worst makespan / Dally "
         "| makespan within +1 % | goal met |",
         "|---|---|---|---|---|---|",
     ]
-    for name in [*learned, *HELDOUT_BASELINES]:
-        g = frame[frame["row"] == name]
-        if g.empty:
-            continue
-        jct_safe, jct_bound = (
-            float(np.exp(np.log(g[c].astype(float)).mean())) for c in ("jct_vs_best_safe", "jct_vs_bound")
-        )
-        within = "" if name == "lower bound" else f"{int(g['makespan_ok'].astype(str).eq('True').sum())}/{len(g)}"
-        goal = g["goal_met"].dropna().astype(str)
-        met = f"{int(goal.eq('True').sum())}/{len(goal)}" if len(goal) else ""
+    for name in [*learned, *(b for b in HELDOUT_BASELINES if b in summary.index)]:
+        r = summary.loc[name]
         out.append(
-            f"| {name} | {jct_safe:.2f} | {jct_bound:.2f} | {g['makespan_vs_dally'].max():.3f} | {within} | {met} |"
+            f"| {name} | {r['JCT / best safe']:.2f} | {r['JCT / bound']:.2f} | {r['worst makespan / Dally']:.3f} "
+            f"| {r['makespan within +1 %']} | {r['goal met']} |"
         )
     return "\n".join(out) + "\n"
 

@@ -188,7 +188,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--makespan-credit",
         choices=("bound", "elapsed"),
         default=defaults.makespan_credit,
-        help="DallyQueue jct-makespan reward: credit the makespan as its bound moves (bound; the "
+        help="DallyQueue: charge the reward's makespan part as its bound moves (bound; the "
         "environment's default) or as time elapses",
     )
     p.add_argument(

@@ -196,6 +196,7 @@ def _user_facing_files() -> list[Path]:
     for folder in ("agents", "benchmarks", "tests"):
         files += sorted((ROOT / folder).glob("*.py"))
     files += sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+    files += sorted((ROOT / "agents" / "runs").rglob("*.md"))
     return [p for p in files if p.is_file() and "__pycache__" not in p.parts and p != Path(__file__).resolve()]
 
 
