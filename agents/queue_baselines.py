@@ -1,7 +1,8 @@
 """DallyQueue-v0 agents on held-out traces, beside every baseline and the lower bound.
 
     python agents/queue_baselines.py --agent agents/runs/queue-set-s0 [--agent ...] \
-        [--cell heldout/batch-500-seed2001:8 ...] [--workers 2] [--out FILE.md] [--csv FILE.csv]
+        [--cell heldout/batch-500-seed2001:8 ...] [--workers 2] [--out FILE.md] [--csv FILE.csv] \
+        [--reuse EARLIER.csv]
     python agents/queue_baselines.py --racks 2 --machines-per-rack 2 --queue-env DallyQueueSmall-v0 \
         --generated small --seeds 2001 2002 ... [--agent RUN_DIR]
 
@@ -29,6 +30,10 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
 
 With ``--ablations`` the guarded environments (``guard_leases``/``guard_waiting`` at a share of
 ¼) are added, answered by the guarded teacher, random picks and action 0.
+
+``--reuse EARLIER.csv`` takes the picking and learned rows an earlier ``--csv`` already holds
+(at its precision) instead of playing them again, so adding an agent to the grid plays only that
+agent; the native rows and the bound, which the verdicts rest on, always run.
 
 Each cell's verdict for each learned agent (computed from the rows, never typed): its makespan
 within +1 % of Dally's, and its mean JCT against the best native heuristic whose makespan is
@@ -75,6 +80,9 @@ REAL_CELLS = (
 )
 BOUND = "lower bound"
 MAKESPAN_TOLERANCE = 0.01
+#: Comparisons in a verdict hold within this relative rounding: rows read back from a CSV (``--reuse``)
+#: carry its significant digits, and two runs of the same schedule must still tie.
+ROUNDING = 1e-6
 #: Below this spread of the safe heuristics' mean JCTs a cell does not contend: matching is enough.
 NO_CONTENTION_SPREAD = 0.02
 #: The share of the guarded environments (``--ablations``).
@@ -188,23 +196,34 @@ def run_cell(
     ablations: bool = False,
     policies: tuple[str, ...] | None = None,
     offer_rules: tuple[str, ...] = ("dally",),
+    reuse: dict | None = None,
 ) -> list[dict]:
     """Every row of one cell ``(kind, trace, racks)``, with the cell's verdict columns; the
-    picking rows run under each of ``offer_rules``."""
+    picking rows run under each of ``offer_rules``. ``reuse`` (see :func:`reusable_rows`) holds
+    rows measured before, by cell: a picking or learned row found there is taken from it instead
+    of being played again (the native rows and the bound, which the verdicts rest on, always run)."""
     kind, source, racks = cell
     spec = ClusterSpec(racks, machines_per_rack, 8)
     trace, name = (source, kind) if isinstance(source, pd.DataFrame) else cell_trace(source, spec)
+    before = (reuse or {}).get((name, racks), {})
     results, kinds = {}, {}
     for policy in policies or POLICIES:
         results[policy], kinds[policy] = simulate(trace, spec, policy=policy).summary, "heuristic"
     results[BOUND], kinds[BOUND] = lower_bound(trace, spec), "bound"
+
+    def play(row: str, row_kind: str, run) -> None:
+        results[row], kinds[row] = before[row] if row in before else run(), row_kind
+
     for rule in offer_rules:
         suffix = "" if rule == "dally" else f" ({rule} offers)"
         for row, choose in (("constant-0", constant_0), ("random picks", random_masked), ("teacher", teacher)):
-            results[row + suffix] = through_env(queue_env, trace, spec, choose, offer_rule=rule)
-            kinds[row + suffix] = "teacher" if row == "teacher" else "trivial"
+            play(
+                row + suffix,
+                "teacher" if row == "teacher" else "trivial",
+                lambda choose=choose, rule=rule: through_env(queue_env, trace, spec, choose, offer_rule=rule),
+            )
     for row, choose in (("always-wait (Dally-v0)", constant_0), ("random offers (Dally-v0)", random_masked)):
-        results[row], kinds[row] = through_env("Dally-v0", trace, spec, choose), "trivial"
+        play(row, "trivial", lambda choose=choose: through_env("Dally-v0", trace, spec, choose))
     if ablations:
         guard = {"guard_leases": GUARD_SHARE}
         full = {**guard, "guard_waiting": True}
@@ -217,9 +236,27 @@ def run_cell(
         ):
             results[row], kinds[row] = through_env(queue_env, trace, spec, choose, **kw), "ablation"
     for row, path in agent_rows(agent_paths):
-        results[row] = run_agent(_loaded_agent(path), trace, spec).summary
-        kinds[row] = "initial" if row.endswith("(initial)") else "agent"
+        play(
+            row,
+            "initial" if row.endswith("(initial)") else "agent",
+            lambda path=path: run_agent(_loaded_agent(path), trace, spec).summary,
+        )
     return verdict_rows(kind, name, racks, results, kinds)
+
+
+def reusable_rows(frame: pd.DataFrame) -> dict:
+    """The picking and learned rows of an earlier run's grid (``--csv``), by cell
+    ``(trace, racks)``: row -> the two numbers a verdict needs (``jct_mean_s`` and
+    ``makespan_s``, at the CSV's precision). Native rows and the bound are left out: they run
+    again, exactly, at every use."""
+    out: dict = {}
+    keep = frame[~frame["row_kind"].isin(("heuristic", "bound"))]
+    for rec in keep.itertuples(index=False):
+        out.setdefault((rec.trace, int(rec.racks)), {})[rec.row] = {
+            "jct_mean_s": float(rec.jct_mean_h) * 3600,
+            "makespan_s": float(rec.makespan_h) * 3600,
+        }
+    return out
 
 
 def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kinds: dict[str, str]) -> list[dict]:
@@ -230,7 +267,7 @@ def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kin
     safe = {
         p: s["jct_mean_s"]
         for p, s in results.items()
-        if kinds[p] == "heuristic" and s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]
+        if kinds[p] == "heuristic" and s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE + ROUNDING) * dally["makespan_s"]
     }
     best = min(safe, key=safe.get)
     spread = max(safe.values()) / min(safe.values()) - 1
@@ -238,7 +275,7 @@ def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kin
     factor = target_factor(kind, racks) if contends else 1 + NO_CONTENTION_SPREAD
     rows = []
     for row, s in results.items():
-        makespan_ok = s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE) * dally["makespan_s"]
+        makespan_ok = s["makespan_s"] <= (1 + MAKESPAN_TOLERANCE + ROUNDING) * dally["makespan_s"]
         rows.append(
             {
                 "kind": kind,
@@ -257,7 +294,7 @@ def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kin
                 "contends": contends,
                 "target": factor,
                 "goal_met": (
-                    bool(makespan_ok and s["jct_mean_s"] <= factor * safe[best])
+                    bool(makespan_ok and s["jct_mean_s"] <= factor * (1 + ROUNDING) * safe[best])
                     if kinds[row] in ("agent", "initial")
                     else None
                 ),
@@ -275,9 +312,10 @@ def run_cells(
     ablations: bool = False,
     policies=None,
     offer_rules=("dally",),
+    reuse: dict | None = None,
 ) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
-    (the rows are the same: every run is seeded by its cell alone)."""
+    (the rows are the same: every run is seeded by its cell alone). ``reuse``: see :func:`run_cell`."""
     from dallygym.sweep import run_ordered
 
     task = functools.partial(
@@ -288,6 +326,7 @@ def run_cells(
         ablations=ablations,
         policies=None if policies is None else tuple(policies),
         offer_rules=tuple(offer_rules),
+        reuse=reuse,
     )
     arrived = 0
 
@@ -445,11 +484,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the tables as Markdown here")
     parser.add_argument("--csv", help="write every row as CSV here")
     parser.add_argument("--workers", type=int, default=1, help="cells run in this many processes (default 1)")
-    parser.add_argument("--from-csv", metavar="CSV", help="no runs: write the tables from a --csv of an earlier run")
+    parser.add_argument(
+        "--from-csv",
+        metavar="CSV",
+        help="no runs: write the tables from a --csv of an earlier run (the verdicts judged again)",
+    )
+    parser.add_argument(
+        "--reuse",
+        metavar="CSV",
+        help="take the picking and learned rows found in this --csv of an earlier run instead of playing them "
+        "again (the native rows and the bound still run); agents new to it are played",
+    )
     args = parser.parse_args(argv)
     command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.from_csv:
-        return write_tables(read_grid(args.from_csv), command, args, rows_from=args.from_csv)
+        return write_tables(judged_again(read_grid(args.from_csv)), command, args, rows_from=args.from_csv)
     if args.generated:
         cells = [(args.generated, generate_trace(args.generated, seed=s), args.racks) for s in args.seeds]
     else:
@@ -467,10 +516,25 @@ def main(argv: list[str] | None = None) -> int:
         args.ablations,
         args.policies,
         offer_rules,
+        reusable_rows(read_grid(args.reuse)) if args.reuse else None,
     )
     if args.csv:
-        frame.to_csv(args.csv, index=False, float_format="%.6g")
+        frame.to_csv(args.csv, index=False, float_format="%.10g")
     return write_tables(frame, command, args)
+
+
+def judged_again(frame: pd.DataFrame) -> pd.DataFrame:
+    """The grid's verdict columns computed again from its numbers (mean JCT and makespan of each
+    row), cell by cell, as :func:`verdict_rows` computes them in a run."""
+    out = []
+    for (kind, trace, racks), cell in frame.groupby(["kind", "trace", "racks"], sort=False):
+        results = {
+            r.row: {"jct_mean_s": float(r.jct_mean_h) * 3600, "makespan_s": float(r.makespan_h) * 3600}
+            for r in cell.itertuples(index=False)
+        }
+        kinds = dict(zip(cell["row"], cell["row_kind"]))
+        out += verdict_rows(kind, trace, int(racks), results, kinds)
+    return pd.DataFrame(out)
 
 
 def read_grid(path) -> pd.DataFrame:

@@ -1,12 +1,18 @@
 """The paper's evaluation under each profile, and each open reading flipped alone.
 
-    python benchmarks/profiles.py [--workers 2] [--out benchmarks/results] [--report-only]
+    python benchmarks/profiles.py [--workers 2] [--out benchmarks/results]
+        [--flip-bases default [paper] [reference]] [--flip-draws first|all] [--count]
+    python benchmarks/profiles.py --report-only [--runs-from DIR] [--out DIR]
 
 Runs Dally and its variants, Tiresias, Tiresias-LAS and Gandiva on the held-out draws
 (``traces/heldout``: batch-500 seeds 2001-2003, Poisson seeds 2001-2002) at 2, 4, 8 and 16
 racks under each profile of :mod:`dallygym.profiles` (``default``, ``paper``, ``reference``);
-then, on one draw of each kind, the default with one reading changed at a time (the
-sensitivity table). Writes ``profiles.csv`` (one row per run) and ``profiles.md``:
+then each profile named in ``--flip-bases`` (the default alone unless told) with one reading
+changed at a time, on the first draw of each kind (``--flip-draws first``, the sensitivity
+table) or on every draw (``all``). A flip runs only the policies its reading can change
+(``AFFECTS``) and takes the others from its base profile's runs. ``--count`` prints the grid's
+size and runs nothing. Writes ``profiles.csv`` (one row per run, with the run's largest JCT, its
+job and that job's share of the run's communication latency) and ``profiles.md``:
 
 * the directions the paper reports -- its headline claims (abstract and §VI) at every size and
   its Tables II and III at 8 racks -- judged on every draw: does Dally beat (or, where the paper
@@ -17,7 +23,10 @@ sensitivity table). Writes ``profiles.csv`` (one row per run) and ``profiles.md`
   last, when the summary has them);
 * the remaining disagreements: every scored cell that disagrees under each profile, with the
   causes measured from the runs (a near-tie, a reading that flips it, one job setting the
-  makespan, the draw, queueing) or "unexplained" (:func:`disagreements`).
+  makespan or deciding a mean, the draw, queueing) or "unexplained" (:func:`disagreements`).
+
+``--report-only`` rewrites ``profiles.md`` in ``--out`` from the ``profiles.csv`` and
+``profiles_run.json`` in ``--runs-from`` (default: ``--out``).
 
 Every sentence of the report is computed from the runs in ``profiles.csv``.
 """
@@ -67,32 +76,87 @@ SCORED = ("tiresias", "gandiva")
 METRIC_OF_STAT = {"mean": "jct_mean_s", "median": "jct_median_s", "p95": "jct_p95_s", "p99": "jct_p99_s"}
 
 
-def flips() -> list[tuple[str, dict]]:
-    """Every reading changed alone from the default, to each of its other values."""
-    default = PROFILES["default"]
+#: The profiles flips start from when none are named (``--flip-bases``), and the draws they run on
+#: (``--flip-draws``): the default on the first draw of each kind, the sensitivity table.
+FLIP_BASES = ("default",)
+FLIP_DRAWS = "first"
+
+
+def flip_name(base: str, reading: str, value) -> str:
+    """A flip's setting name: ``never_run_nw_sens=one`` from the default (the name the first
+    sensitivity runs had), ``paper+never_run_nw_sens=zero`` from another profile."""
+    return f"{reading}={value}" if base == "default" else f"{base}+{reading}={value}"
+
+
+def flip_kind(base: str) -> str:
+    """A flip's ``kind`` in ``profiles.csv``: ``flip`` from the default, ``flip-paper`` from ``paper``."""
+    return "flip" if base == "default" else f"flip-{base}"
+
+
+def flip_base(setting: str) -> str | None:
+    """The profile a setting flips one reading of (None for a profile itself)."""
+    if setting in PROFILES:
+        return None
+    return setting.split("+", 1)[0] if "+" in setting else "default"
+
+
+def flips(base: str = "default") -> list[tuple[str, str, dict]]:
+    """Every reading changed alone from ``base``'s readings, to each of its other values:
+    (setting name, the reading changed, the full readings)."""
+    readings = PROFILES[base]
     out = []
     for reading, values in READINGS.items():
         for value in values:
-            if value != default[reading]:
-                out.append((f"{reading}={value}", {reading: value}))
+            if value != readings[reading]:
+                out.append((flip_name(base, reading, value), reading, {**readings, reading: value}))
     return out
 
 
-def settings() -> list[tuple[str, str, dict | str]]:
-    """(kind, name, profile) for the three profiles and every single flip."""
-    return [("profile", name, name) for name in PROFILES] + [("flip", name, change) for name, change in flips()]
+def settings(bases=FLIP_BASES) -> list[tuple[str, str, str | dict, tuple[str, ...]]]:
+    """(kind, name, profile, policies run) for the three profiles and every single flip from
+    each profile in ``bases``. A flip runs only the policies its reading can change
+    (``AFFECTS``); :func:`completed` takes the others from its base profile's runs."""
+    out = [("profile", name, name, POLICIES) for name in PROFILES]
+    for base in bases:
+        out += [(flip_kind(base), name, readings, AFFECTS[reading]) for name, reading, readings in flips(base)]
+    return out
 
 
-def _policies_for(kind: str, profile) -> tuple[str, ...]:
-    if kind == "profile":
-        return POLICIES
-    (reading,) = profile
-    return AFFECTS[reading]
+def plan(bases=FLIP_BASES, flip_draws: str = FLIP_DRAWS) -> list[tuple]:
+    """The cells to run, one per (setting, draw, size): a profile on every draw, a flip on every
+    draw (``flip_draws="all"``) or on the first draw of each kind (``"first"``)."""
+    every = [d for ds in DRAWS.values() for d in ds]
+    first = [ds[0] for ds in DRAWS.values()]
+    cells = []
+    for kind, name, profile, policies in settings(bases):
+        draws = every if kind == "profile" or flip_draws == "all" else first
+        cells += [(kind, name, profile, draw, racks, policies) for draw in draws for racks in RACKS]
+    return cells
+
+
+def largest_jct(jobs: pd.DataFrame) -> dict:
+    """The job with the largest JCT in one run's per-job frame (on a tie, the lowest job id):
+    its JCT, its id, and its share of the run's total communication latency (0 when the run
+    has none). With the mean, the largest JCT gives the mean without that job:
+    (n·mean − max) / (n − 1)."""
+    jobs = jobs.sort_values("job_id", kind="stable")
+    row = jobs.loc[jobs["jct_s"].idxmax()]
+    total = float(jobs["comm_s"].sum())
+    return {
+        "jct_max_s": float(row["jct_s"]),
+        "jct_max_job": int(row["job_id"]),
+        "jct_max_job_comm_share": float(row["comm_s"]) / total if total > 0 else 0.0,
+    }
 
 
 def _cell(args) -> pd.DataFrame:
     kind, name, profile, draw, racks, policies = args
-    frame = compare(str(HELDOUT / f"{draw}.csv"), ClusterSpec(racks, 8, 8), list(policies), profile=profile)
+    results = {}
+    frame = compare(
+        str(HELDOUT / f"{draw}.csv"), ClusterSpec(racks, 8, 8), list(policies), profile=profile, results=results
+    )
+    largest = pd.DataFrame([largest_jct(results[policy].jobs) for policy in frame["policy"]], index=frame.index)
+    frame = pd.concat([frame.drop(columns="wall_s"), largest, frame[["wall_s"]]], axis=1)
     frame.insert(0, "racks", racks)
     frame.insert(0, "draw", draw)
     frame.insert(0, "trace", draw.split("-seed")[0])
@@ -101,13 +165,8 @@ def _cell(args) -> pd.DataFrame:
     return frame
 
 
-def run(workers: int) -> pd.DataFrame:
-    cells = []
-    for kind, name, profile in settings():
-        traces = [d for ds in DRAWS.values() for d in ds] if kind == "profile" else [ds[0] for ds in DRAWS.values()]
-        for draw in traces:
-            for racks in RACKS:
-                cells.append((kind, name, profile, draw, racks, _policies_for(kind, profile)))
+def run(workers: int, bases=FLIP_BASES, flip_draws: str = FLIP_DRAWS) -> pd.DataFrame:
+    cells = plan(bases, flip_draws)
     start = time.perf_counter()
     done = []
 
@@ -125,16 +184,17 @@ def run(workers: int) -> pd.DataFrame:
 
 
 def completed(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every setting with all policies: a flip's unaffected policies taken from the default.
-    A profile's Gandiva is named by its model in ``policy`` (``gandiva-timeslice``); here it
-    stands in the ``gandiva`` row, the baseline the paper compares with."""
+    """Every setting with all policies: a flip's unaffected policies taken from its base
+    profile's runs on the same draw and size (the default's for ``kind == "flip"``, ``paper``'s for
+    ``flip-paper``). A profile's Gandiva is named by its model in ``policy``
+    (``gandiva-timeslice``); here it stands in the ``gandiva`` row, the baseline the paper
+    compares with."""
     runs = runs.assign(policy=runs["policy"].replace({"gandiva-timeslice": "gandiva"}))
-    default = runs[runs["setting"] == "default"]
     parts = [runs[runs["kind"] == "profile"]]
-    for name, sub in runs[runs["kind"] == "flip"].groupby("setting", sort=False):
-        have = set(sub["policy"])
-        rest = default[default["draw"].isin(sub["draw"].unique()) & ~default["policy"].isin(have)].copy()
-        rest["setting"], rest["kind"] = name, "flip"
+    for (name, draw, racks), sub in runs[runs["kind"] != "profile"].groupby(["setting", "draw", "racks"], sort=False):
+        base = runs[(runs["setting"] == flip_base(name)) & (runs["draw"] == draw) & (runs["racks"] == racks)]
+        rest = base[~base["policy"].isin(set(sub["policy"]))].copy()
+        rest["setting"], rest["kind"] = name, sub["kind"].iloc[0]
         parts.append(pd.concat([sub, rest], ignore_index=True))
     return pd.concat(parts, ignore_index=True)
 
@@ -236,6 +296,7 @@ CAUSES = (
     ("reading", "flips with one reading"),
     ("readings", "flips only with several readings changed together"),
     ("one-job", "one job sets both makespans or the mean-JCT gap"),
+    ("one-job-jct", "one job's JCT decides the mean"),
     ("draw", "direction changes with the draw"),
     ("queueing", "the mean-JCT gap is all queueing"),
     ("unexplained", "unexplained"),
@@ -251,10 +312,10 @@ MAKESPAN_CLAIMS = ("nowait-vs-tiresias", "consolidated", "gandiva")
 
 
 def setting_readings() -> dict[str, dict]:
-    """Every setting's full readings: the profiles, and the default with one reading changed."""
+    """Every setting's full readings: the profiles, and each profile with one reading changed."""
     out = {name: dict(PROFILES[name]) for name in PROFILES}
-    for name, change in flips():
-        out[name] = {**PROFILES["default"], **change}
+    for base in PROFILES:
+        out.update({name: readings for name, _, readings in flips(base)})
     return out
 
 
@@ -396,6 +457,54 @@ def _last_job_share_of_gap(cell: pd.DataFrame, baseline: str) -> float | None:
     return float((dally["makespan_s"] - base["makespan_s"]) / dally["jobs"] / gap)
 
 
+#: The per-run columns that name each run's largest-JCT job (:func:`largest_jct`); runs made
+#: before they were recorded lack them, and the one-job-JCT cause is then not measured.
+LARGEST_JCT_COLUMNS = ("jct_max_s", "jct_max_job", "jct_max_job_comm_share")
+
+
+def _means_decided_by(check: dict) -> bool:
+    """Whether a check compares means the largest-JCT job can decide: mean JCT, mean
+    communication latency (a direction) or the §VI communication claim."""
+    return check.get("claim") == "comm" or check["metric"] in ("jct_mean_s", "comm_mean_s")
+
+
+def without_largest_jct(cell: pd.DataFrame) -> pd.DataFrame | None:
+    """The cell (indexed by policy) with each policy's largest-JCT job left out of its means:
+    mean JCT over the n − 1 others, (n·mean − max) / (n − 1), and mean communication latency
+    without that job's share of the total, n·mean·(1 − share) / (n − 1). None when the runs
+    do not record the largest-JCT job (:data:`LARGEST_JCT_COLUMNS`)."""
+    if not set(LARGEST_JCT_COLUMNS) <= set(cell.columns) or cell[list(LARGEST_JCT_COLUMNS)].isna().any().any():
+        return None
+    n = cell["jobs"]
+    out = cell.copy()
+    out["jct_mean_s"] = (n * cell["jct_mean_s"] - cell["jct_max_s"]) / (n - 1)
+    out["comm_mean_s"] = n * cell["comm_mean_s"] * (1 - cell["jct_max_job_comm_share"]) / (n - 1)
+    return out
+
+
+def _one_job_jct(check: dict, cell: pd.DataFrame, racks: int) -> str | None:
+    """The one-job-JCT cause: with each compared policy's largest-JCT job left out
+    (:func:`without_largest_jct`), the cell is on the paper's side or within the near-tie band.
+    The text names each policy's job, its JCT and (for communication) its share; None when the
+    cause does not apply or cannot be measured."""
+    if not _means_decided_by(check):
+        return None
+    rest = without_largest_jct(cell)
+    if rest is None:
+        return None
+    agrees, margin, ours = verdict(check, rest, racks)
+    if not agrees and margin >= NEAR_TIE:
+        return None
+    comm = check.get("claim") == "comm" or check["metric"] == "comm_mean_s"
+    jobs = ", ".join(
+        f"{p} job {int(cell.loc[p, 'jct_max_job'])} ({cell.loc[p, 'jct_max_s'] / 3600:,.0f} h"
+        + (f", {cell.loc[p, 'jct_max_job_comm_share']:.0%} of its communication" if comm else "")
+        + ")"
+        for p in check["policies"]
+    )
+    return f"largest JCTs {jobs}; without them {ours}" + ("" if agrees else " (a near-tie)")
+
+
 def flipping_changes(index: dict, check: dict, draw: str, racks: int, readings: dict) -> list[tuple[str, ...]]:
     """The smallest changes of readings, among the runs made, that bring this cell to the
     paper's side: every combination of the readings that affect the compared policies is tried,
@@ -469,6 +578,9 @@ def disagreements(runs: pd.DataFrame, profiles=tuple(PROFILES)) -> pd.DataFrame:
                             causes["queueing"] = (
                                 f"mean queueing {queue / 3600:+.1f} h against a JCT gap of {gap / 3600:+.1f} h"
                             )
+                    one_job = _one_job_jct(check, cell, racks)
+                    if one_job is not None:
+                        causes["one-job-jct"] = one_job
                     if margin < NEAR_TIE:
                         causes["near-tie"] = f"{margin:.2%} from the threshold"
                     others = []
@@ -532,6 +644,24 @@ def _reading_counts(frame: pd.DataFrame) -> str:
     return ", ".join(f"{n} with `{r}`" for r, n in counts.items())
 
 
+def flip_coverage(runs: pd.DataFrame) -> str:
+    """Which runs with one reading changed exist, per base profile, as a phrase: "from `default`
+    on batch-500 seed 2001 and poisson-411 seed 2001, from `paper` on every draw, none from
+    `reference`"."""
+    every = set(runs["draw"])
+    parts = []
+    for base in PROFILES:
+        draws = set(runs[runs["setting"].map(flip_base) == base]["draw"])
+        if not draws:
+            parts.append(f"none from `{base}`")
+        elif draws == every:
+            parts.append(f"from `{base}` on every draw")
+        else:
+            shown = " and ".join(d.replace("-seed", " seed ") for d in sorted(draws))
+            parts.append(f"from `{base}` on {shown}")
+    return ", ".join(parts)
+
+
 def one_job_prevalence(runs: pd.DataFrame) -> str:
     """How often one job sets both makespans in the makespan comparisons, agreeing or not."""
     index, readings = run_index(runs), setting_readings()
@@ -560,8 +690,17 @@ def one_job_prevalence(runs: pd.DataFrame) -> str:
     )
 
 
+def measured_causes(runs: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The causes (``CAUSES``) the runs can measure: all but the one-job-JCT cause when they do
+    not record each run's largest-JCT job."""
+    if set(LARGEST_JCT_COLUMNS) <= set(runs.columns):
+        return CAUSES
+    return tuple((c, label) for c, label in CAUSES if c != "one-job-jct")
+
+
 def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.DataFrame) -> list[str]:
     labels = dict(CAUSES)
+    causes = measured_causes(runs)
     lines = [
         "## The remaining disagreements",
         "",
@@ -575,17 +714,33 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
         "in the profile, in runs that exist for this draw and size. A policy's run stands for every setting "
         "that agrees with it on the readings that can change that policy (`AFFECTS`: Tiresias's run under "
         "`default` is its run under `paper`; Dally's under `never_run_nw_sens=one` is `paper`'s with "
-        "`tuner_limit=window`); the sensitivity runs exist for seed 2001 only, so on the other draws only "
-        "the changes that the profiles' own runs cover can be seen, and from `reference` (three readings away "
-        "from the default for Dally) no single change is covered at all;",
+        "`tuner_limit=window`). Runs with one reading changed exist "
+        + flip_coverage(runs)
+        + "; where a cell's profile has none on its draw, only the changes that other settings' runs cover "
+        "can be seen;",
         "* **flips only with several readings changed together**: the smallest change that does it, among the "
-        "runs made, changes more than one reading (on seeds 2002 and 2003 typically another profile's runs); "
-        "the readings named are not isolated;",
+        "runs made, changes more than one reading (typically another profile's runs, on a draw without "
+        "single-reading runs from the cell's profile, or where no single change does it); the readings "
+        "named are not isolated;",
         f"* **one job sets both makespans or the mean-JCT gap**: for a makespan comparison, the same job "
         f"finishes last under every compared policy and ran for at least {ONE_JOB_SHARE:.0%} of each makespan "
         "(`makespan_job`, `makespan_job_share`), so the comparison is that one job's placement, not the "
         "schedule's; for mean JCT, the same job finishes last under Dally and the baseline and its later "
         "finish under Dally (the makespans' difference over the job count) is at least the whole gap;",
+        "* **one job's JCT decides the mean** (mean JCT, mean communication latency and the §VI communication "
+        "claim): with each compared policy's largest-JCT job left out -- its mean JCT over the other n − 1 "
+        "jobs, (n·mean − max) / (n − 1), and its mean communication latency without that job's share of the "
+        f"total -- the cell is on the paper's side or within {NEAR_TIE:.0%} of the threshold it misses "
+        "(`jct_max_s`, `jct_max_job`, `jct_max_job_comm_share`). It comes after the readings and the "
+        "makespan job, which say what to change or what the comparison measures, and before the draw and "
+        "queueing, because it names the job that moves the mean where those only say that the mean moves "
+        "or where its gap lies"
+        + (
+            ";"
+            if set(LARGEST_JCT_COLUMNS) <= set(runs.columns)
+            else ". Not measured here: `profiles.csv` has no such columns (its runs were made before they "
+            "were recorded);"
+        ),
         "* **direction changes with the draw**: the same comparison, size and profile agrees on another "
         "draw of the same trace (the disagreement is inside the seed-to-seed spread);",
         "* **the mean-JCT gap is all queueing** (mean JCT only): Dally's mean queueing delay exceeds the "
@@ -609,7 +764,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
             "directions": int((sub["kind"] == "direction").sum()),
             "§VI claims": int((sub["kind"] == "claim").sum()),
         }
-        for cause, label in CAUSES:
+        for cause, label in causes:
             row[label] = int((sub["cause"] == cause).sum())
         counts.append(row)
     lines += ["Primary cause, per profile:", "", _md(pd.DataFrame(counts)), ""]
@@ -617,7 +772,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
     for profile in PROFILES:
         sub = table[table["profile"] == profile]
         row = {"profile": profile}
-        for cause, label in CAUSES[:-1]:
+        for cause, label in causes[:-1]:
             row[label] = int(sub["causes"].str.contains(rf"(?:^|; ){cause}:").sum())
         every.append(row)
     lines += ["Every cause that applies (a cell can count under several):", "", _md(pd.DataFrame(every)), ""]
@@ -702,8 +857,8 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
         f"{platform.python_version()}, {platform.machine()}); {len(runs)} runs in {wall_s:.0f} s of wall time. "
         "Held-out draws (`traces/heldout`): batch-500 seeds 2001-2003 and Poisson seeds 2001-2002 at "
         f"{', '.join(map(str, RACKS))} racks of 8 machines x 8 GPUs under each profile; the sensitivity rows "
-        "run seed 2001 of each kind with one reading changed from the default. Settings (`docs/profiles.md` "
-        "gives the sentence behind each):",
+        f"change one reading at a time, {flip_coverage(runs)}. Settings (`docs/profiles.md` gives the "
+        "sentence behind each):",
         "",
         _md(settings_table()),
         "",
@@ -809,43 +964,57 @@ def report(runs: pd.DataFrame, wall_s: float) -> str:
 
 
 def sensitivity_lines(directions: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
-    """Which reading moves which comparison: on the draws the flips ran on (seed 2001 of each
-    kind), cells agreeing per comparison under the default and with each reading flipped alone,
-    and under the paper profile on the same draws."""
-    flipped = [s for s in directions["setting"].unique() if s not in PROFILES]
-    if not flipped:
-        return []
-    draws = directions[directions["setting"] == flipped[0]]["draw"].unique()
-    sub = directions[directions["draw"].isin(draws) & directions["setting"].isin(["default", *flipped, "paper"])]
-    table = (
-        sub.groupby(["metric", "baseline", "setting"], sort=False)["agrees"]
-        .agg(lambda a: f"{int(a.sum())}/{len(a)}")
-        .unstack("setting")
-        .reset_index()
-    )
-    table = table[["metric", "baseline", "default", *flipped, "paper"]]
-    claim_sub = verdicts[verdicts["draw"].isin(draws) & verdicts["setting"].isin(["default", *flipped, "paper"])]
-    claim_table = (
-        claim_sub.groupby(["claim", "setting"], sort=False)["agrees"]
-        .agg(lambda a: f"{int(a.sum())}/{len(a)}")
-        .unstack("setting")
-        .reset_index()
-    )
-    claim_table = claim_table[["claim", "default", *flipped, "paper"]]
-    return [
-        "## Which reading moves which comparison",
-        "",
-        f"On the draws the sensitivity rows ran on ({', '.join(sorted(draws))}), cells agreeing with the "
-        "paper's direction per comparison (over the four sizes, and the 8-rack table cells): under the "
-        "default, with one reading changed alone, and under the `paper` profile.",
-        "",
-        _md(table),
-        "",
-        "The §VI claims on the same batch draw, per reading (over the four sizes):",
-        "",
-        _md(claim_table),
-        "",
-    ]
+    """Which reading moves which comparison: for each profile with flips, on the draws they ran
+    on, cells agreeing per comparison under that profile and with each reading changed alone
+    from it (from the default, also under the paper profile on the same draws)."""
+    lines = []
+    for base in PROFILES:
+        flipped = [s for s in directions["setting"].unique() if flip_base(s) == base]
+        if not flipped:
+            continue
+        draws = directions[directions["setting"].isin(flipped)]["draw"].unique()
+        shown = [base, *flipped] + (["paper"] if base == "default" else [])
+        sub = directions[directions["draw"].isin(draws) & directions["setting"].isin(shown)]
+        table = (
+            sub.groupby(["metric", "baseline", "setting"], sort=False)["agrees"]
+            .agg(lambda a: f"{int(a.sum())}/{len(a)}")
+            .unstack("setting")
+            .fillna("–")  # a comparison of a size the flips did not run
+            .reset_index()
+        )
+        table = table[["metric", "baseline", *shown]]
+        claim_sub = verdicts[verdicts["draw"].isin(draws) & verdicts["setting"].isin(shown)]
+        claim_table = (
+            claim_sub.groupby(["claim", "setting"], sort=False)["agrees"]
+            .agg(lambda a: f"{int(a.sum())}/{len(a)}")
+            .unstack("setting")
+            .fillna("–")
+            .reset_index()
+        )
+        if len(claim_table):
+            claim_table = claim_table[["claim", *shown]]
+        if not lines:
+            lines += ["## Which reading moves which comparison", ""]
+        if base == "default":
+            lines += [
+                f"On the draws the sensitivity rows ran on ({', '.join(sorted(draws))}), cells agreeing with the "
+                "paper's direction per comparison (over the four sizes, and the 8-rack table cells): under the "
+                "default, with one reading changed alone, and under the `paper` profile.",
+            ]
+        else:
+            lines += [
+                f"From `{base}`, on the draws its flips ran on ({', '.join(sorted(draws))}): cells agreeing with "
+                f"the paper's direction per comparison under `{base}` and with one reading changed alone from it.",
+            ]
+        lines += ["", _md(table), ""]
+        if len(claim_table):
+            lines += [
+                "The §VI claims on the same batch draws, per reading (over the sizes):",
+                "",
+                _md(claim_table),
+                "",
+            ]
+    return lines
 
 
 def _kind_of(grid: pd.DataFrame):
@@ -856,19 +1025,57 @@ def _kind_of(grid: pd.DataFrame):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="where to write the results")
     parser.add_argument("--report-only", action="store_true", help="rewrite profiles.md from profiles.csv")
+    parser.add_argument(
+        "--runs-from",
+        help="with --report-only: the directory holding profiles.csv and profiles_run.json (default: --out)",
+    )
+    parser.add_argument(
+        "--flip-bases",
+        nargs="+",
+        choices=list(PROFILES),
+        default=list(FLIP_BASES),
+        help="the profiles to change one reading at a time from (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--flip-draws",
+        choices=("first", "all"),
+        default=FLIP_DRAWS,
+        help="run the flips on the first draw of each kind or on every draw (default: %(default)s)",
+    )
+    parser.add_argument("--count", action="store_true", help="print how many cells and runs the grid has; run none")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.count:
+        cells = plan(args.flip_bases, args.flip_draws)
+        runs = sum(len(cell[-1]) for cell in cells)
+        flipped = sum(len(cell[-1]) for cell in cells if cell[0] != "profile")
+        print(
+            f"{len(cells)} cells, {runs} runs ({runs - flipped} under the profiles, {flipped} with one reading changed)"
+        )
+        return
+    out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
-        runs = pd.read_csv(out / "profiles.csv")
-        wall_s = json.loads((out / "profiles_run.json").read_text())["wall_s"]
+        source = Path(args.runs_from) if args.runs_from else out
+        runs = pd.read_csv(source / "profiles.csv")
+        wall_s = json.loads((source / "profiles_run.json").read_text())["wall_s"]
     else:
         start = time.perf_counter()
-        runs = run(args.workers)
+        runs = run(args.workers, args.flip_bases, args.flip_draws)
         wall_s = time.perf_counter() - start
         runs.to_csv(out / "profiles.csv", index=False)
-        (out / "profiles_run.json").write_text(json.dumps({"wall_s": round(wall_s, 1), "workers": args.workers}) + "\n")
+        (out / "profiles_run.json").write_text(
+            json.dumps(
+                {
+                    "wall_s": round(wall_s, 1),
+                    "workers": args.workers,
+                    "flip_bases": args.flip_bases,
+                    "flip_draws": args.flip_draws,
+                }
+            )
+            + "\n"
+        )
     (out / "profiles.md").write_text(report(runs, wall_s) + "\n")
     print(
         f"wrote {out / 'profiles.md'}"

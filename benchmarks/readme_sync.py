@@ -231,6 +231,7 @@ HELDOUT_BASELINES = (
     "constant-0 (protected-remaining offers)",
     "random picks (protected-remaining offers)",
     "teacher",
+    "teacher (protected-remaining offers)",
     "protected-remaining",
     "tuned-priority",
     "dally-consolidated",

@@ -166,6 +166,30 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "(default: beyond the reference run's, the offer rule's or priority's)",
     )
     p.add_argument(
+        "--makespan-dual",
+        type=float,
+        metavar="LR",
+        default=defaults.makespan_dual_lr,
+        help="relative-jct reward: learn the makespan penalty as a Lagrange multiplier, starting at "
+        "--makespan-penalty; after each rollout it moves by LR x (mean %% makespan excess of the "
+        "episodes that ended - --makespan-budget) (default: off, the penalty is fixed)",
+    )
+    p.add_argument(
+        "--makespan-budget",
+        type=float,
+        metavar="PCT",
+        default=defaults.makespan_budget_pct,
+        help="with --makespan-dual: the mean %% makespan excess the multiplier holds training to (default 0.5)",
+    )
+    p.add_argument(
+        "--validation-makespan-penalty",
+        type=float,
+        metavar="WEIGHT",
+        default=defaults.validation_makespan_penalty,
+        help="relative-jct reward: the makespan penalty of the validation runs (and so of --keep best) "
+        "(default: the training penalty)",
+    )
+    p.add_argument(
         "--makespan-weight",
         type=float,
         default=defaults.makespan_weight,
@@ -324,6 +348,9 @@ def _train_config(args: argparse.Namespace, **given):
         reward=args.reward,
         makespan_penalty=args.makespan_penalty,
         makespan_reference=args.makespan_reference,
+        makespan_dual_lr=args.makespan_dual,
+        makespan_budget_pct=args.makespan_budget,
+        validation_makespan_penalty=args.validation_makespan_penalty,
         total_timesteps=args.total_timesteps,
         time_limit_min=args.time_limit_min,
         n_envs=args.n_envs,

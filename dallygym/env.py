@@ -386,7 +386,11 @@ class DallyEnv(gym.Env):
 
     ``terminated`` when every job has finished; the final ``info["summary"]`` holds the run's
     summary metrics (the keys of ``dallygym simulate --format json``). ``truncated`` only
-    through ``max_episode_steps`` (a ``TimeLimit`` wrapper from ``gym.make``).
+    through ``max_episode_steps`` (a ``TimeLimit`` wrapper from ``gym.make``). Under
+    ``"relative-jct"`` the final ``info`` also gives ``makespan_limit_s`` (the makespan the
+    reward charges beyond) and ``makespan_excess_pct`` (100 x (makespan − limit) / limit).
+    :meth:`set_makespan_penalty` changes the penalty from the next episode on (for a training
+    loop that learns it as a Lagrange multiplier: ``dallygym train --makespan-dual``).
 
     ## Arguments
 
@@ -491,6 +495,10 @@ class DallyEnv(gym.Env):
         self.reward_kind = reward
         self.reward_scale_s = reward_scale_s
         self.makespan_penalty = float(makespan_penalty)
+        self._next_makespan_penalty: tuple[float, float] | None = None  # see set_makespan_penalty
+        #: What the ``"relative-jct"`` return is divided by: 1, or 1 + ``makespan_penalty`` after
+        #: ``set_makespan_penalty(p, normalise=True)``.
+        self.relative_divisor = 1.0
         self.makespan_reference = makespan_reference
         #: The reference run of the current episode's trace (reward "relative-jct"), else None.
         self.reference_run: ReferenceRun | None = None
@@ -553,6 +561,10 @@ class DallyEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         check_reset_options(options)
         super().reset(seed=seed)
+        if self._next_makespan_penalty is not None:  # set_makespan_penalty: from this episode on
+            self.makespan_penalty, self.relative_divisor = self._next_makespan_penalty
+            self._init_kwargs = {**self._init_kwargs, "makespan_penalty": self.makespan_penalty}
+            self._next_makespan_penalty = None
         # What a snapshot needs to rebuild this episode (see __getstate__): the generator and
         # trace cycle as the episode starts, then every answer sent to the engine.
         self._episode_start = (self.np_random.bit_generator.state, self._cycle)
@@ -579,7 +591,7 @@ class DallyEnv(gym.Env):
                 "cycle_now": self._cycle,
                 "seed": self._np_random_seed,
             }
-        return {"init_kwargs": self._init_kwargs, "episode": episode}
+        return {"init_kwargs": self._init_kwargs, "episode": episode, "relative_divisor": self.relative_divisor}
 
     def __setstate__(self, state: dict) -> None:
         if not (isinstance(state, Mapping) and isinstance(state.get("init_kwargs"), Mapping) and "episode" in state):
@@ -588,6 +600,7 @@ class DallyEnv(gym.Env):
                 f"as __getstate__ makes), got {type(state).__name__}"
             )
         type(self).__init__(self, **state["init_kwargs"])
+        self.relative_divisor = float(state.get("relative_divisor", 1.0))
         episode = state["episode"]
         if episode is None:
             return
@@ -687,8 +700,7 @@ class DallyEnv(gym.Env):
         reward = self._advance(answer)
         offer = self.offer
         if offer is None:  # the episode ended with this step
-            info = self._info(invalid)
-            info["summary"] = summarize(self.engine)
+            info = self._end_info(self._info(invalid))
             return self._obs.copy(), float(reward), True, False, info
         # (_info's dict for an open offer, built here: this is the return of nearly every step)
         return (
@@ -738,8 +750,7 @@ class DallyEnv(gym.Env):
             raise ResetNeeded("the episode has ended; call reset()")
         self._terminal_pending = False
         self.steps += 1
-        info = self._info(invalid=False)
-        info["summary"] = summarize(self.engine)
+        info = self._end_info(self._info(invalid=False))
         return self._obs.copy(), float(self._reward()), True, False, info
 
     def action_masks(self) -> np.ndarray:
@@ -818,6 +829,31 @@ class DallyEnv(gym.Env):
             cache.popitem(last=False)
         return ref
 
+    def set_makespan_penalty(self, penalty: float, normalise: bool = False) -> None:
+        """Set ``makespan_penalty`` from the next :meth:`reset` on: an episode under way keeps the
+        penalty it started with, so its return is priced by one penalty throughout (a training
+        loop that adapts the penalty as a Lagrange multiplier calls this through
+        ``VecEnv.env_method``). With ``normalise`` the ``"relative-jct"`` return is also divided
+        by 1 + penalty (:attr:`relative_divisor`): −(JCT part + penalty x makespan part) / (1 +
+        penalty), a weighted mean of the two parts whose scale stays that of a percent however
+        large the penalty grows (a value target of thousands would swamp a shared network).
+        Snapshots taken after that reset carry the new values."""
+        _check_number("makespan_penalty", penalty)
+        if not (penalty >= 0 and math.isfinite(penalty)):
+            raise ValueError(f"makespan_penalty must be a non-negative number, got {penalty!r}")
+        self._next_makespan_penalty = (float(penalty), 1.0 + float(penalty) if normalise else 1.0)
+
+    def _end_info(self, info: dict) -> dict:
+        """``info`` of the step that ends an episode, with the run's ``summary`` and, under
+        ``"relative-jct"``, ``makespan_limit_s`` (the makespan the reward charges beyond) and
+        ``makespan_excess_pct`` (100 x (makespan − limit) / limit; negative when shorter)."""
+        info["summary"] = summary = summarize(self.engine)
+        if self.reward_kind == RELATIVE_JCT and self.makespan_limit_s > 0:
+            info["makespan_limit_s"] = self.makespan_limit_s
+            limit = self.makespan_limit_s
+            info["makespan_excess_pct"] = 100.0 * (summary["makespan_s"] - limit) / limit
+        return info
+
     def _relative_total(self) -> float:
         """The ``"relative-jct"`` return accrued so far, before its sign: the agent's
         job-seconds in the system minus the reference run's up to the same time, plus
@@ -836,7 +872,7 @@ class DallyEnv(gym.Env):
         total = excess_jct / self._jct_unit
         if excess_span > 0:
             total += self.makespan_penalty * excess_span / self._span_unit
-        return total
+        return total / self.relative_divisor
 
     def _makespan_so_far_s(self) -> float:
         """The makespan the ``"relative-jct"`` reward has charged up to now (before the end):

@@ -91,6 +91,22 @@ class TrainConfig:
     per size), so "best" is the best return summed over the sizes. ``racks`` stays the size the
     agent is evaluated at by default. None (the default) trains at ``racks`` only.
 
+    ``makespan_dual_lr`` (None: off) makes the ``"relative-jct"`` reward's makespan penalty a
+    Lagrange multiplier learned with the policy: it starts at ``makespan_penalty`` (the
+    environment's default if None) and after every rollout takes a step of dual ascent,
+    penalty <- max(0, penalty + ``makespan_dual_lr`` x (mean over the training episodes that
+    ended in the rollout of max(0, makespan excess in %) − ``makespan_budget_pct``)), applied
+    from each environment's next episode (:class:`MakespanMultiplier`; a rollout in which no
+    episode ended leaves it). The training reward is divided by 1 + penalty
+    (``set_makespan_penalty(p, normalise=True)``): −(JCT part + penalty x makespan part) / (1 +
+    penalty), so its scale stays that of a percent as the multiplier grows (unnormalised, returns
+    of −10⁴ made the value loss dominate the clipped gradient of the shared network). The
+    makespan is then a constraint the training enforces, not a price the agent may choose to
+    pay. ``validation_makespan_penalty`` (None: the training
+    penalty) prices the makespan in validation, and so in ``keep="best"``: with a learned
+    multiplier, a fixed high value (e.g. 100: 1 % of excess outweighs any JCT gain) keeps
+    the validation returns comparable across the run and ranks makespan-safe parameters first.
+
     ``guard_leases`` is the ``DallyQueue`` option of that name (None: off), part of the
     environment the agent is trained and evaluated in, as is ``guard_waiting`` (True: the guard
     serves every protected candidate, not only leases; needs ``guard_leases``). ``teacher_share``: the
@@ -111,6 +127,9 @@ class TrainConfig:
     makespan_weight: float | None = None
     makespan_penalty: float | None = None
     makespan_reference: str | None = None
+    makespan_dual_lr: float | None = None
+    makespan_budget_pct: float = 0.5
+    validation_makespan_penalty: float | None = None
     max_candidates: int | None = None
     lease_picks: str | None = None
     makespan_credit: str | None = None
@@ -171,6 +190,15 @@ class TrainConfig:
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}
+
+    def validation_env_kwargs(self, racks: int, traces: list) -> dict:
+        """Keyword arguments of the validation environment at ``racks``: the training ones over
+        the fixed validation ``traces``, the makespan priced by ``validation_makespan_penalty``
+        if set."""
+        kwargs = {**self.env_kwargs(racks), "trace": traces}
+        if self.validation_makespan_penalty is not None:
+            kwargs["makespan_penalty"] = self.validation_makespan_penalty
+        return kwargs
 
     def rank_racks(self, rank: int) -> int:
         """Racks of training environment ``rank`` (and of teacher episode ``rank``)."""
@@ -380,6 +408,23 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"guard_leases must be None or a share in (0, 1], got {config.guard_leases!r}")
     if config.guard_waiting and config.guard_leases is None:
         raise ValueError("guard_waiting needs guard_leases (the share from which a job is protected)")
+    if config.makespan_dual_lr is not None:
+        if not (math.isfinite(config.makespan_dual_lr) and config.makespan_dual_lr > 0):
+            raise ValueError(f"makespan_dual_lr must be a positive number or None, got {config.makespan_dual_lr!r}")
+        if not (math.isfinite(config.makespan_budget_pct) and config.makespan_budget_pct >= 0):
+            raise ValueError(f"makespan_budget_pct must be a non-negative number, got {config.makespan_budget_pct!r}")
+        if (config.reward or RELATIVE_JCT) != RELATIVE_JCT:
+            raise ValueError(
+                f"makespan_dual_lr learns the makespan penalty of the {RELATIVE_JCT!r} reward, "
+                f"got reward {config.reward!r}"
+            )
+    if config.validation_makespan_penalty is not None and not (
+        math.isfinite(config.validation_makespan_penalty) and config.validation_makespan_penalty >= 0
+    ):
+        raise ValueError(
+            f"validation_makespan_penalty must be a non-negative number or None, "
+            f"got {config.validation_makespan_penalty!r}"
+        )
     if config.queue_net not in QUEUE_NETS:
         raise ValueError(f"queue_net must be one of {', '.join(QUEUE_NETS)}, got {config.queue_net!r}")
     # Rollouts that add up to exactly the requested steps (config.json records the size used),
@@ -421,7 +466,7 @@ def train(config: TrainConfig) -> Path:
     validation = _validation_traces(config)
     eval_env = DummyVecEnv(
         [
-            (lambda racks=racks: Monitor(gym.make(env_id, **{**config.env_kwargs(racks), "trace": validation})))
+            (lambda racks=racks: Monitor(gym.make(env_id, **config.validation_env_kwargs(racks, validation))))
             for racks in config.training_sizes()
         ]
     )
@@ -491,6 +536,26 @@ def train(config: TrainConfig) -> Path:
         ),
         WallClockLimit(config.time_limit_min),
     ]
+    dual = None
+    if config.makespan_dual_lr is not None:
+        start_penalty = venv.get_attr("makespan_penalty")[0]
+        dual = MakespanMultiplier(start_penalty, config.makespan_dual_lr, config.makespan_budget_pct)
+
+        # The reward as a weighted mean from the first episode on (applied at the first reset).
+        venv.env_method("set_makespan_penalty", start_penalty, normalise=True)
+
+        class DualAscent(BaseCallback):
+            def _on_step(self) -> bool:
+                dual.observe(self.locals["infos"], self.locals["dones"])
+                return True
+
+            def _on_rollout_end(self) -> None:
+                penalty = dual.update(self.num_timesteps)
+                if penalty is not None:
+                    self.training_env.env_method("set_makespan_penalty", penalty, normalise=True)
+                    self.logger.record("train/makespan_penalty", penalty)
+
+        callbacks.append(DualAscent())
 
     evaluation = callbacks[0]
     if warm is not None:
@@ -532,9 +597,53 @@ def train(config: TrainConfig) -> Path:
     }
     if warm is not None:
         meta["imitation_warm_start"] = warm
+    if dual is not None:
+        meta["makespan_multiplier"] = {"final": round(dual.penalty, 4), "updates": len(dual.history)}
+        history = pd.DataFrame(dual.history, columns=MakespanMultiplier.COLUMNS)
+        history.to_csv(out / MakespanMultiplier.FILE, index=False)
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     plot_training_curve(out)
     return path
+
+
+class MakespanMultiplier:
+    """The ``"relative-jct"`` reward's makespan penalty as a Lagrange multiplier (see
+    :class:`TrainConfig`, ``makespan_dual_lr``). :meth:`observe` collects the makespan excess
+    of the training episodes that end (``info["makespan_excess_pct"]``); :meth:`update`, at a
+    rollout's end, takes one step of projected dual ascent on the penalty,
+
+        penalty <- max(0, penalty + lr x (mean of max(0, excess %) − budget %)),
+
+    and returns the new penalty (None if no episode ended, which leaves it). During training a
+    callback sends it to every environment with ``set_makespan_penalty`` (it applies from each
+    one's next episode). :attr:`history` keeps one row per update (:attr:`COLUMNS`), written
+    to ``RUN/makespan_multiplier.csv`` at the end of training."""
+
+    FILE = "makespan_multiplier.csv"
+    COLUMNS = ("timesteps", "episodes", "mean_excess_pct", "violations", "penalty")
+
+    def __init__(self, penalty: float, lr: float, budget_pct: float) -> None:
+        self.penalty = float(penalty)
+        self.lr = float(lr)
+        self.budget_pct = float(budget_pct)
+        self.history: list[tuple] = []
+        self._excess: list[float] = []
+
+    def observe(self, infos, dones) -> None:
+        for info, done in zip(infos, dones):
+            if done and "makespan_excess_pct" in info:
+                self._excess.append(float(info["makespan_excess_pct"]))
+
+    def update(self, timesteps: int) -> float | None:
+        if not self._excess:
+            return None
+        excess = np.asarray(self._excess)
+        cost = float(np.mean(np.maximum(excess, 0.0)))
+        self.penalty = max(0.0, self.penalty + self.lr * (cost - self.budget_pct))
+        violations = int(np.sum(excess > self.budget_pct))
+        self.history.append((int(timesteps), len(excess), cost, violations, self.penalty))
+        self._excess = []
+        return self.penalty
 
 
 def _command_line() -> str:

@@ -27,7 +27,6 @@ from .env import (
     warn_invalid_action,
 )
 from .latency import LatencyModel
-from .metrics import summarize
 from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
 from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
@@ -339,7 +338,10 @@ class DallyQueueEnv(DallyEnv):
 
     ``terminated`` when every job has finished; the final ``info["summary"]`` holds the run's
     summary metrics (the keys of ``dallygym simulate --format json``). ``truncated`` only via a
-    ``TimeLimit`` wrapper.
+    ``TimeLimit`` wrapper. Under ``"relative-jct"`` it also gives ``makespan_limit_s`` (the makespan the
+    reward charges beyond) and ``makespan_excess_pct`` (100 x (makespan − limit) / limit).
+    :meth:`set_makespan_penalty` changes the penalty from the next episode on (a training loop that
+    learns it as a Lagrange multiplier: ``dallygym train --makespan-dual``).
 
     ## Arguments
 
@@ -561,7 +563,7 @@ class DallyQueueEnv(DallyEnv):
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
         if self._done:
-            info["summary"] = summarize(self.engine)
+            self._end_info(info)
         return self._observation(), float(reward), bool(self._done), False, info
 
     def action_masks(self) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 import pandas as pd
 import pytest
-from conftest import load_script
+from helpers import load_script
 
 pytest.importorskip("sb3_contrib")
 

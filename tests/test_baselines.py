@@ -10,7 +10,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TierLatency, load_script, make_trace
+from helpers import TierLatency, load_script, make_trace
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import load_script
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 

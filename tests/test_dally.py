@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import make_trace, run_engine
+from helpers import make_trace, run_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_script
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

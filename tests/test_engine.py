@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TablePriority, TierLatency, make_trace, run_engine
+from helpers import TablePriority, TierLatency, make_trace, run_engine
 
 from dallygym.cluster import ClusterError, ClusterSpec, Tier
 from dallygym.engine import DONE, Engine, EngineConfig, EngineError

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from test_invariants import check_holdings
+from helpers import check_holdings, play, random_masked
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
@@ -18,23 +18,6 @@ ENV_IDS = ["Dally-v0", "DallySmall-v0"]
 DALLY_VARIANTS = ["dally", "dally-manual", "dally-nowait", "dally-consolidated"]
 # Policies that accept every offer at the job's best possible tier, as the env does itself.
 EQUIVALENT = [*DALLY_VARIANTS, "fifo"]
-
-
-def play(env, seed: int, choose) -> list:
-    """Run one episode; ``choose(rng, mask)`` picks actions. Returns (obs, reward, term, info)."""
-    obs, info = env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    out = [(obs, 0.0, False, info)]
-    done = env.unwrapped._done
-    while not done:
-        obs, reward, terminated, truncated, info = env.step(choose(rng, info["action_mask"]))
-        out.append((obs, reward, terminated, info))
-        done = terminated or truncated
-    return out
-
-
-def random_masked(rng, mask):
-    return int(rng.choice(np.flatnonzero(mask)))
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

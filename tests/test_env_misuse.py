@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_trace
+from helpers import make_trace
 
 import dallygym
 from dallygym import ClusterError, EngineError, InvalidActionWarning, ResetNeeded, TraceError

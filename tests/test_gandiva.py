@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import make_trace, run_engine
+from helpers import make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec
 from dallygym.metrics import collect

@@ -6,120 +6,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace
+from helpers import POLICIES, RandomPolicy, TierLatency, check_holdings, drive, offers_seen, small_runs
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from dallygym.cluster import ClusterSpec
-from dallygym.engine import DONE, RENEWAL_MODES, RUNNING, Engine, EngineConfig
+from dallygym.engine import DONE, RENEWAL_MODES, Engine
 from dallygym.metrics import collect
-from dallygym.policies import POLICIES as SHIPPED
-from dallygym.policies import Policy
-
-
-class RandomPolicy(Policy):
-    """Random priorities each pass, random accept tier or wait: stresses every engine path."""
-
-    name = "random-test"
-
-    def reset(self, view, rng):
-        self.rng = rng
-
-    def priority(self, view, jobs):
-        return self.rng.random(len(jobs))
-
-    def decide(self, offer, view):
-        choice = self.rng.integers(0, len(offer.tiers) + 1)
-        return None if choice == len(offer.tiers) else offer.tiers[choice]
-
-
-class RandomMigratePolicy(RandomPolicy):
-    """Also asks, at random, to move running jobs to a better tier at round boundaries."""
-
-    name = "random-migrate-test"
-
-    def migrate(self, view, job, now_s):
-        if view.tier[job] > 0 and self.rng.random() < 0.5:
-            return int(self.rng.integers(0, view.tier[job]))
-        return None
-
-
-#: Every shipped policy, plus two test policies that stress every engine path.
-POLICIES = {**SHIPPED, "random-test": RandomPolicy, "random-migrate-test": RandomMigratePolicy}
-
-
-@st.composite
-def small_runs(draw):
-    spec = ClusterSpec(draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 4])))
-    n = draw(st.integers(1, 12))
-    rows = []
-    for i in range(n):
-        rows.append(
-            (
-                i * 3 + 1,
-                draw(st.integers(0, 20)) * 450.0,
-                draw(st.integers(1, spec.num_gpus)),
-                draw(st.integers(1, 400)),
-                draw(st.sampled_from([0.5, 1.0, 7.25])),
-            )
-        )
-    lease = draw(st.sampled_from([300.0, 1000.0, 3600.0]))
-    overhead = draw(st.sampled_from([0.0, 30.0]))
-    config = EngineConfig(lease_s=lease, restart_overhead_s=overhead, seed=draw(st.integers(0, 3)))
-    return spec, make_trace(rows), config
-
-
-def check_holdings(engine: Engine, offer=None) -> None:
-    """No GPU held twice; the counters agree with the owner array; held <= total."""
-    owner = engine.cluster.owner
-    held = np.zeros_like(owner)
-    renewing = offer.job if offer is not None and offer.is_renewal else -1
-    for j in np.flatnonzero(engine.state == RUNNING):
-        if j in engine.expired_unvisited or j == renewing:
-            continue  # lease expired, not visited yet in this pass (or being offered): it holds nothing now
-        gpus = engine.gpus[j]
-        assert gpus is not None and len(gpus) == engine.num_gpus[j]
-        assert (owner[gpus] == j).all()
-        held[gpus] += 1
-    assert held.max(initial=0) <= 1
-    state = engine.state
-    assert engine.n_waiting == int((state == 1).sum())
-    assert engine.n_running == int((state == RUNNING).sum())
-    assert engine.waiting_gpus == int(engine.num_gpus[state == 1].sum())
-    assert np.array_equal(engine.running_jobs(), np.flatnonzero(state == RUNNING))
-    used = int((owner != -1).sum())  # held, or hidden from an upgrade offer (owner -2)
-    assert used == engine.spec.num_gpus - engine.cluster.free_total <= engine.spec.num_gpus
-    per_machine = np.bincount(engine.spec.machine_of_gpu[owner == -1], minlength=engine.spec.num_machines)
-    assert np.array_equal(per_machine, engine.cluster.free_per_machine)
-
-
-def check_renewal_offer(engine: Engine, offer) -> None:
-    """Renewal offers go to running jobs only, in the engine's mode; an upgrade offer goes to a
-    job below its best tier and offers only strictly better tiers."""
-    if not offer.is_renewal:
-        assert offer.current_tier is None and engine.state[offer.job] == 1
-        return
-    assert offer.renewal == engine.config.renewal != "keep"
-    assert engine.state[offer.job] == RUNNING and int(offer.current_tier) == engine.tier[offer.job]
-    if offer.renewal == "upgrade":
-        assert offer.current_tier > offer.best_possible_tier
-        assert all(tier < offer.current_tier for tier in offer.tiers)
-
-
-def drive(engine: Engine, check=True):
-    gen = engine.decisions()
-    decide = engine.policy.decide
-    try:
-        offer = next(gen)
-        while True:
-            if check:
-                check_holdings(engine, offer)
-                assert offer.starvation_s >= 0
-                check_renewal_offer(engine, offer)
-            offer = gen.send(decide(offer, engine))
-    except StopIteration:
-        pass
-    return engine
 
 
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)
@@ -163,23 +54,6 @@ def test_in_system_area_is_the_sum_of_jcts(run):
     assert np.isclose(engine.in_system_area_s, jobs["jct_s"].sum(), rtol=1e-9)
     if config.restart_overhead_s == 0:
         assert np.isclose(engine.comm_area_s, jobs["comm_s"].sum(), rtol=1e-9, atol=1e-6)
-
-
-def offers_seen(engine: Engine, check=None) -> list[str]:
-    """Run ``engine`` to the end answering with its policy; the offers made, as text.
-    ``check(engine, offer)``, if given, is called at each offer."""
-    seen = []
-    gen = engine.decisions()
-    try:
-        offer = next(gen)
-        while True:
-            seen.append(repr(offer))
-            if check is not None:
-                check(engine, offer)
-            offer = gen.send(engine.policy.decide(offer, engine))
-    except StopIteration:
-        pass
-    return seen
 
 
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)

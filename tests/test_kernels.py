@@ -15,11 +15,9 @@ import gymnasium as gym
 import numba
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace
+from helpers import POLICIES, TierLatency, assert_same_episode, make_trace, offers_seen, play, random_masked, small_runs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_invariants import POLICIES, offers_seen, small_runs
-from test_queue_env import assert_same_episode, play, random_masked
 
 import dallygym
 from dallygym import kernels

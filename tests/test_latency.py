@@ -382,7 +382,7 @@ def test_refitting_table_i_meets_it_with_the_shipped_knobs_or_fewer(model):
 
 @pytest.fixture(scope="module")
 def validation():
-    from conftest import load_script
+    from helpers import load_script
 
     return load_script("benchmarks/latency_validation.py", "latency_validation")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace, run_engine
+from helpers import TierLatency, make_trace, run_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

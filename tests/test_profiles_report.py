@@ -8,7 +8,7 @@ comparisons are the paper's headline claims against Tiresias and Gandiva and the
 
 import pandas as pd
 import pytest
-from conftest import load_script
+from helpers import load_script
 
 bench = load_script("benchmarks/profiles.py", "profiles_bench_report")
 
@@ -186,3 +186,115 @@ def test_report_section():
         "readings); 1 one job sets both makespans or the mean-JCT gap; 2 direction changes with the "
         "draw; 1 the mean-JCT gap is all queueing; 1 unexplained."
     ) in lines
+
+
+# --- flips from the paper profile ---------------------------------------------------------------
+
+FLIP = "paper+never_run_nw_sens=zero"
+
+
+def _runs_with_paper_flip() -> pd.DataFrame:
+    """The frame above and ``paper`` with ``never_run_nw_sens`` changed to ``zero`` on seed 2002
+    (the Dally family only, as the flip runs them): Dally's mean JCT there is 90, below
+    Tiresias's 100. Under the default, the same reading is one of two changes (cell C)."""
+    runs = _runs()
+    flip = runs[(runs["setting"] == "paper") & (runs["draw"] == S2)]
+    flip = flip[flip["policy"].isin(bench.AFFECTS["never_run_nw_sens"])].copy()
+    flip["setting"], flip["kind"] = FLIP, "flip-paper"
+    flip.loc[flip["policy"] == "dally", "jct_mean_s"] = 90
+    return pd.concat([runs, flip], ignore_index=True)
+
+
+def test_flip_names():
+    assert bench.flip_name("default", "tuner_limit", "value") == "tuner_limit=value"
+    assert bench.flip_name("paper", "never_run_nw_sens", "zero") == FLIP
+    assert bench.flip_base(FLIP) == "paper"
+    assert bench.flip_base("tuner_limit=value") == "default"
+    assert bench.flip_base("paper") is None
+    names = [name for name, _, _ in bench.flips("paper")]
+    assert FLIP in names and "paper+never_run_nw_sens=best" in names and "paper+gandiva=migrate" in names
+    assert all(readings["tuner_limit"] == "value" for name, _, readings in bench.flips("paper") if "tuner" not in name)
+
+
+def test_plan_counts():
+    """The default plan is the grid as it was (three profiles on every draw, one reading changed
+    from the default on the first draw of each kind); flips from ``paper`` on every draw add the
+    same 32 runs a cell."""
+    count = lambda cells: sum(len(cell[-1]) for cell in cells)  # noqa: E731
+    assert count(bench.plan()) == 676
+    assert count(bench.plan(("default", "paper"), "all")) == 420 + 2 * 20 * 32
+    kinds = {cell[0] for cell in bench.plan(("paper",), "all")}
+    assert kinds == {"profile", "flip-paper"}
+
+
+def test_completed_from_paper():
+    grid = bench.completed(_runs_with_paper_flip())
+    flip = grid[grid["setting"] == FLIP]
+    assert sorted(flip["policy"]) == sorted(POLICIES)
+    assert set(flip["kind"]) == {"flip-paper"} and set(flip["draw"]) == {S2}
+    # Tiresias and Gandiva come from paper's runs (Gandiva's time-slicing model stands as "gandiva").
+    paper = grid[(grid["setting"] == "paper") & (grid["draw"] == S2)].set_index("policy")
+    assert flip.set_index("policy").loc["gandiva", "makespan_s"] == paper.loc["gandiva", "makespan_s"]
+
+
+def test_one_reading_from_paper():
+    table = bench.disagreements(_runs_with_paper_flip(), profiles=("paper",)).set_index(["comparison", "seed"])
+    assert _cause(table, "jct_mean_s vs tiresias", "2002") == "reading"
+    assert table.loc[("jct_mean_s vs tiresias", "2002"), "causes"].startswith("reading: never_run_nw_sens=zero")
+    # Seed 2001 has no flip from paper: its cells are as before.
+    assert _cause(table, "jct_mean_s vs tiresias", "2001") == "queueing"
+
+
+# --- one job's JCT decides the mean ------------------------------------------------------------
+
+
+def _runs_with_largest(dally_max: float) -> pd.DataFrame:
+    """The frame above with each run's largest JCT recorded: 200 under every policy (job 3), but
+    Dally's under ``paper`` on seed 2001 (``dally_max``, job 377, half of Dally's communication)."""
+    runs = _runs().assign(jct_max_s=200.0, jct_max_job=3, jct_max_job_comm_share=0.01)
+    mark = (runs["setting"] == "paper") & (runs["draw"] == S1) & (runs["policy"] == "dally")
+    runs.loc[mark, ["jct_max_s", "jct_max_job", "jct_max_job_comm_share"]] = [dally_max, 377, 0.5]
+    return runs
+
+
+def test_one_job_jct():
+    """G: Dally's mean JCT 130 against Gandiva's 110 over 500 jobs. Without Dally's job of
+    10,500 s, (500·130 − 10,500) / 499 = 109.2, below Gandiva's (500·110 − 200) / 499 = 109.8."""
+    table = bench.disagreements(_runs_with_largest(10_500), profiles=("paper",)).set_index(["comparison", "seed"])
+    assert _cause(table, "jct_mean_s vs gandiva", "2001") == "one-job-jct"
+    causes = table.loc[("jct_mean_s vs gandiva", "2001"), "causes"]
+    assert (
+        "one-job-jct: largest JCTs dally job 377 (3 h), gandiva job 3 (0 h); without them Dally / baseline 0.995"
+        in (causes)
+    )
+    # F: against Tiresias (100) the same job leaves Dally at 109.2 against 99.8: not decided by it.
+    assert _cause(table, "jct_mean_s vs tiresias", "2001") == "queueing"
+    assert "one-job-jct" not in table.loc[("jct_mean_s vs tiresias", "2001"), "causes"]
+    # B: communication, 120 against 100; without the job (half of Dally's) 60.1 against 99.2.
+    # The reading still comes first.
+    causes = table.loc[("comm_mean_s vs tiresias", "2001"), "causes"]
+    assert _cause(table, "comm_mean_s vs tiresias", "2001") == "reading"
+    assert "one-job-jct: largest JCTs dally job 377 (3 h, 50% of its communication)" in causes
+
+
+def test_one_job_jct_not_when_it_does_not_decide():
+    """A largest JCT of 400 s moves Dally's mean only to 129.5: G stays unexplained."""
+    table = bench.disagreements(_runs_with_largest(400), profiles=("paper",)).set_index(["comparison", "seed"])
+    assert _cause(table, "jct_mean_s vs gandiva", "2001") == "unexplained"
+    assert "one-job-jct" not in table.loc[("jct_mean_s vs gandiva", "2001"), "causes"]
+    # The §VI communication claim still is: Dally's job carries half its communication.
+    assert "one-job-jct: largest JCTs dally job 377" in table.loc[("comm", "2001"), "causes"]
+
+
+def test_old_frames_without_largest_jct(table):
+    """Runs without the largest-JCT columns classify exactly as before, and the report says that
+    the cause is not measured (only then)."""
+    with_columns = bench.disagreements(_runs_with_largest(200), profiles=("paper",)).set_index(["comparison", "seed"])
+    assert list(table["cause"]) == list(with_columns["cause"])
+    assert not table["causes"].str.contains("one-job-jct").any()
+    label = dict(bench.CAUSES)["one-job-jct"]
+    for runs, measured in ((_runs(), False), (_runs_with_largest(200), True)):
+        directions = bench.judge(bench.completed(runs))
+        text = "\n".join(bench.disagreement_lines(bench.disagreements(runs), runs, directions))
+        assert ("Not measured here" in text) is not measured
+        assert (f"| {label} |" in text) is measured  # its column in the counts tables

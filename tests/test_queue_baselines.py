@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from conftest import load_script
+from helpers import load_script
 
 from dallygym import ClusterSpec, simulate
 from dallygym.policies import POLICIES
@@ -138,15 +138,20 @@ def test_guard_sweep_writes_each_episode_relative_to_dally(tmp_path):
     assert "Every episode" in out.read_text()
 
 
+#: One cell's summaries: Dally, a safe heuristic, the bound, an agent within the goal and one
+#: whose makespan is too long; and the kinds of the rows.
+CELL = {
+    "dally": _summary(100, 100),
+    "safe": _summary(50, 100.5),
+    "lower bound": _summary(10, 90),
+    "good": _summary(44, 100.9),
+    "long": _summary(40, 101.5),
+}
+CELL_KINDS = {"dally": "heuristic", "safe": "heuristic", "lower bound": "bound", "good": "agent", "long": "initial"}
+
+
 def test_the_tables_render_again_from_the_csv(tmp_path):
-    results = {
-        "dally": _summary(100, 100),
-        "safe": _summary(50, 100.5),
-        "lower bound": _summary(10, 90),
-        "good": _summary(44, 100.9),
-        "long": _summary(40, 101.5),
-    }
-    kinds = {"dally": "heuristic", "safe": "heuristic", "lower bound": "bound", "good": "agent", "long": "initial"}
+    results, kinds = dict(CELL), dict(CELL_KINDS)
     frame = pd.DataFrame(baselines.verdict_rows("batch", "t", 2, results, kinds))
     csv = tmp_path / "grid.csv"
     frame.to_csv(csv, index=False, float_format="%.6g")
@@ -159,3 +164,37 @@ def test_the_tables_render_again_from_the_csv(tmp_path):
     assert rows["lower bound"].endswith("|  |  |")  # no makespan verdict for the bound
     sizes = (tmp_path / "grid_sizes.md").read_text()
     assert "| batch | 2 | good | 0.880 |" in sizes and "| batch | 2 | long |" in sizes
+
+
+def test_rows_of_an_earlier_grid_are_reused_and_only_the_natives_run_again(tmp_path):
+    trace = generate_trace("small", seed=11)
+    cell = ("other", trace, 2)
+    first = pd.DataFrame(baselines.run_cell(cell, "DallyQueueSmall-v0", (), machines_per_rack=2))
+    csv = tmp_path / "grid.csv"
+    first.to_csv(csv, index=False, float_format="%.10g")
+    reuse = baselines.reusable_rows(baselines.read_grid(csv))
+    assert set(reuse) == {("other", 2)}
+    assert "random picks" in reuse[("other", 2)] and "dally" not in reuse[("other", 2)]
+    # A row reused is not played: change its numbers in the file and they come back as written.
+    reuse[("other", 2)]["random picks"] = {"jct_mean_s": 7200.0, "makespan_s": 36000.0}
+    again = pd.DataFrame(baselines.run_cell(cell, "DallyQueueSmall-v0", (), machines_per_rack=2, reuse=reuse))
+    by_row = again.set_index("row")
+    assert by_row.loc["random picks", "jct_mean_h"] == 2.0 and by_row.loc["random picks", "makespan_h"] == 10.0
+    # Every other row is as before: the natives ran again (exactly), the rest came from the file.
+    same = first.set_index("row").drop(index="random picks")
+    pd.testing.assert_frame_equal(
+        by_row.drop(index="random picks")[["jct_mean_h", "makespan_h", "row_kind"]],
+        same[["jct_mean_h", "makespan_h", "row_kind"]],
+        rtol=1e-9,
+    )
+
+
+def test_verdicts_are_judged_again_from_the_numbers_and_a_rounded_tie_still_ties():
+    # The best safe heuristic's own schedule read back from a CSV at six digits: a tie, not a miss.
+    results = {**CELL, "same": _summary(50 * (1 + 4e-7), 100.5)}
+    kinds = {**CELL_KINDS, "same": "agent"}
+    frame = pd.DataFrame(baselines.verdict_rows("poisson", "t", 16, results, kinds))
+    by_row = frame.set_index("row")
+    assert by_row.loc["same", "goal_met"] and by_row.loc["good", "goal_met"] and not by_row.loc["long", "goal_met"]
+    again = baselines.judged_again(frame)
+    pd.testing.assert_frame_equal(again, frame, rtol=1e-12)

@@ -7,12 +7,10 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace
 from gymnasium.utils.env_checker import check_env
+from helpers import TierLatency, assert_same_episode, check_holdings, make_trace, play, random_masked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_env import play, random_masked
-from test_invariants import check_holdings
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
@@ -350,16 +348,6 @@ def test_picked_passes_renewing_leases_together_equal_one_by_one(monkeypatch, se
         return steps, dallygym.metrics.collect(env.unwrapped.engine)
 
     assert_same_episode(episode(True), episode(False))
-
-
-def assert_same_episode(first, second) -> None:
-    """Two ``(steps of play(), collect() of the engine)`` are the same episode, step for step."""
-    (fast, a), (plain, b) = first, second
-    assert len(fast) == len(plain)
-    for (obs_a, r_a, _, info_a), (obs_b, r_b, _, info_b) in zip(fast, plain):
-        assert r_a == r_b and np.array_equal(info_a["action_mask"], info_b["action_mask"])
-        assert all(np.array_equal(obs_a[key], obs_b[key]) for key in obs_a)
-    assert a.summary == b.summary and a.jobs.equals(b.jobs)
 
 
 def test_waiting_picks_never_offer_a_lease_expired_job_and_cut_the_steps():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import TierLatency, make_trace, run_engine
+from helpers import TierLatency, make_trace, run_engine
 
 from dallygym.cluster import ClusterSpec, Tier
 from dallygym.engine import DONE, Engine, EngineConfig, Offer, run_policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import load_script
+from helpers import load_script
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

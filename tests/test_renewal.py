@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace
+from helpers import TierLatency, make_trace
 
 import dallygym
 from dallygym.cluster import ClusterSpec, ClusterState, Tier

@@ -7,11 +7,13 @@ run) and the agent's run can be worked out on paper, then the properties every e
 
 from __future__ import annotations
 
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace
 from gymnasium.utils.env_checker import check_env
+from helpers import TierLatency, make_trace
 
 import dallygym
 from dallygym import heuristic_agent
@@ -404,3 +406,60 @@ def test_bound_credit_charges_the_makespan_excess_at_the_pick_that_causes_it():
     # 130: the second step is charged the further 20 - 10 s.
     rewards = play(four_on_two(), [1, 1])
     assert rewards == pytest.approx([-over, 100 * 20 / 195 - over], abs=1e-9)
+
+
+# --- the end of an episode says how far the makespan went, and the penalty can be moved -----------
+
+
+def test_the_last_info_gives_the_makespan_limit_and_the_excess_in_percent():
+    # Job 2 first: makespan 120 against the reference's 110 (as worked out above): +100 x 10/110 %.
+    env = two_gpu_queue()
+    env.reset(seed=0)
+    *_, terminated, _, info = env.step(1)
+    assert terminated and info["makespan_limit_s"] == 110.0
+    assert info["makespan_excess_pct"] == pytest.approx(100 * 10 / 110, abs=1e-12)
+    # The reference's own order: no excess. Stop: makespan 130, +100 x 20/110 %.
+    for action, excess in ((0, 0.0), (4, 100 * 20 / 110)):
+        env.reset(seed=0)
+        info = env.step(action)[-1]
+        assert info["makespan_excess_pct"] == pytest.approx(excess, abs=1e-12)
+    # Rewards without a makespan limit do not report one.
+    env = two_gpu_queue(reward="jct")
+    env.reset(seed=0)
+    assert "makespan_excess_pct" not in env.step(1)[-1]
+
+
+def test_a_new_makespan_penalty_applies_from_the_next_episode():
+    env = two_gpu_queue()
+    env.reset(seed=0)
+    env.set_makespan_penalty(10.0)
+    assert env.makespan_penalty == MAKESPAN_PENALTY  # the episode under way keeps its price
+    (reward,) = [env.step(1)[1]]
+    assert reward == pytest.approx(6.25 - MAKESPAN_PENALTY * 100 * 10 / 110, abs=1e-9)
+    assert play(env, [1]) == pytest.approx([6.25 - 10.0 * 100 * 10 / 110], abs=1e-9)
+    assert env.makespan_penalty == 10.0
+    # A snapshot taken after that reset carries the new penalty.
+    env.reset(seed=0)
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.makespan_penalty == 10.0
+    assert copy.step(1)[1] == pytest.approx(6.25 - 10.0 * 100 * 10 / 110, abs=1e-9)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="makespan_penalty"):
+            env.set_makespan_penalty(bad)
+    with pytest.raises(TypeError, match="makespan_penalty"):
+        env.set_makespan_penalty("3")
+
+
+def test_a_normalised_penalty_divides_the_return_by_one_plus_the_penalty():
+    # Job 2 first, as worked out above: JCT part +6.25, makespan part 100 x 10/110 per unit of penalty.
+    env = two_gpu_queue()
+    env.set_makespan_penalty(9.0, normalise=True)
+    assert play(env, [1]) == pytest.approx([(6.25 - 9.0 * 100 * 10 / 110) / 10.0], abs=1e-9)
+    assert env.relative_divisor == 10.0
+    env.reset(seed=0)
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.relative_divisor == 10.0 and copy.makespan_penalty == 9.0
+    assert copy.step(1)[1] == pytest.approx((6.25 - 9.0 * 100 * 10 / 110) / 10.0, abs=1e-9)
+    # Without normalise the divisor goes back to 1.
+    env.set_makespan_penalty(9.0)
+    assert play(env, [1]) == pytest.approx([6.25 - 9.0 * 100 * 10 / 110], abs=1e-9)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import load_script
+from helpers import load_script
 
 
 @pytest.mark.slow

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TierLatency, make_trace, run_engine
+from helpers import TierLatency, check_holdings, drive, make_trace, run_engine, small_runs
 from hypothesis import HealthCheck, given, settings
-from test_invariants import check_holdings, drive, small_runs
 
 from dallygym.cluster import ClusterSpec, ClusterState
 from dallygym.engine import DONE, Engine

@@ -259,3 +259,75 @@ def test_a_training_killed_in_a_directory_holding_an_agent_leaves_that_agent_who
     assert {name: (out / name).read_bytes() for name in before} == before
     assert json.loads((out / "training.json").read_text())["env_id"] == "DallySmall-v0"
     assert LearnedAgent(out).env_id == "Dally-v0"
+
+
+# --- the makespan penalty as a Lagrange multiplier ------------------------------------------------
+
+
+def test_the_multiplier_takes_one_step_of_projected_dual_ascent_per_rollout():
+    from dallygym.learn import MakespanMultiplier
+
+    dual = MakespanMultiplier(penalty=3.0, lr=0.5, budget_pct=0.5)
+    assert dual.update(100) is None and dual.history == []  # no episode ended: unchanged
+    # Episodes that did not end, and infos without an excess, are not counted.
+    dual.observe([{"makespan_excess_pct": 2.0}, {"makespan_excess_pct": 50.0}, {}], [True, False, True])
+    dual.observe([{"makespan_excess_pct": -1.0}], [True])
+    # Mean of max(0, excess): (2 + 0) / 2 = 1; penalty 3 + 0.5 x (1 - 0.5) = 3.25; one episode over budget.
+    assert dual.update(200) == 3.25
+    assert dual.history == [(200, 2, 1.0, 1, 3.25)]
+    # Within budget, the penalty falls, and never below 0.
+    dual.observe([{"makespan_excess_pct": 0.0}], [True])
+    assert dual.update(300) == 3.0
+    dual = MakespanMultiplier(penalty=0.1, lr=1.0, budget_pct=0.5)
+    dual.observe([{"makespan_excess_pct": -5.0}], [True])
+    assert dual.update(1) == 0.0
+
+
+def test_the_dual_options_are_checked_and_reach_the_config_and_the_validation():
+    from dallygym.cli import _train_config, build_parser
+    from dallygym.learn import TrainConfig, train
+
+    args = ["train", "--env-id", "DallyQueue-v0", "--makespan-dual", "0.2", "--makespan-budget", "1"]
+    config = _train_config(build_parser().parse_args([*args, "--validation-makespan-penalty", "100"]))
+    assert (config.makespan_dual_lr, config.makespan_budget_pct, config.validation_makespan_penalty) == (0.2, 1.0, 100)
+    assert "makespan_penalty" not in config.env_kwargs()
+    assert config.validation_env_kwargs(8, ["t"])["makespan_penalty"] == 100
+    assert config.validation_env_kwargs(8, ["t"])["trace"] == ["t"]
+    default = _train_config(build_parser().parse_args(["train"]))
+    assert default.makespan_dual_lr is None and default.validation_makespan_penalty is None
+    assert "makespan_penalty" not in default.validation_env_kwargs(8, ["t"])
+    for bad, match in (
+        ({"makespan_dual_lr": 0.0}, "makespan_dual_lr"),
+        ({"makespan_dual_lr": float("nan")}, "makespan_dual_lr"),
+        ({"makespan_dual_lr": 1.0, "makespan_budget_pct": -1.0}, "makespan_budget_pct"),
+        ({"makespan_dual_lr": 1.0, "reward": "jct"}, "relative-jct"),
+        ({"validation_makespan_penalty": -1.0}, "validation_makespan_penalty"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            train(TrainConfig(env_id="DallyQueue-v0", **bad))
+
+
+def test_training_with_the_dual_writes_the_multipliers_path(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    import pandas as pd
+
+    from dallygym.cli import main
+    from dallygym.learn import MakespanMultiplier
+
+    out = tmp_path / "dual"
+    # Small episodes (a few tens of picks), so that several end in each rollout.
+    command = ["train", "--env-id", "DallyQueue-v0", "--trace", "gen:small", "--racks", "2"]
+    command += ["--machines-per-rack", "2", "--gpus-per-machine", "8", "--offer-rule", "protected-remaining"]
+    command += ["--total-timesteps", "400", "--n-envs", "2", "--n-steps", "100", "--n-epochs", "1"]
+    command += ["--eval-freq-steps", "1000000", "--checkpoint-freq-steps", "1000000", "--no-progress"]
+    command += ["--makespan-dual", "0.5", "--makespan-budget", "0.25", "--out", str(out)]
+    assert main(command) == 0
+    history = pd.read_csv(out / MakespanMultiplier.FILE)
+    assert list(history.columns) == list(MakespanMultiplier.COLUMNS) and len(history) >= 1
+    # Each row is one step of the rule from the previous penalty (3, the environment's default).
+    previous = [3.0, *history.penalty.iloc[:-1]]
+    expected = [max(0.0, p + 0.5 * (cost - 0.25)) for p, cost in zip(previous, history.mean_excess_pct)]
+    assert history.penalty.tolist() == pytest.approx(expected, abs=1e-12)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["makespan_multiplier"]["updates"] == len(history)
+    assert json.loads((out / "config.json").read_text())["makespan_dual_lr"] == 0.5
