@@ -127,6 +127,13 @@ def warn_invalid_action(env: gym.Env, action, fallback: str, stacklevel: int) ->
     )
 
 
+def _check_penalty(penalty) -> None:
+    """Raise unless ``penalty`` is a finite non-negative number (a ``makespan_penalty``)."""
+    _check_number("makespan_penalty", penalty)
+    if not (penalty >= 0 and math.isfinite(penalty)):
+        raise ValueError(f"makespan_penalty must be a non-negative number, got {penalty!r}")
+
+
 def _check_number(name: str, value, *, allow_none: bool = False) -> None:
     """Raise a TypeError unless ``value`` is a real number (not a bool), or None if allowed."""
     if value is None and allow_none:
@@ -463,9 +470,7 @@ class DallyEnv(gym.Env):
         _check_number("reward_scale_s", reward_scale_s, allow_none=True)
         if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
             raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
-        _check_number("makespan_penalty", makespan_penalty)
-        if not (makespan_penalty >= 0 and math.isfinite(makespan_penalty)):
-            raise ValueError(f"makespan_penalty must be a non-negative number, got {makespan_penalty!r}")
+        _check_penalty(makespan_penalty)
         if not isinstance(strict, (bool, np.bool_)):
             raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
         if makespan_reference is not None:
@@ -838,9 +843,7 @@ class DallyEnv(gym.Env):
         penalty), a weighted mean of the two parts whose scale stays that of a percent however
         large the penalty grows (a value target of thousands would swamp a shared network).
         Snapshots taken after that reset carry the new values."""
-        _check_number("makespan_penalty", penalty)
-        if not (penalty >= 0 and math.isfinite(penalty)):
-            raise ValueError(f"makespan_penalty must be a non-negative number, got {penalty!r}")
+        _check_penalty(penalty)
         self._next_makespan_penalty = (float(penalty), 1.0 + float(penalty) if normalise else 1.0)
 
     def _end_info(self, info: dict) -> dict:

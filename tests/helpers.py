@@ -253,3 +253,34 @@ def load_script(relative: str, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def tiny_train_args(env_id: str, out, *extra: str, total: int = 96, n_steps: int = 48) -> list[str]:
+    """``dallygym train`` arguments for a run of seconds: the small trace on 2 racks of 2 machines,
+    ``total`` steps over two environments (``n_steps`` preferred per rollout), no validation, no
+    checkpoint, no progress bar, written to ``out``; ``extra`` appended (a later flag wins)."""
+    return [
+        "train",
+        "--env-id",
+        env_id,
+        "--trace",
+        "gen:small",
+        "--racks",
+        "2",
+        "--machines-per-rack",
+        "2",
+        "--total-timesteps",
+        str(total),
+        "--n-envs",
+        "2",
+        "--n-steps",
+        str(n_steps),
+        "--eval-freq-steps",
+        "1000000",
+        "--checkpoint-freq-steps",
+        "1000000",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import tiny_train_args
 
 th = pytest.importorskip("torch")
 pytest.importorskip("sb3_contrib")
@@ -235,36 +236,7 @@ def test_the_command_line_chooses_the_network():
 def _train_small(out, seed: int = 3) -> None:
     from dallygym.cli import main
 
-    code = main(
-        [
-            "train",
-            "--env-id",
-            "DallyQueueSmall-v0",
-            "--trace",
-            "gen:small",
-            "--racks",
-            "2",
-            "--machines-per-rack",
-            "2",
-            "--total-timesteps",
-            "192",
-            "--n-envs",
-            "2",
-            "--n-steps",
-            "48",
-            "--batch-size",
-            "32",
-            "--seed",
-            str(seed),
-            "--eval-freq-steps",
-            "1000000",
-            "--checkpoint-freq-steps",
-            "1000000",
-            "--no-progress",
-            "--out",
-            str(out),
-        ]
-    )
+    code = main(tiny_train_args("DallyQueueSmall-v0", out, "--batch-size", "32", "--seed", str(seed), total=192))
     assert code == 0
 
 

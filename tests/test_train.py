@@ -6,6 +6,7 @@ import json
 
 import gymnasium as gym
 import pytest
+from helpers import tiny_train_args
 
 from dallygym.learn import rollout_steps
 
@@ -66,32 +67,7 @@ def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path
     from dallygym.cli import main
 
     out = tmp_path / "run"
-    code = main(
-        [
-            "train",
-            "--env-id",
-            "DallySmall-v0",
-            "--trace",
-            "gen:small",
-            "--racks",
-            "2",
-            "--machines-per-rack",
-            "2",
-            "--total-timesteps",
-            "96",
-            "--n-envs",
-            "2",
-            "--n-steps",
-            "40",
-            "--eval-freq-steps",
-            "1000000",
-            "--checkpoint-freq-steps",
-            "1000000",
-            "--no-progress",
-            "--out",
-            str(out),
-        ]
-    )
+    code = main(tiny_train_args("DallySmall-v0", out, n_steps=40))
     assert code == 0
     meta = json.loads((out / "meta.json").read_text())
     config = json.loads((out / "config.json").read_text())
@@ -127,32 +103,7 @@ def test_train_on_dally_queue_saves_a_pointer_agent_that_evaluate_runs_in_its_en
     from dallygym.nets import JobPointerPolicy
 
     out = tmp_path / "queue"
-    code = main(
-        [
-            "train",
-            "--env-id",
-            "DallyQueueSmall-v0",
-            "--trace",
-            "gen:small",
-            "--racks",
-            "2",
-            "--machines-per-rack",
-            "2",
-            "--total-timesteps",
-            "96",
-            "--n-envs",
-            "2",
-            "--n-steps",
-            "48",
-            "--eval-freq-steps",
-            "1000000",
-            "--checkpoint-freq-steps",
-            "1000000",
-            "--no-progress",
-            "--out",
-            str(out),
-        ]
-    )
+    code = main(tiny_train_args("DallyQueueSmall-v0", out))
     assert code == 0
     config = json.loads((out / "config.json").read_text())
     assert config["env_id"] == "DallyQueueSmall-v0" and config["offer_rule"] == "dally"
@@ -230,32 +181,7 @@ def test_a_training_killed_in_a_directory_holding_an_agent_leaves_that_agent_who
 
     monkeypatch.setattr(MaskablePPO, "learn", killed)
     with pytest.raises(KeyboardInterrupt):
-        main(
-            [
-                "train",
-                "--env-id",
-                "DallySmall-v0",
-                "--trace",
-                "gen:small",
-                "--racks",
-                "2",
-                "--machines-per-rack",
-                "2",
-                "--total-timesteps",
-                "96",
-                "--n-envs",
-                "2",
-                "--n-steps",
-                "48",
-                "--eval-freq-steps",
-                "1000000",
-                "--checkpoint-freq-steps",
-                "1000000",
-                "--no-progress",
-                "--out",
-                str(out),
-            ]
-        )
+        main(tiny_train_args("DallySmall-v0", out))
     assert {name: (out / name).read_bytes() for name in before} == before
     assert json.loads((out / "training.json").read_text())["env_id"] == "DallySmall-v0"
     assert LearnedAgent(out).env_id == "Dally-v0"
@@ -316,11 +242,14 @@ def test_training_with_the_dual_writes_the_multipliers_path(tmp_path):
 
     out = tmp_path / "dual"
     # Small episodes (a few tens of picks), so that several end in each rollout.
-    command = ["train", "--env-id", "DallyQueue-v0", "--trace", "gen:small", "--racks", "2"]
-    command += ["--machines-per-rack", "2", "--gpus-per-machine", "8", "--offer-rule", "protected-remaining"]
-    command += ["--total-timesteps", "400", "--n-envs", "2", "--n-steps", "100", "--n-epochs", "1"]
-    command += ["--eval-freq-steps", "1000000", "--checkpoint-freq-steps", "1000000", "--no-progress"]
-    command += ["--makespan-dual", "0.5", "--makespan-budget", "0.25", "--out", str(out)]
+    command = tiny_train_args(
+        "DallyQueue-v0",
+        out,
+        *("--gpus-per-machine", "8", "--offer-rule", "protected-remaining", "--n-epochs", "1"),
+        *("--makespan-dual", "0.5", "--makespan-budget", "0.25"),
+        total=400,
+        n_steps=100,
+    )
     assert main(command) == 0
     history = pd.read_csv(out / MakespanMultiplier.FILE)
     assert list(history.columns) == list(MakespanMultiplier.COLUMNS) and len(history) >= 1
