@@ -846,14 +846,28 @@ def settings_table() -> pd.DataFrame:
     return pd.DataFrame([{"reading": r, **{p: str(PROFILES[p][r]) for p in PROFILES}} for r in READINGS])
 
 
-def report(runs: pd.DataFrame, wall_s: float) -> str:
+def command(run_info: dict) -> str:
+    """The command line of the run ``profiles_run.json`` describes (the flip options left out
+    at their defaults)."""
+    words = ["python benchmarks/profiles.py"]
+    if "workers" in run_info:
+        words.append(f"--workers {run_info['workers']}")
+    bases = list(run_info.get("flip_bases", FLIP_BASES))
+    if bases != list(FLIP_BASES):
+        words.append("--flip-bases " + " ".join(bases))
+    if run_info.get("flip_draws", FLIP_DRAWS) != FLIP_DRAWS:
+        words.append(f"--flip-draws {run_info['flip_draws']}")
+    return " ".join(words)
+
+
+def report(runs: pd.DataFrame, wall_s: float, run_info: dict | None = None) -> str:
     grid = completed(runs)
     directions = judge(grid)
     verdicts = claims(grid)
     lines = [
         "# The paper's evaluation under each profile",
         "",
-        f"Produced by `python benchmarks/profiles.py` (dallygym {dallygym.__version__}, Python "
+        f"Produced by `{command(run_info or {})}` (dallygym {dallygym.__version__}, Python "
         f"{platform.python_version()}, {platform.machine()}); {len(runs)} runs in {wall_s:.0f} s of wall time. "
         "Held-out draws (`traces/heldout`): batch-500 seeds 2001-2003 and Poisson seeds 2001-2002 at "
         f"{', '.join(map(str, RACKS))} racks of 8 machines x 8 GPUs under each profile; the sensitivity rows "
@@ -1059,24 +1073,21 @@ def main() -> None:
     if args.report_only:
         source = Path(args.runs_from) if args.runs_from else out
         runs = pd.read_csv(source / "profiles.csv")
-        wall_s = json.loads((source / "profiles_run.json").read_text())["wall_s"]
+        run_info = json.loads((source / "profiles_run.json").read_text())
+        wall_s = run_info["wall_s"]
     else:
         start = time.perf_counter()
         runs = run(args.workers, args.flip_bases, args.flip_draws)
         wall_s = time.perf_counter() - start
         runs.to_csv(out / "profiles.csv", index=False)
-        (out / "profiles_run.json").write_text(
-            json.dumps(
-                {
-                    "wall_s": round(wall_s, 1),
-                    "workers": args.workers,
-                    "flip_bases": args.flip_bases,
-                    "flip_draws": args.flip_draws,
-                }
-            )
-            + "\n"
-        )
-    (out / "profiles.md").write_text(report(runs, wall_s) + "\n")
+        run_info = {
+            "wall_s": round(wall_s, 1),
+            "workers": args.workers,
+            "flip_bases": args.flip_bases,
+            "flip_draws": args.flip_draws,
+        }
+        (out / "profiles_run.json").write_text(json.dumps(run_info) + "\n")
+    (out / "profiles.md").write_text(report(runs, wall_s, run_info) + "\n")
     print(
         f"wrote {out / 'profiles.md'}"
         if args.report_only

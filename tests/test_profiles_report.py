@@ -298,3 +298,13 @@ def test_old_frames_without_largest_jct(table):
         text = "\n".join(bench.disagreement_lines(bench.disagreements(runs), runs, directions))
         assert ("Not measured here" in text) is not measured
         assert (f"| {label} |" in text) is measured  # its column in the counts tables
+
+
+def test_the_report_names_the_command_that_made_its_runs():
+    assert bench.command({}) == "python benchmarks/profiles.py"
+    assert bench.command({"workers": 2, "flip_bases": ["default"], "flip_draws": "first"}) == (
+        "python benchmarks/profiles.py --workers 2"
+    )
+    assert bench.command({"workers": 2, "flip_bases": ["default", "paper"], "flip_draws": "all"}) == (
+        "python benchmarks/profiles.py --workers 2 --flip-bases default paper --flip-draws all"
+    )
