@@ -8,9 +8,10 @@ stable figure):
 
 1. CartPole-v1's raw steps/s: ``gym.make("CartPole-v1")``, random actions, ``--cartpole-s``
    seconds, resets included.
-2. For every variant and every case -- ``train racks 2 4 8 16`` (``TrainConfig.train_racks``
-   ``[2, 4, 8, 16]``, the recipe of the headline agents; validation at 8 racks) and ``8 racks``
-   alone -- the real training procedure, :func:`dallygym.learn.train`, with a config like the
+2. For every variant and every case -- by default ``train racks 2 4 8 16`` (``TrainConfig.train_racks``
+   ``[2, 4, 8, 16]``; validation at 8 racks) and ``8 racks`` alone; ``--cases`` adds ``train racks
+   2 2 4 4 8 16`` (the sizes of the headline agents) and 2, 4 or 16 racks alone -- the real
+   training procedure, :func:`dallygym.learn.train`, with a config like the
    one ``dallygym train --env-id DallyQueue-v0`` builds (a fresh ``batch-500`` draw per reset, the
    CLI's defaults unless the variant overrides them), for exactly ``--steps`` timesteps with no
    evaluation, checkpoint or progress bar during the run. steps/s = timesteps / the run's
@@ -65,8 +66,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (name, TrainConfig overrides) of the cases measured.
 CASES = (
     ("train racks 2 4 8 16", {"racks": 8, "train_racks": [2, 4, 8, 16]}),
+    ("train racks 2 2 4 4 8 16", {"racks": 8, "train_racks": [2, 2, 4, 4, 8, 16]}),
+    ("2 racks", {"racks": 2, "train_racks": None}),
+    ("4 racks", {"racks": 4, "train_racks": None}),
     ("8 racks", {"racks": 8, "train_racks": None}),
+    ("16 racks", {"racks": 16, "train_racks": None}),
 )
+#: The cases run when ``--cases`` is not given.
+DEFAULT_CASES = ("train racks 2 4 8 16", "8 racks")
 
 
 def cartpole_steps_per_s(seconds: float) -> float:
@@ -94,15 +101,15 @@ def parse_variant(text: str) -> tuple[str, str | None, dict]:
         key, _, value = item.partition("=")
         if key not in fields:
             raise SystemExit(f"unknown TrainConfig field {key!r} in variant {text!r}")
-        default = getattr(TrainConfig(), key)
-        if isinstance(default, bool):
-            overrides[key] = value.lower() in ("1", "true", "yes")
-        elif isinstance(default, int):
-            overrides[key] = int(value)
-        elif isinstance(default, float):
-            overrides[key] = float(value)
-        elif key in ("train_racks", "net_arch"):
+        kind = str(fields[key].type)  # (a string: "int", "float | None", "list[int] | None", ...)
+        if kind.startswith("list"):
             overrides[key] = [int(v) for v in value.split("/")]
+        elif kind.startswith("bool"):
+            overrides[key] = value.lower() in ("1", "true", "yes")
+        elif kind.startswith("int"):
+            overrides[key] = int(value)
+        elif kind.startswith("float"):
+            overrides[key] = float(value)
         else:
             overrides[key] = value
     return label, ref or None, overrides
@@ -200,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="LABEL",
         help="profile only these variants (default: all)",
     )
-    parser.add_argument("--cases", nargs="+", default=[name for name, _ in CASES], choices=[n for n, _ in CASES])
+    parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), choices=[n for n, _ in CASES])
     parser.add_argument("--cartpole-s", type=float, default=3.0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)

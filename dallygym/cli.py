@@ -114,6 +114,14 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     from .learn import TrainConfig
 
     defaults = TrainConfig()
+    _train_env_args(p, defaults)
+    _train_constraint_args(p, defaults)
+    _train_run_args(p, defaults)
+    _train_network_args(p, defaults)
+
+
+def _train_env_args(p: argparse.ArgumentParser, defaults) -> None:
+    """The environment trained in: its id, cluster, traces, offer rule and reward."""
     p.add_argument(
         "--env-id",
         default=defaults.env_id,
@@ -165,6 +173,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         help="relative-jct reward: charge makespan beyond this policy's native run of the same trace "
         "(default: beyond the reference run's, the offer rule's or priority's)",
     )
+
+
+def _train_constraint_args(p: argparse.ArgumentParser, defaults) -> None:
+    """The makespan constraint and the ``DallyQueue`` options."""
     p.add_argument(
         "--makespan-dual",
         type=float,
@@ -231,6 +243,17 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "whose estimate_share is at least SHARE with the longest estimate (default: off)",
     )
     p.add_argument(
+        "--limit-features",
+        action="store_true",
+        default=defaults.limit_features,
+        help="DallyQueue, relative-jct reward: show the makespan limit in the observation (each "
+        "candidate's and the cluster's estimated finish as a share of it; default: off)",
+    )
+
+
+def _train_run_args(p: argparse.ArgumentParser, defaults) -> None:
+    """The run's length, its vector of environments and PPO's settings."""
+    p.add_argument(
         "--teacher-share",
         type=float,
         default=defaults.teacher_share,
@@ -291,6 +314,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ent-coef", type=float, default=defaults.ent_coef, help=f"PPO's entropy bonus (default {defaults.ent_coef:g})"
     )
+
+
+def _train_network_args(p: argparse.ArgumentParser, defaults) -> None:
+    """The warm start, the network and which parameters are kept."""
     p.add_argument(
         "--imitate-episodes",
         type=int,
@@ -344,6 +371,7 @@ def _train_config(args: argparse.Namespace, **given):
         makespan_credit=args.makespan_credit,
         guard_leases=args.guard_leases,
         guard_waiting=args.guard_waiting,
+        limit_features=args.limit_features,
         teacher_share=args.teacher_share,
         reward=args.reward,
         makespan_penalty=args.makespan_penalty,
@@ -384,7 +412,14 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dallygym", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run_commands(sub)
+    _add_learning_commands(sub)
+    _add_data_commands(sub)
+    return parser
 
+
+def _add_run_commands(sub) -> None:
+    """``simulate``, ``compare`` and ``sweep``."""
     sim = sub.add_parser("simulate", help="replay a trace on a cluster under one policy and print its metrics")
     sim.add_argument("--policy", default="dally", help="scheduling policy (default dally)")
     _run_args(sim)
@@ -461,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
 
+
+def _add_learning_commands(sub) -> None:
+    """``train``, ``train-sweep``, ``evaluate`` and ``agent`` (:func:`_add_agent_command`)."""
     tr_ = sub.add_parser(
         "train", help="train a MaskablePPO agent on Dally-v0 or DallyQueue-v0 (needs the agents extra)"
     )
@@ -532,7 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
     _profile_arg(ev)
     ev.add_argument("--format", choices=FORMATS, default="table")
     ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
+    _add_agent_command(sub)
 
+
+def _add_agent_command(sub) -> None:
+    """``agent`` and its subcommands."""
     ag = sub.add_parser("agent", help="manage saved learned agents")
     ags = ag.add_subparsers(dest="agent_command", required=True, parser_class=_Parser)
     conv = ags.add_parser(
@@ -557,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--machines-per-rack", type=int, default=None, help="machines per rack (default 8)")
     conv.add_argument("--gpus-per-machine", type=int, default=None, help="GPUs per machine (default 8)")
 
+
+def _add_data_commands(sub) -> None:
+    """``latency``, ``trace`` and ``report``."""
     lat = sub.add_parser("latency", help="exposed communication per model at the Table I placements, vs the paper")
     lat.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
     lat.add_argument("--format", choices=("table", "csv"), default="table")
@@ -631,7 +676,6 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="a simulate --out, compare --out or train --out directory")
     rep.add_argument("--html", required=True, metavar="OUT.html", help="the HTML file to write")
     rep.add_argument("--title", default=None, help="the page's title (default: the directories' names)")
-    return parser
 
 
 def _model_map(pairs: list[str]) -> dict[str, str]:

@@ -214,7 +214,20 @@ class ClusterState:
         self.buffer = np.concatenate(
             (self.owner, self.mark, self.free_per_machine, self.idle_per_machine, self.free_per_rack)
         )
-        g, m = spec.num_gpus, spec.num_machines
+        self._bind()
+        self.free_total = spec.num_gpus
+        #: Bumped on every change of the free GPUs, so derived answers can be cached.
+        self.version = 0
+        #: True while some free GPU carries a round-boundary mark (see mark_reclaimable).
+        self.marks_active = False
+
+    #: The arrays that are views of ``buffer`` (made by :meth:`_bind`, never stored).
+    _VIEWS = ("owner", "mark", "free_per_machine", "idle_per_machine", "free_per_rack")
+
+    def _bind(self) -> None:
+        """Make ``owner``, ``mark``, ``free_per_machine``, ``idle_per_machine`` and
+        ``free_per_rack`` the views of ``buffer`` they are."""
+        g, m = self.spec.num_gpus, self.spec.num_machines
         self.owner, self.mark, self.free_per_machine, self.idle_per_machine, self.free_per_rack = (
             self.buffer[:g],
             self.buffer[g : 2 * g],
@@ -222,11 +235,20 @@ class ClusterState:
             self.buffer[2 * g + m : 2 * g + 2 * m],
             self.buffer[2 * g + 2 * m :],
         )
-        self.free_total = spec.num_gpus
-        #: Bumped on every change of the free GPUs, so derived answers can be cached.
-        self.version = 0
-        #: True while some free GPU carries a round-boundary mark (see mark_reclaimable).
-        self.marks_active = False
+
+    # --- copies: copy.deepcopy and pickle ----------------------------------------------
+
+    def __getstate__(self) -> dict:
+        """The state without the views of ``buffer`` (a copy of a view would be an array of
+        its own, no longer the buffer's): :meth:`__setstate__` makes them again."""
+        state = self.__dict__.copy()
+        for name in self._VIEWS:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind()
 
     # --- bookkeeping -------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ the tests hold the kernels to).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 import struct
@@ -53,7 +54,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -165,6 +166,7 @@ RENEWAL_MODES = ("upgrade", "keep", "rebid")
 #: ``Engine.decisions(auto_accept=...)``: the offers the engine accepts itself (by position:
 #: the codes of :mod:`dallygym.kernels`, ``AUTO_NONE``, ``AUTO_BEST_POSSIBLE``, ``AUTO_BEST``).
 AUTO_ACCEPT = (None, "best-possible", "best")
+_FIRST_CALL = object()  # Engine.next_decision's auto_accept when left out
 #: What a round boundary's picks offer an agent (``Engine(lease_picks=...)``): every
 #: lease-expired job too, or the waiting jobs only (the leases follow the policy's order).
 LEASE_PICKS = ("all", "waiting")
@@ -254,6 +256,19 @@ class JobSet:
             self._left = False
             self._row = None
         return arr
+
+    def __getstate__(self) -> dict:
+        """The members as a plain array (pending changes applied; no lent row: a copy of the
+        compiled loop's row would no longer be that row)."""
+        arr = self.array()
+        return {"_state": self._state, "_code": self._code, "_compiled": self._compiled, "_array": arr}
+
+    def __setstate__(self, state: dict) -> None:
+        self._state = state["_state"]
+        self._code = state["_code"]
+        self._compiled = state["_compiled"]
+        self.load(state["_array"])
+        self._n = 0
 
 
 def _in_arrival_order(trace: pd.DataFrame) -> bool:
@@ -361,6 +376,19 @@ class EngineError(RuntimeError):
     """A policy or agent answered the engine with something it cannot carry out."""
 
 
+class _RunUnderWay(EngineError, TypeError):
+    """A copy (``copy.deepcopy``, ``pickle``) of an engine whose run is under way: its
+    generator cannot be copied. A TypeError too, as pickle's own refusals are."""
+
+
+def _ended_run() -> Generator[Offer | Pick, Tier | int | None, None]:
+    """In an ended engine's copy, the ended run's generator (``Engine._stepper``) that
+    :meth:`Engine.next_decision` drove in the original: one that has ended too. (Pickled in its
+    place, by name.)"""
+    return
+    yield
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Run parameters shared by ``dallygym simulate``, ``compare`` and the environment.
@@ -465,6 +493,20 @@ def _is_real(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+class Decision(Protocol):
+    """What the engine asks (:meth:`Engine.next_decision`): an :class:`Offer` or a :class:`Pick`.
+
+    ``kind`` names it; ``hook`` names the :class:`~dallygym.policies.Policy` method that answers
+    it, so :meth:`Policy.answer` (and with it :func:`run_policy` and the environments' offer
+    rules) answers a kind it has never seen by that method alone. A new kind is a class with
+    these two attributes, the engine code that asks it, that policy method (with a default on
+    ``Policy``) and, if an environment shows it to an agent, that environment's branch.
+    """
+
+    kind: ClassVar[str]
+    hook: ClassVar[str]
+
+
 class Offer:
     """The free GPUs, summarised per tier, offered to one job (SPEC §4).
 
@@ -488,6 +530,11 @@ class Offer:
         renewal: None for a waiting job; ``"upgrade"`` (waiting keeps its GPUs; accepting
             moves it) or ``"rebid"`` (waiting gives its GPUs up) for a renewal offer.
     """
+
+    #: What every decision has (see :class:`Decision`): its kind, and the name of the
+    #: :class:`~dallygym.policies.Policy` method that answers it (:meth:`Policy.answer`).
+    kind: ClassVar[str] = "offer"
+    hook: ClassVar[str] = "decide"
 
     __slots__ = (
         "best_possible_tier",
@@ -561,6 +608,9 @@ class Pick:
         boundary: whether the pass is at a round boundary (lease-expired jobs are candidates).
     """
 
+    kind: ClassVar[str] = "pick"
+    hook: ClassVar[str] = "pick"
+
     __slots__ = ("boundary", "candidates", "may_stop", "now_s")
 
     def __init__(self, now_s: float, candidates: tuple[int, ...], may_stop: bool, boundary: bool) -> None:
@@ -631,9 +681,18 @@ class Engine:
         self.config = config or EngineConfig()
         self.rng = np.random.default_rng(self.config.seed)
 
+        self._take_trace(trace, cluster)
+        self._init_jobs(cluster, latency)
+        self._init_run_state(policy)
+        self._init_policy_traits(policy)
+        self._init_compiled_state()
+
+    def _take_trace(self, trace: pd.DataFrame | TraceArrays, cluster: ClusterSpec) -> None:
+        """The trace's columns (read-only, shared), checked against the cluster, and their
+        Python twins."""
         # The trace's columns, shared read-only with every engine given the same TraceArrays.
         arrays = trace if isinstance(trace, TraceArrays) else TraceArrays(trace)
-        n = self.n = arrays.n
+        self.n = arrays.n
         self.job_id = arrays.job_id
         self.arrival_s = arrays.arrival_s
         self.num_gpus = arrays.num_gpus
@@ -667,6 +726,9 @@ class Engine:
         self._iter_time_list = arrays.iter_time_list
         self._total_iterations_list = arrays.total_iterations_list
 
+    def _init_jobs(self, cluster: ClusterSpec, latency: LatencyModel) -> None:
+        """Every job's state before the run (pending, never placed), the cluster empty."""
+        n = self.n
         self.cluster = ClusterState(cluster)
         self._dims = (cluster.racks, cluster.machines_per_rack, cluster.gpus_per_machine)
         self.state = np.full(n, PENDING, dtype=np.int8)
@@ -714,6 +776,10 @@ class Engine:
         ]
         self._model_id_list: list[int] = self._model_id.tolist()
         self.placements_by_tier = np.zeros(3, dtype=np.int64)
+
+    def _init_run_state(self, policy: Policy) -> None:
+        """The run's clock, counters, sets and records before its first event."""
+        n = self.n
         #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
         #: "upgrade" (a renewal offer moved a running job), "rebid" (a running job that bid
         #: again moved) or "migration" (the policy's migrate hook). Policies may read it in
@@ -723,8 +789,6 @@ class Engine:
         #: Whether a boundary makes upgrade renewal offers (the mode, and a policy that may
         #: accept them).
         self._upgrades_offered = self._renewal == "upgrade" and policy.accepts_upgrades
-        self._upgrade_version = -1
-        self._upgrade_value = False
         #: job -> the free GPUs per machine (its own included) of the upgrade offer it declined;
         #: the offer is not repeated while they are the same (see EngineConfig.renewal).
         self._declined: dict[int, bytes] = {}
@@ -732,11 +796,6 @@ class Engine:
         # loop stopped in, (visit plan, positions of the leases): see expired_unvisited.
         self._expired: set[int] = set()
         self._expired_from: tuple[np.ndarray, np.ndarray] | None = None
-        # _picked_visits: a flag per job (all False between passes), and the last Pick with its
-        # candidates as an array (the environment's observation reads it).
-        self._lease_flags = np.zeros(n, dtype=bool)
-        self._queue_position = np.zeros(n, dtype=np.int64)  # by job: its position in the pass's queue
-        self._pick_jobs: tuple[Pick, np.ndarray] | None = None
 
         #: Counters kept in step with ``state`` (cheaper than scanning it at every event).
         self.n_waiting = 0
@@ -782,10 +841,15 @@ class Engine:
         #: Integral over time of sum over running jobs of (1 - speed factor), in seconds: the
         #: exposed communication accrued so far (restart-overhead periods count as running).
         self.comm_area_s = 0.0
-        self._tiers_cache: dict[int, tuple[Tier, ...]] = {}
-        self._tiers_version = -1
         self._started = False
         self._auto = kernels.AUTO_NONE
+        # next_decision / answer: the run they drive, its auto_accept and the decision it waits on.
+        self._stepper: Generator[Offer | Pick, Tier | int | None, None] | None = None
+        self._stepper_auto: str | None = None
+        self._open: Offer | Pick | None = None
+
+    def _init_policy_traits(self, policy: Policy) -> None:
+        """What the engine may do itself for this policy (compiled starts, priority keys, hooks)."""
         # The compiled pass may start jobs only if the policy need not be asked at each start.
         self._batch_starts = starts_in_batches(policy)
         # A priority order the compiled pass computes itself (kernels.KEYS_*), or -1: the policy's keys.
@@ -793,15 +857,15 @@ class Engine:
         self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
         self._on_start_hook = hooks_on_start(policy)
         self._on_start_batch = start_batch_hook(policy)
-        #: The compiled pass's log: (code, job, shape entry, tier) per change it made
-        #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
-        #: the time Python reads the log), and per row the time and a start's starvation
-        #: then. Room for an event's changes: 3 per job at most.
-        self._turn_log = np.zeros((3 * n + 16, 4), dtype=np.int64)
-        self._log_f = np.zeros((3 * n + 16, 2))
-        #: The starts of the same log alone (kernels.run_events): job and tier; starvation and time.
-        self._starts = np.zeros((2, 3 * n + 16), dtype=np.int64)
-        self._starts_f = np.zeros((2, 3 * n + 16))
+        # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
+        self._migrates = any(
+            getattr(type(policy), name) is not getattr(Policy, name) or name in getattr(policy, "__dict__", {})
+            for name in ("migrate", "may_migrate")
+        )
+
+    def _init_compiled_state(self) -> None:
+        """The compiled loop's registers and buffers, and the job tables its kernels read."""
+        n = self.n
         #: The compiled loop's state (kernels.run_events): scalars (kernels.LI_*, LF_*), and
         #: the waiting and running jobs (rows 0 and 1, increasing; lent to the job sets, see
         #: JobSet.lend), and for Nw_sens priority the waiting jobs in
@@ -814,15 +878,71 @@ class Engine:
         #: The compiled pass's plan: jobs ranked, queue, least demand ahead, expired positions.
         self._plan = np.zeros((4, n), dtype=np.int64)
         self._expired_buf = np.zeros(n, dtype=np.int64)
-        # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
-        self._migrates = any(
-            getattr(type(policy), name) is not getattr(Policy, name) or name in getattr(policy, "__dict__", {})
-            for name in ("migrate", "may_migrate")
-        )
         # The per-job arrays the kernels read and write are rows of two tables (one argument
-        # each): ``done_iters`` is ``_jobf[kernels.F_DONE]``, and so on.
+        # each): ``done_iters`` is ``_jobf[kernels.F_DONE]``, and so on (views made by _bind).
         self._jobf = np.stack([getattr(self, name) for name in kernels.JOB_FLOATS])
         self._jobi = np.stack([getattr(self, name) for name in kernels.JOB_INTS])
+        self._bind()
+
+    # --- the views and caches, made from the plain state; copies ---------------------------
+
+    #: What :meth:`_bind` makes, never copied: views of the engine's own arrays (``_jobf`` /
+    #: ``_jobi`` rows, ``gpus`` / ``last_gpus``), and caches and scratch made anew as here,
+    #: whose content nothing reads before or after a run (a copy in the middle of one would
+    #: have to check the compiled pass's logs are read before each decision). And
+    #: ``_tier_limits``, valid only with ``_tiers_version``; ``_loop_args``, made again if the
+    #: compiled loop is running.
+    _BOUND = (
+        *kernels.JOB_FLOATS,
+        *kernels.JOB_INTS,
+        "gpus",
+        "last_gpus",
+        "_tiers_cache",
+        "_tiers_version",
+        "_tier_limits",
+        "_upgrade_version",
+        "_upgrade_value",
+        "_turn_log",
+        "_log_f",
+        "_starts",
+        "_starts_f",
+        "_renewed_log",
+        "_lease_flags",
+        "_queue_position",
+        "_pick_jobs",
+        "_loop_args",
+    )
+    #: What a deep copy shares with the original instead of copying: read-only data (the
+    #: trace's columns and their Python twins, the cluster, the config) and the latency model
+    #: with its speed tables (shared by every run of the model anyway).
+    _SHARED = (
+        "spec",
+        "config",
+        "latency",
+        "_tables",
+        "job_id",
+        "arrival_s",
+        "model",
+        "model_index",
+        "model_names",
+        "ideal_s",
+        "_dims",
+        "_num_gpus_list",
+        "_job_id_list",
+        "_best_level_list",
+        "_best_tier_list",
+        "_model_index_list",
+        "_iter_time_list",
+        "_total_iterations_list",
+        "_gpu_off_list",
+        "_model_id_list",
+    )
+
+    def _bind(self) -> None:
+        """Make every view and cache from the plain state: the named per-job arrays as rows of
+        ``_jobf`` / ``_jobi``, ``gpus`` / ``last_gpus`` over the GPU store, and the caches and
+        scratch arrays, empty (see ``_BOUND``). Called by ``__init__`` and ``__setstate__``."""
+        n = self.n
         for k, name in enumerate(kernels.JOB_FLOATS):
             setattr(self, name, self._jobf[k])
         for k, name in enumerate(kernels.JOB_INTS):
@@ -831,7 +951,87 @@ class Engine:
         #: first placement), as arrays: views of the GPU store (:class:`JobGpus`).
         self.gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self.tier)
         self.last_gpus = JobGpus(self._gpu_store, self._gpu_off_list, self._num_gpus_list, self._last_tier)
+        self._tiers_cache: dict[int, tuple[Tier, ...]] = {}  # _offer_tiers, per cluster version
+        self._tiers_version = -1
+        self._upgrade_version = -1
+        self._upgrade_value = False
+        # _picked_visits: a flag per job (all False between passes), and the last Pick with its
+        # candidates as an array (the environment's observation reads it).
+        self._lease_flags = np.zeros(n, dtype=bool)
+        self._queue_position = np.zeros(n, dtype=np.int64)  # by job: its position in the pass's queue
+        self._pick_jobs: tuple[Pick, np.ndarray] | None = None
+        #: The compiled pass's log: (code, job, shape entry, tier) per change it made
+        #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
+        #: the time Python reads the log), and per row the time and a start's starvation
+        #: then. Room for an event's changes: 3 per job at most.
+        self._turn_log = np.zeros((3 * n + 16, 4), dtype=np.int64)
+        self._log_f = np.zeros((3 * n + 16, 2))
+        #: The starts of the same log alone (kernels.run_events): job and tier; starvation and time.
+        self._starts = np.zeros((2, 3 * n + 16), dtype=np.int64)
+        self._starts_f = np.zeros((2, 3 * n + 16))
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
+
+    def _copy_check(self) -> None:
+        """A copy is of an engine before its run or after it: refuse one in between."""
+        stepper = self._stepper
+        if (self._started and self.finished < self.n) or (stepper is not None and stepper.gi_frame is not None):
+            raise _RunUnderWay(
+                f"cannot copy an Engine while its run is under way ({self.finished} of {self.n} jobs "
+                "finished): an engine is copied before its run starts or after it has ended. Copy "
+                "the environment instead (environments snapshot by replaying their episode)"
+            )
+
+    def __getstate__(self) -> dict:
+        """The engine as plain data: no views (a copy of a view would be an array of its own,
+        no longer its table's row) and no caches (:meth:`_bind` makes them again), the
+        timeline cut to its rows, the job sets as plain arrays (:meth:`JobSet.__getstate__`).
+        Only before the run or after it (the run's generator cannot be copied)."""
+        self._copy_check()
+        state = self.__dict__.copy()
+        for name in self._BOUND:
+            state.pop(name, None)
+        state["_timeline"] = self._timeline[: self._rec_i[kernels.RI_ROWS]].copy()
+        if self._stepper is not None:  # next_decision's ended generator: nothing of it to keep
+            state["_stepper"] = _ended_run
+        if getattr(self, "_loop_args", None) is not None:  # the compiled loop's: made again
+            state["_loop_args"] = True
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._stepper is _ended_run:
+            self._stepper = _ended_run()
+            self._stepper.close()
+        if self._started and self.finished < self.n:  # a run to continue: the timeline's room back
+            rows = self._timeline
+            self._timeline = np.zeros((self.timeline_rows + 1, 5))
+            self._timeline[: len(rows)] = rows
+        self._bind()
+        if state.get("_loop_args") is True:
+            self._loop_args = self._make_loop_args()
+        # The latency model and the speed tables the job's model ids and shape entries number
+        # into travel together. Unpickled in another process the model is a new object: the
+        # tables become its shared ones. A model that already has shared tables (the same
+        # object, or one whose pickle names an existing object) keeps them, and this engine its
+        # own tables: renumbering its entries into those would gain nothing (the factors are the
+        # same function of the model), while the pair it has is consistent.
+        try:
+            if _SPEED_TABLES.get(self.latency) is None:
+                _SPEED_TABLES[self.latency] = self._tables
+        except TypeError:  # (a model that cannot be weakly referenced: each run its own tables)
+            pass
+
+    def __deepcopy__(self, memo: dict) -> Engine:
+        """A copy sharing the read-only data (``_SHARED``) and copying the rest."""
+        state = self.__getstate__()
+        for name in self._SHARED:
+            value = state.get(name)
+            if value is not None:
+                memo[id(value)] = value
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(state, memo))
+        return new
 
     # --- views for policies and the environment ------------------------------------------
 
@@ -945,9 +1145,26 @@ class Engine:
             return
         # The loop runs compiled (kernels.run_events) until an event or a turn needs Python.
         self._finish_heap = None  # the next finish is found among the running jobs instead
-        # Its arguments, but for the speed tables' arrays: the same objects from here on.
+        self._loop_args = self._make_loop_args()
+        resume = -1
+        while True:
+            stop = self._run_events(resume)
+            resume = -1
+            if stop == kernels.STOP_TURN:
+                resume = yield from self._python_turn()
+            elif stop == kernels.STOP_EVENT:
+                yield from self._event()
+            elif stop == kernels.STOP_IDLE:
+                raise self._idle_error()
+            elif stop == kernels.STOP_DONE:
+                self._loop_args = None  # (the engine's arrays are its own alone again)
+                return
+
+    def _make_loop_args(self) -> tuple:
+        """The compiled loop's arguments (:meth:`_run_events`), but for the speed tables'
+        arrays: the same objects from the run's start to its end."""
         c = self.cluster
-        self._loop_args = (
+        return (
             (
                 self.arrival_s,
                 self.first_arrival_s,
@@ -987,19 +1204,44 @@ class Engine:
                 self._timeline,
             ),
         )
-        resume = -1
-        while True:
-            stop = self._run_events(resume)
-            resume = -1
-            if stop == kernels.STOP_TURN:
-                resume = yield from self._python_turn()
-            elif stop == kernels.STOP_EVENT:
-                yield from self._event()
-            elif stop == kernels.STOP_IDLE:
-                raise self._idle_error()
-            elif stop == kernels.STOP_DONE:
-                self._loop_args = None  # (the engine's arrays are its own alone again)
-                return
+
+    def next_decision(self, auto_accept: str | None | object = _FIRST_CALL) -> Offer | Pick | None:
+        """The decision the run waits on (an :class:`Offer`, or a :class:`Pick` with
+        ``agent_picks``), or None once every job has finished. The first call starts the run,
+        with ``auto_accept`` as for :meth:`decisions` (default None) and runs it to its first
+        decision; until that decision is answered (:meth:`answer`), every call returns it again.
+        A later call may repeat the first one's ``auto_accept`` or leave it out, not change it."""
+        if self._stepper is None:
+            auto = None if auto_accept is _FIRST_CALL else auto_accept
+            if self._started:
+                raise EngineError(
+                    "this engine's run was driven by decisions(); build a new Engine to use next_decision"
+                )
+            self._stepper = self.decisions(auto)
+            self._stepper_auto = auto
+            self._open = self._resume(None, first=True)
+        elif auto_accept is not _FIRST_CALL and auto_accept != self._stepper_auto:
+            raise ValueError(
+                f"auto_accept is fixed when the run starts ({self._stepper_auto!r} here), got {auto_accept!r}"
+            )
+        return self._open
+
+    def answer(self, decision: Offer | Pick, response: Tier | int | None) -> Offer | Pick | None:
+        """Answer ``decision``, the one :meth:`next_decision` returned (to an offer a tier from
+        ``offer.tiers`` or None to wait; to a pick a job from ``pick.candidates`` or None to
+        stop the pass), run to the next decision and return it (None once every job has finished)."""
+        if decision is None or decision is not self._open:
+            what = "no decision is open" if self._open is None else f"the open decision is {self._open!r}"
+            raise EngineError(f"answer() takes the decision next_decision() returned; {what}, got {decision!r}")
+        self._open = self._resume(response)
+        return self._open
+
+    def _resume(self, response, first: bool = False) -> Offer | Pick | None:
+        """Send ``response`` into the run (start it if ``first``); the next decision or None."""
+        try:
+            return next(self._stepper) if first else self._stepper.send(response)
+        except StopIteration:
+            return None
 
     def _compiled_loop(self) -> bool:
         """Whether :meth:`decisions` runs compiled: the kernels are on, the policy's priority
@@ -2448,23 +2690,23 @@ def _add_exact(partials, n: int, x: float) -> int:
 
 
 def run_policy(engine: Engine, progress: Callable[[Engine], None] | None = None) -> Engine:
-    """Drive an engine to the end, answering every offer with its policy's ``decide`` (a native
-    run: build the engine without ``agent_picks``). ``progress``, if given, is called with the
-    engine every 256 offers and once at the end (e.g. :class:`dallygym.simulate.ProgressLine`)."""
-    if engine.agent_picks:
-        raise EngineError("run_policy answers offers only; build the Engine with agent_picks=False")
-    decide = engine.policy.decide
-    gen = engine.decisions(auto_accept=auto_accept_of(engine.policy))
-    offers = 0
-    try:
-        offer = next(gen)
-        while True:
-            offer = gen.send(decide(offer, engine))
-            offers += 1
-            if progress is not None and not offers & 255:
-                progress(engine)
-    except StopIteration:
-        pass
+    """Drive an engine to the end, answering every decision with its policy
+    (:meth:`Policy.answer <dallygym.policies.Policy.answer>`: offers by ``decide``, and with
+    ``agent_picks`` picks by ``pick``). Built without ``agent_picks`` it is a native run.
+    ``progress``, if given, is called with the engine every 256 decisions and once at the end
+    (e.g. :class:`dallygym.simulate.ProgressLine`)."""
+    policy = engine.policy
+    hooks: dict[str, Callable] = {}  # kind -> the policy's bound method (Policy.answer, looked up once)
+    decision = engine.next_decision(auto_accept_of(policy))
+    asked = 0
+    while decision is not None:
+        hook = hooks.get(decision.kind)
+        if hook is None:
+            hook = hooks[decision.kind] = getattr(policy, decision.hook)
+        decision = engine.answer(decision, hook(decision, engine))
+        asked += 1
+        if progress is not None and not asked & 255:
+            progress(engine)
     if progress is not None:
         progress(engine)
     return engine

@@ -461,31 +461,17 @@ class DallyEnv(gym.Env):
     ) -> None:
         if not hasattr(self, "_init_kwargs"):  # a subclass may have recorded its own
             self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)}")
-        if sensitivity not in SENSITIVITY_MODES:
-            raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"unknown render_mode {render_mode!r}; choose one of {self.metadata['render_modes']}")
-        _check_number("reward_scale_s", reward_scale_s, allow_none=True)
-        if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
-            raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
-        _check_penalty(makespan_penalty)
-        if not isinstance(strict, (bool, np.bool_)):
-            raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
-        if makespan_reference is not None:
-            if not isinstance(makespan_reference, str):
-                raise TypeError(
-                    f"makespan_reference must be a policy name or None, "
-                    f"got {type(makespan_reference).__name__} {makespan_reference!r}"
-                )
-            make_policy(makespan_reference)  # fail now on an unknown name, not at reset
-        if not isinstance(priority, (str, Policy)):
-            raise TypeError(f"priority must be a policy name or a Policy, got {type(priority).__name__} {priority!r}")
-        if not isinstance(latency, (str, LatencyModel)):
-            raise TypeError(
-                f"latency must be a latency model name or a LatencyModel, got {type(latency).__name__} {latency!r}"
-            )
+        self._check_options(
+            reward,
+            sensitivity,
+            render_mode,
+            reward_scale_s,
+            makespan_penalty,
+            strict,
+            makespan_reference,
+            priority,
+            latency,
+        )
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         from .profiles import make_profile_policy, profile_renewal
 
@@ -525,12 +511,51 @@ class DallyEnv(gym.Env):
         self.engine: Engine | None = None
         self.policy: Policy | None = None
         self.offer: Offer | None = None
-        self._gen = None
         self._done = False
         self._terminal_pending = False
         self._obs = np.zeros(OBS_DIM, dtype=np.float32)
         self._reported = 0.0
         self.steps = 0
+
+    @classmethod
+    def _check_options(
+        cls,
+        reward,
+        sensitivity,
+        render_mode,
+        reward_scale_s,
+        makespan_penalty,
+        strict,
+        makespan_reference,
+        priority,
+        latency,
+    ) -> None:
+        """The constructor's options checked before anything is built (an error naming the option)."""
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)}")
+        if sensitivity not in SENSITIVITY_MODES:
+            raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
+        if render_mode is not None and render_mode not in cls.metadata["render_modes"]:
+            raise ValueError(f"unknown render_mode {render_mode!r}; choose one of {cls.metadata['render_modes']}")
+        _check_number("reward_scale_s", reward_scale_s, allow_none=True)
+        if reward_scale_s is not None and not (reward_scale_s > 0 and math.isfinite(reward_scale_s)):
+            raise ValueError(f"reward_scale_s must be a positive number of seconds, got {reward_scale_s!r}")
+        _check_penalty(makespan_penalty)
+        if not isinstance(strict, (bool, np.bool_)):
+            raise TypeError(f"strict must be True or False, got {type(strict).__name__} {strict!r}")
+        if makespan_reference is not None:
+            if not isinstance(makespan_reference, str):
+                raise TypeError(
+                    f"makespan_reference must be a policy name or None, "
+                    f"got {type(makespan_reference).__name__} {makespan_reference!r}"
+                )
+            make_policy(makespan_reference)  # fail now on an unknown name, not at reset
+        if not isinstance(priority, (str, Policy)):
+            raise TypeError(f"priority must be a policy name or a Policy, got {type(priority).__name__} {priority!r}")
+        if not isinstance(latency, (str, LatencyModel)):
+            raise TypeError(
+                f"latency must be a latency model name or a LatencyModel, got {type(latency).__name__} {latency!r}"
+            )
 
     # --- traces --------------------------------------------------------------------------
 
@@ -640,7 +665,6 @@ class DallyEnv(gym.Env):
         n = self.engine.n
         self._scale = self.reward_scale_s or self.config.lease_s * n
         self._start_reference(trace, config)
-        self._gen = self.engine.decisions(auto_accept="best-possible")  # the offers _advance accepts anyway
         self._lease_s = float(self.config.lease_s)
         self._long_s = LONG_LEASES * self._lease_s  # a time this long or longer shows as 1
         self._num_gpus = float(self.spec_cluster.num_gpus)
@@ -779,12 +803,12 @@ class DallyEnv(gym.Env):
 
     def _advance(self, answer, first: bool = False) -> float:
         """Send the answer (unless first) and run to the next real choice; return the reward."""
-        gen = self._gen
-        try:
-            offer = next(gen) if first else gen.send(answer)
-            while offer.best_tier == offer.best_possible_tier:  # not a choice (Offer.is_choice)
-                offer = gen.send(offer.best_tier)  # the best tier it can ever have: accept (Alg. 1)
-        except StopIteration:
+        e = self.engine
+        # (best-possible: the engine accepts itself the offers the loop below accepts anyway)
+        offer = e.next_decision("best-possible") if first else e.answer(self.offer, answer)
+        while offer is not None and offer.best_tier == offer.best_possible_tier:  # not a choice (Offer.is_choice)
+            offer = e.answer(offer, offer.best_tier)  # the best tier it can ever have: accept (Alg. 1)
+        if offer is None:
             self._done = True
             self.offer = None
             self._obs[:] = 0.0

@@ -111,7 +111,9 @@ class TrainConfig:
     environment the agent is trained and evaluated in, as is ``guard_waiting`` (True: the guard
     serves every protected candidate, not only leases; needs ``guard_leases``). ``teacher_share``: the
     ``estimate_share`` from which the warm start's teacher protects a job (``share`` of
-    :func:`~dallygym.queue_env.protected_share_action`; ½ by default).
+    :func:`~dallygym.queue_env.protected_share_action`; ½ by default). ``limit_features``
+    (True: the observation shows the makespan limit of the ``"relative-jct"`` reward) is the
+    ``DallyQueue`` option of that name too.
     """
 
     env_id: str = "Dally-v0"
@@ -135,6 +137,7 @@ class TrainConfig:
     makespan_credit: str | None = None
     guard_leases: float | None = None
     guard_waiting: bool = False
+    limit_features: bool = False
     teacher_share: float = 0.5
     total_timesteps: int = 1_000_000
     time_limit_min: float | None = 60.0
@@ -187,6 +190,8 @@ class TrainConfig:
             )
             if self.guard_waiting:  # omitted when off: configs saved before the option still load as they were
                 kwargs["guard_waiting"] = True
+            if self.limit_features:  # (likewise)
+                kwargs["limit_features"] = True
         else:
             kwargs["priority"] = self.priority
         return {k: v for k, v in kwargs.items() if v is not None}
@@ -278,39 +283,9 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     −log π(teacher action) + ``vf_coef`` x (V − return)² / Var(returns) with the model's
     optimiser, masks applied as in PPO.
     """
-    import gymnasium as gym
     import torch as th
 
-    from .queue_env import protected_share_action
-
-    envs = {racks: gym.make(env_id, **config.env_kwargs(racks)) for racks in config.training_sizes()}
-    rows, clusters, may_stop, actions, returns = [], [], [], [], []
-    steps_per_episode = []
-    for episode in range(config.imitate_episodes):
-        env = envs[config.rank_racks(episode)]
-        obs, info = env.reset(seed=IMITATION_SEED_BASE * (config.seed + 1) + episode)
-        rewards = []
-        done = env.unwrapped._done
-        while not done:
-            mask = info["action_mask"]
-            action = protected_share_action(obs, mask, share=config.teacher_share)
-            k = int(obs["job_mask"].sum())
-            rows.append(obs["jobs"][:k].copy())
-            clusters.append(obs["cluster"].copy())
-            may_stop.append(bool(mask[-1]))
-            actions.append(action)
-            obs, reward, terminated, truncated, info = env.step(action)
-            rewards.append(reward)
-            done = terminated or truncated
-        running = 0.0
-        episode_returns = np.empty(len(rewards))
-        for i in range(len(rewards) - 1, -1, -1):
-            running = rewards[i] + config.gamma * running
-            episode_returns[i] = running
-        returns.extend(episode_returns.tolist())
-        steps_per_episode.append(len(rewards))
-    for env in envs.values():
-        env.close()
+    rows, clusters, may_stop, actions, returns, steps_per_episode = _teacher_samples(config, env_id)
 
     policy = model.policy
     slots, features = policy.observation_space["jobs"].shape
@@ -374,6 +349,45 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     }
 
 
+def _teacher_samples(config: "TrainConfig", env_id: str) -> tuple[list, list, list, list, list, list]:
+    """The teacher's episodes for :func:`imitation_warm_start`: per step the candidates' rows
+    (without the empty slots), the cluster features, whether stopping was valid, the teacher's
+    action and the discounted return from that step; and the steps of each episode."""
+    import gymnasium as gym
+
+    from .queue_env import protected_share_action
+
+    envs = {racks: gym.make(env_id, **config.env_kwargs(racks)) for racks in config.training_sizes()}
+    rows, clusters, may_stop, actions, returns = [], [], [], [], []
+    steps_per_episode = []
+    for episode in range(config.imitate_episodes):
+        env = envs[config.rank_racks(episode)]
+        obs, info = env.reset(seed=IMITATION_SEED_BASE * (config.seed + 1) + episode)
+        rewards = []
+        done = env.unwrapped._done
+        while not done:
+            mask = info["action_mask"]
+            action = protected_share_action(obs, mask, share=config.teacher_share)
+            k = int(obs["job_mask"].sum())
+            rows.append(obs["jobs"][:k].copy())
+            clusters.append(obs["cluster"].copy())
+            may_stop.append(bool(mask[-1]))
+            actions.append(action)
+            obs, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            done = terminated or truncated
+        running = 0.0
+        episode_returns = np.empty(len(rewards))
+        for i in range(len(rewards) - 1, -1, -1):
+            running = rewards[i] + config.gamma * running
+            episode_returns[i] = running
+        returns.extend(episode_returns.tolist())
+        steps_per_episode.append(len(rewards))
+    for env in envs.values():
+        env.close()
+    return rows, clusters, may_stop, actions, returns, steps_per_episode
+
+
 def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
     name = config.trace[4:] if config.trace.startswith("gen:") else "batch-500"
     return [generate_trace(name, seed=s) for s in VALIDATION_SEEDS]
@@ -381,15 +395,52 @@ def _validation_traces(config: TrainConfig) -> list[pd.DataFrame]:
 
 def train(config: TrainConfig) -> Path:
     """Train MaskablePPO as configured; return the path of the saved model (``model.zip``)."""
-    import gymnasium as gym
     import torch
-    from sb3_contrib import MaskablePPO
-    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
-    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
-    from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     torch.set_num_threads(config.torch_threads)
+    check_train_config(config)
+    # Rollouts that add up to exactly the requested steps (config.json records the size used),
+    # and the reward named: config.json says what the return is even if a default changes.
+    config = replace(
+        config,
+        n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps),
+        reward=config.reward or RELATIVE_JCT,
+    )
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # The settings go to config.json only with the parameters, at the end (commit_agent): a
+    # training killed on the way leaves an agent already in ``out`` whole, never its parameters
+    # beside the new settings. Until then they are in training.json.
+    (out / TRAINING_FILE).write_text(json.dumps(asdict(config), indent=2) + "\n")
+
+    env_id = config.env_id if ":" in config.env_id else f"dallygym:{config.env_id}"
+    venv = _training_envs(config, env_id, out)
+    eval_env, n_eval_episodes = _validation_envs(config, env_id)
+    model = _new_model(config, venv, out)
+    # The initial policy, as an agent of its own (RUN/initial): what the training contributed is
+    # measured against it.
+    commit_agent(out / INITIAL_DIR, model.policy.state_dict(), asdict(config))
+
+    # Optional warm start by behaviour cloning, before any PPO update.
+    start = time.perf_counter()
+    warm = imitation_warm_start(model, config, env_id) if config.imitate_episodes else None
+    if warm is not None:
+        warm["wall_s"] = round(time.perf_counter() - start, 1)
+
+    callbacks, dual = _callbacks(config, venv, eval_env, n_eval_episodes, out)
+    evaluation = callbacks[0]
+    if warm is not None:
+        _score_warm_start(model, eval_env, n_eval_episodes, evaluation, warm, out)
+
+    # Learn, then save the model, what produced it, and the curve.
+    model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=config.progress_bar)
+    wall_s = time.perf_counter() - start
+    return _save_run(config, model, venv, out, wall_s, evaluation, warm, dual)
+
+
+def check_train_config(config: TrainConfig) -> None:
+    """What :func:`train` refuses, checked before anything is built or written: a ValueError
+    naming the option."""
     config.check_train_racks()
     if config.keep not in KEEP:
         raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {config.keep!r}")
@@ -402,12 +453,15 @@ def train(config: TrainConfig) -> Path:
         raise ValueError(f"imitate_episodes needs a DallyQueue id (the teacher picks jobs), got {config.env_id!r}")
     if not 0.0 < config.teacher_share <= 1.0:
         raise ValueError(f"teacher_share must be a share in (0, 1], got {config.teacher_share!r}")
-    if config.guard_leases is not None and not is_queue_env(config.env_id):
-        raise ValueError(f"guard_leases is an option of the DallyQueue ids, got {config.env_id!r}")
-    if config.guard_leases is not None and not 0.0 < config.guard_leases <= 1.0:
-        raise ValueError(f"guard_leases must be None or a share in (0, 1], got {config.guard_leases!r}")
-    if config.guard_waiting and config.guard_leases is None:
-        raise ValueError("guard_waiting needs guard_leases (the share from which a job is protected)")
+    for option in ("guard_leases", "guard_waiting", "limit_features"):
+        if getattr(config, option) not in (None, False) and not is_queue_env(config.env_id):
+            raise ValueError(f"{option} is an option of the DallyQueue ids, got {config.env_id!r}")
+    if is_queue_env(config.env_id):
+        from .queue_env import check_queue_options
+
+        check_queue_options(
+            config.guard_leases, config.guard_waiting, config.limit_features, config.reward or RELATIVE_JCT
+        )
     if config.makespan_dual_lr is not None:
         if not (math.isfinite(config.makespan_dual_lr) and config.makespan_dual_lr > 0):
             raise ValueError(f"makespan_dual_lr must be a positive number or None, got {config.makespan_dual_lr!r}")
@@ -427,25 +481,18 @@ def train(config: TrainConfig) -> Path:
         )
     if config.queue_net not in QUEUE_NETS:
         raise ValueError(f"queue_net must be one of {', '.join(QUEUE_NETS)}, got {config.queue_net!r}")
-    # Rollouts that add up to exactly the requested steps (config.json records the size used),
-    # and the reward named: config.json says what the return is even if a default changes.
-    config = replace(
-        config,
-        n_steps=rollout_steps(config.total_timesteps, config.n_envs, config.n_steps),
-        reward=config.reward or RELATIVE_JCT,
-    )
-    out = Path(config.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    # The settings go to config.json only with the parameters, at the end (commit_agent): a
-    # training killed on the way leaves an agent already in ``out`` whole, never its parameters
-    # beside the new settings. Until then they are in training.json.
-    (out / TRAINING_FILE).write_text(json.dumps(asdict(config), indent=2) + "\n")
 
-    # 1. Training environments: each draws a fresh seeded trace at every reset; environment i
-    #    has config.rank_racks(i) racks. Built as SB3's make_vec_env builds them (action space
-    #    seeded with seed + rank, a Monitor file per rank, the vector seeded at the first reset),
-    #    with per-rank keyword arguments, which make_vec_env cannot give.
-    env_id = config.env_id if ":" in config.env_id else f"dallygym:{config.env_id}"
+
+def _training_envs(config: TrainConfig, env_id: str, out: Path):
+    """The training environments (a vector of ``config.n_envs``), each with its Monitor file."""
+    import gymnasium as gym
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    # Each draws a fresh seeded trace at every reset; environment i has config.rank_racks(i)
+    # racks. Built as SB3's make_vec_env builds them (action space seeded with seed + rank, a
+    # Monitor file per rank, the vector seeded at the first reset), with per-rank keyword
+    # arguments, which make_vec_env cannot give.
     monitor_dir = out / "monitor"
     monitor_dir.mkdir(exist_ok=True)
 
@@ -461,8 +508,17 @@ def train(config: TrainConfig) -> Path:
         [training_env(rank) for rank in range(config.n_envs)]
     )
     venv.seed(config.seed)
-    # 2. Evaluation: one environment per training size, each cycling the fixed validation
-    #    traces; every evaluation plays each trace once at each size, masks used.
+    return venv
+
+
+def _validation_envs(config: TrainConfig, env_id: str):
+    """The validation environments and the number of episodes an evaluation plays."""
+    import gymnasium as gym
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    # One environment per training size, each cycling the fixed validation traces; every
+    # evaluation plays each trace once at each size, masks used.
     validation = _validation_traces(config)
     eval_env = DummyVecEnv(
         [
@@ -471,8 +527,13 @@ def train(config: TrainConfig) -> Path:
         ]
     )
     n_eval_episodes = len(VALIDATION_SEEDS) * len(config.training_sizes())
+    return eval_env, n_eval_episodes
 
-    # 3. The model.
+
+def _new_model(config: TrainConfig, venv, out: Path):
+    """The MaskablePPO model (its network freshly initialised from ``config.seed``)."""
+    from sb3_contrib import MaskablePPO
+
     if is_queue_env(config.env_id):
         from .nets import QUEUE_POLICIES
 
@@ -483,7 +544,7 @@ def train(config: TrainConfig) -> Path:
     buffer_class = None
     if is_queue_env(config.env_id) and config.queue_net == "set":
         from .nets import LiveRolloutBuffer as buffer_class
-    model = MaskablePPO(
+    return MaskablePPO(
         policy,
         venv,
         n_steps=config.n_steps,
@@ -501,17 +562,12 @@ def train(config: TrainConfig) -> Path:
         verbose=0,
     )
 
-    # The initial policy, as an agent of its own (RUN/initial): what the training contributed is
-    # measured against it.
-    commit_agent(out / INITIAL_DIR, model.policy.state_dict(), asdict(config))
 
-    # 3b. Optional warm start by behaviour cloning, before any PPO update.
-    start = time.perf_counter()
-    warm = imitation_warm_start(model, config, env_id) if config.imitate_episodes else None
-    if warm is not None:
-        warm["wall_s"] = round(time.perf_counter() - start, 1)
+def _callbacks(config: TrainConfig, venv, eval_env, n_eval_episodes: int, out: Path):
+    """The training's callbacks (the evaluation first) and its makespan multiplier (or None)."""
+    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 
-    # 4. Callbacks: evaluation, checkpoints, wall-clock limit.
     class WallClockLimit(BaseCallback):
         def __init__(self, minutes: float | None) -> None:
             super().__init__()
@@ -556,23 +612,26 @@ def train(config: TrainConfig) -> Path:
                     self.logger.record("train/makespan_penalty", penalty)
 
         callbacks.append(DualAscent())
+    return callbacks, dual
 
-    evaluation = callbacks[0]
-    if warm is not None:
-        # The warm start is the first candidate for "best": its validation return, saved as such.
-        from sb3_contrib.common.maskable.evaluation import evaluate_policy
 
-        returns, _ = evaluate_policy(
-            model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True, return_episode_rewards=True
-        )
-        warm["validation_return"] = round(float(np.mean(returns)), 4)
-        evaluation.best_mean_reward = float(np.mean(returns))
-        (out / "best").mkdir(exist_ok=True)
-        model.save(out / "best" / "best_model")
+def _score_warm_start(model, eval_env, n_eval_episodes: int, evaluation, warm: dict, out: Path) -> None:
+    """The warm start is the first candidate for "best": its validation return, saved as such."""
+    from sb3_contrib.common.maskable.evaluation import evaluate_policy
 
-    # 5. Learn, then save the model, what produced it, and the curve.
-    model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=config.progress_bar)
-    wall_s = time.perf_counter() - start
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True, return_episode_rewards=True
+    )
+    warm["validation_return"] = round(float(np.mean(returns)), 4)
+    evaluation.best_mean_reward = float(np.mean(returns))
+    (out / "best").mkdir(exist_ok=True)
+    model.save(out / "best" / "best_model")
+
+
+def _save_run(config: TrainConfig, model, venv, out: Path, wall_s: float, evaluation, warm, dual) -> Path:
+    """Save the kept parameters, what produced them and the curve; the path of ``model.zip``."""
+    from sb3_contrib import MaskablePPO
+
     trained = int(model.num_timesteps)
     path = out / "model.zip"
     best_zip = out / "best" / "best_model.zip"
@@ -741,16 +800,17 @@ def _queue_policy_network(config: dict, where: str):
     import gymnasium as gym
 
     from .nets import QUEUE_POLICIES
-    from .queue_env import CLUSTER_DIM, JOB_DIM
+    from .queue_env import observation_dims
 
     env_id = config.get("env_id", "DallyQueue-v0")
+    job_dim, cluster_dim = observation_dims(bool(config.get("limit_features", False)))
     # Bounded by agent_files.check_config, which every config read from a file has passed.
     slots = config.get("max_candidates") or gym.spec(env_id.split(":")[-1]).kwargs.get("max_candidates", 512)
     obs_space = gym.spaces.Dict(
         {
-            "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, JOB_DIM), dtype=np.float32),
+            "jobs": gym.spaces.Box(0.0, 1.0, shape=(slots, job_dim), dtype=np.float32),
             "job_mask": gym.spaces.Box(0.0, 1.0, shape=(slots,), dtype=np.float32),
-            "cluster": gym.spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+            "cluster": gym.spaces.Box(0.0, 1.0, shape=(cluster_dim,), dtype=np.float32),
         }
     )
     # No orthogonal initialisation: every parameter is overwritten by the load, and the QR
@@ -786,7 +846,7 @@ def _load_into(policy, state: dict, config: dict, where: str):
     """``policy`` with ``state`` loaded strictly (every name and shape), in evaluation mode; a
     network trained on another number of features is named as such."""
     from .env import OBS_DIM
-    from .queue_env import JOB_DIM
+    from .queue_env import observation_dims
 
     env_id = config.get("env_id", "Dally-v0")
     first, features = (
@@ -794,7 +854,7 @@ def _load_into(policy, state: dict, config: dict, where: str):
         if is_queue_env(str(env_id))
         else ("mlp_extractor.policy_net.0.weight", "observation features")
     )
-    expected = JOB_DIM if is_queue_env(str(env_id)) else OBS_DIM
+    expected = observation_dims(bool(config.get("limit_features", False)))[0] if is_queue_env(str(env_id)) else OBS_DIM
     trained = state.get(first)
     if trained is not None and trained.ndim == 2 and trained.shape[1] != expected:
         raise AgentLoadError(
@@ -1020,40 +1080,10 @@ def train_sweep(
         for file_name, data in value["files"].items():  # parameters first, the config that binds them last
             if not (here / file_name).is_file() or (here / file_name).read_bytes() != data:
                 write_atomic(here / file_name, data)
-        meta, validation = value["meta"], value["validation"]
-        returns = [v["mean_return"] for v in validation]
-        facts = {
-            "run": name,
-            "seed": config.seed,
-            "sensitivity": config.sensitivity,
-            "priority": config.priority,
-            "timesteps": meta["timesteps"],
-            "wall_s": meta["wall_s"],
-            "stopped_by_time_limit": meta["stopped_by_time_limit"],
-            "final_validation_return": returns[-1] if returns else math.nan,
-            "best_validation_return": max(returns) if returns else math.nan,
-        }
-        runs += [{**facts, **row} for row in value["evaluation"]] or [facts]
-        curves += [
-            {
-                "run": name,
-                "seed": config.seed,
-                "kind": "validation",
-                "timesteps": int(v["timesteps"]),
-                "return": float(v["mean_return"]),
-            }
-            for v in validation
-        ]
-        curves += [
-            {
-                "run": name,
-                "seed": config.seed,
-                "kind": "training",
-                "timesteps": int(e["timesteps"]),
-                "return": float(e["r"]),
-            }
-            for e in value["training"]
-        ]
+        meta = value["meta"]
+        run_rows, run_curves = _sweep_rows(name, config, value)
+        runs += run_rows
+        curves += run_curves
         print(
             f"dallygym: run done: {name} ({meta['timesteps']} steps, {meta['wall_s']} s)", file=sys.stderr, flush=True
         )
@@ -1067,6 +1097,46 @@ def train_sweep(
         runs_frame.to_csv(Path(out) / "runs.csv", index=False)
         curves_frame.to_csv(Path(out) / "curves.csv", index=False)
     return runs_frame, curves_frame, failed
+
+
+def _sweep_rows(name: str, config: TrainConfig, value: dict) -> tuple[list[dict], list[dict]]:
+    """One finished sweep run's rows of :func:`train_sweep`'s two tables: its facts with each
+    evaluation row, and its validation and training returns."""
+    meta, validation = value["meta"], value["validation"]
+    returns = [v["mean_return"] for v in validation]
+    facts = {
+        "run": name,
+        "seed": config.seed,
+        "sensitivity": config.sensitivity,
+        "priority": config.priority,
+        "timesteps": meta["timesteps"],
+        "wall_s": meta["wall_s"],
+        "stopped_by_time_limit": meta["stopped_by_time_limit"],
+        "final_validation_return": returns[-1] if returns else math.nan,
+        "best_validation_return": max(returns) if returns else math.nan,
+    }
+    rows = [{**facts, **row} for row in value["evaluation"]] or [facts]
+    curves = [
+        {
+            "run": name,
+            "seed": config.seed,
+            "kind": "validation",
+            "timesteps": int(v["timesteps"]),
+            "return": float(v["mean_return"]),
+        }
+        for v in validation
+    ]
+    curves += [
+        {
+            "run": name,
+            "seed": config.seed,
+            "kind": "training",
+            "timesteps": int(e["timesteps"]),
+            "return": float(e["r"]),
+        }
+        for e in value["training"]
+    ]
+    return rows, curves
 
 
 def evaluate_agents(agents: list[str], traces: list[str], cluster: ClusterSpec, seed: int = 0) -> pd.DataFrame:

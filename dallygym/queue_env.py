@@ -15,7 +15,7 @@ from gymnasium import spaces
 
 from . import kernels
 from .cluster import Tier
-from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Offer, Pick
+from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Pick
 from .env import (
     _LOG_1000,
     _LOG_LONG,
@@ -95,6 +95,68 @@ CLUSTER_FEATURES: tuple[str, ...] = (
 )
 JOB_DIM = len(JOB_FEATURES)
 CLUSTER_DIM = len(CLUSTER_FEATURES)
+#: The job feature ``limit_features=True`` appends (after :data:`JOB_FEATURES`).
+LIMIT_JOB_FEATURES: tuple[str, ...] = ("limit_finish",)
+#: The cluster features ``limit_features=True`` appends (after :data:`CLUSTER_FEATURES`).
+LIMIT_CLUSTER_FEATURES: tuple[str, ...] = ("limit_elapsed", "limit_estimate", "limit_work")
+
+
+def observation_dims(limit_features: bool = False) -> tuple[int, int]:
+    """The number of job features and of cluster features of a ``DallyQueue`` observation."""
+    if limit_features:
+        return JOB_DIM + len(LIMIT_JOB_FEATURES), CLUSTER_DIM + len(LIMIT_CLUSTER_FEATURES)
+    return JOB_DIM, CLUSTER_DIM
+
+
+def check_queue_options(
+    guard_leases: float | None,
+    guard_waiting: bool,
+    limit_features: bool,
+    reward: str = RELATIVE_JCT,
+    makespan_weight: float = 1.0,
+    max_candidates: int = 512,
+    makespan_credit: str = "bound",
+    lease_picks: str = "waiting",
+) -> None:
+    """``DallyQueueEnv``'s own options, checked (a ValueError naming the option): among them
+    ``guard_leases`` None or a share in (0, 1], ``guard_waiting`` only with it,
+    ``limit_features`` only with the ``"relative-jct"`` reward. The environment's constructor
+    and :func:`dallygym.learn.train` call it."""
+    if reward not in QUEUE_REWARDS:
+        raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(QUEUE_REWARDS)}")
+    if isinstance(makespan_weight, bool) or not (
+        isinstance(makespan_weight, (int, float)) and math.isfinite(makespan_weight) and makespan_weight >= 0
+    ):
+        raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
+    if (
+        isinstance(max_candidates, (bool, np.bool_))
+        or not isinstance(max_candidates, (int, np.integer))
+        or max_candidates < 1
+    ):
+        raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+    if makespan_credit not in MAKESPAN_CREDITS:
+        raise ValueError(f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}")
+    if lease_picks not in LEASE_PICKS:
+        raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
+    if guard_leases is not None and (
+        isinstance(guard_leases, bool) or not isinstance(guard_leases, (int, float)) or not 0.0 < guard_leases <= 1.0
+    ):
+        raise ValueError(f"guard_leases must be None or a share in (0, 1], got {guard_leases!r}")
+    if not isinstance(guard_waiting, bool):
+        raise ValueError(f"guard_waiting must be True or False, got {guard_waiting!r}")
+    if guard_waiting and guard_leases is None:
+        raise ValueError("guard_waiting=True needs guard_leases (the share from which a job is protected)")
+    if not isinstance(limit_features, bool):
+        raise ValueError(f"limit_features must be True or False, got {limit_features!r}")
+    if limit_features and reward != RELATIVE_JCT:
+        raise ValueError(
+            f"limit_features=True shows the makespan limit of reward={RELATIVE_JCT!r}; reward={reward!r} has none"
+        )
+
+
+def _limit_shown(share: np.ndarray | float) -> np.ndarray | float:
+    """A time as a share of the makespan limit, shown as min(share, 2) / 2: 0.5 at the limit."""
+    return np.minimum(share, 2.0) / 2.0
 
 
 def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
@@ -260,6 +322,20 @@ class DallyQueueEnv(DallyEnv):
     | 13 | may_stop | 1 if the stop action is valid |
     | 14 | beyond_window | min(candidates not shown / max_candidates, 1) |
 
+    ``limit_features=True`` (``"relative-jct"`` only) appends what the agent needs to keep the
+    makespan within the limit the reward holds it to (see Rewards; the limit is the reference
+    run's makespan, computed at reset from the whole trace): job feature 20 ``limit_finish``,
+    (time since the first arrival + the job's remaining estimate) / the limit, the share of the
+    limit at which the job would end if it ran from now at its estimated speed; cluster
+    features 15 ``limit_elapsed``, time since the first arrival / the limit, 16
+    ``limit_estimate``, (that time + the largest remaining estimate of any unfinished job) /
+    the limit, and 17 ``limit_work``, (that time + the unfinished jobs' GPU demand x remaining
+    estimate summed over the cluster's GPUs) / the limit: when the longest job and when all the
+    work left would end, the latter were the cluster perfectly packed. Each is shown as
+    min(share, 2) / 2, so 0.5 is the limit itself. The jobs are then ``Box(0, 1,
+    (max_candidates, 21))`` and the cluster ``Box(0, 1, (18,))``; the first 20 and 15 features
+    are as above.
+
     ``sensitivity`` decides job features 14–16: ``"hidden"`` (default, the paper's
     constraint): 0. ``"observed"``: the speed factor the job had the last time it ran at that
     tier (0 if never). ``"oracle"``: the latency model's factor for a representative placement
@@ -350,7 +426,7 @@ class DallyQueueEnv(DallyEnv):
     restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", makespan_weight=1.0,
     reward_scale_s=None, makespan_penalty=3.0, max_candidates=512, sensitivity="hidden",
     lease_picks="waiting", makespan_credit="bound", guard_leases=None, guard_waiting=False,
-    strict=False, render_mode=None, profile=None, makespan_reference=None)``
+    strict=False, render_mode=None, profile=None, makespan_reference=None, limit_features=False)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -369,6 +445,8 @@ class DallyQueueEnv(DallyEnv):
     * ``guard_leases``: None or a share in (0, 1], see Description.
     * ``guard_waiting``: False, or True to guard every protected candidate (needs
       ``guard_leases``), see Description.
+    * ``limit_features``: False, or True to show the makespan limit (``"relative-jct"`` only),
+      see Observation Space.
 
     ## Version History
 
@@ -379,6 +457,8 @@ class DallyQueueEnv(DallyEnv):
       every earlier result stands) added with the guarded agents; ``guard_waiting`` (default
       False) with the fully guarded ones. The default reward was ``"jct-makespan"`` before
       ``"relative-jct"`` was added; ``reward="jct-makespan"`` gives it back unchanged.
+      ``limit_features`` (default False: the observation is unchanged) added with the agents
+      that see the makespan limit.
     """
 
     def __init__(
@@ -406,37 +486,20 @@ class DallyQueueEnv(DallyEnv):
         render_mode: str | None = None,
         profile: str | None = None,
         makespan_reference: str | None = None,
+        limit_features: bool = False,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if reward not in QUEUE_REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(QUEUE_REWARDS)}")
-        if isinstance(makespan_weight, bool) or not (
-            isinstance(makespan_weight, (int, float)) and math.isfinite(makespan_weight) and makespan_weight >= 0
-        ):
-            raise ValueError(f"makespan_weight must be a non-negative number, got {makespan_weight!r}")
-        if (
-            isinstance(max_candidates, (bool, np.bool_))
-            or not isinstance(max_candidates, (int, np.integer))
-            or max_candidates < 1
-        ):
-            raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+        check_queue_options(
+            guard_leases,
+            guard_waiting,
+            limit_features,
+            reward,
+            makespan_weight=makespan_weight,
+            max_candidates=max_candidates,
+            makespan_credit=makespan_credit,
+            lease_picks=lease_picks,
+        )
         max_candidates = int(max_candidates)  # (a numpy integer too: the spaces and slots want an int)
-        if makespan_credit not in MAKESPAN_CREDITS:
-            raise ValueError(
-                f"unknown makespan_credit {makespan_credit!r}; choose one of {', '.join(MAKESPAN_CREDITS)}"
-            )
-        if lease_picks not in LEASE_PICKS:
-            raise ValueError(f"unknown lease_picks {lease_picks!r}; choose one of {', '.join(LEASE_PICKS)}")
-        if guard_leases is not None and (
-            isinstance(guard_leases, bool)
-            or not isinstance(guard_leases, (int, float))
-            or not 0.0 < guard_leases <= 1.0
-        ):
-            raise ValueError(f"guard_leases must be None or a share in (0, 1], got {guard_leases!r}")
-        if not isinstance(guard_waiting, bool):
-            raise ValueError(f"guard_waiting must be True or False, got {guard_waiting!r}")
-        if guard_waiting and guard_leases is None:
-            raise ValueError("guard_waiting=True needs guard_leases (the share from which a job is protected)")
         super().__init__(
             racks=racks,
             machines_per_rack=machines_per_rack,
@@ -463,15 +526,22 @@ class DallyQueueEnv(DallyEnv):
         self.lease_picks = lease_picks
         self.guard_leases = None if guard_leases is None else float(guard_leases)
         self.guard_waiting = guard_waiting
+        self.limit_features = limit_features
         self.stop_action = max_candidates
         self.action_space = spaces.Discrete(max_candidates + 1)
+        job_dim, cluster_dim = observation_dims(limit_features)
         self.observation_space = spaces.Dict(
             {
-                "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, JOB_DIM), dtype=np.float32),
+                "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, job_dim), dtype=np.float32),
                 "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
-                "cluster": spaces.Box(0.0, 1.0, shape=(CLUSTER_DIM,), dtype=np.float32),
+                "cluster": spaces.Box(0.0, 1.0, shape=(cluster_dim,), dtype=np.float32),
             }
         )
+        self._init_observation(max_candidates, job_dim)
+
+    def _init_observation(self, max_candidates: int, job_dim: int) -> None:
+        """The last pick, observation and mask, and the scratch tables and buffers
+        :meth:`_observe` rewrites in place."""
         self.pick: Pick | None = None
         self._obs = self._zeros()
         self._mask = np.zeros(max_candidates + 1, dtype=bool)
@@ -490,6 +560,9 @@ class DallyQueueEnv(DallyEnv):
         self._jobs_buf = np.zeros((max_candidates, JOB_DIM), dtype=np.float32)
         self._mask_buf = np.zeros(max_candidates, dtype=np.float32)
         self._shown = 0  # rows of the buffers that may be non-zero
+        # limit_features: the observation's jobs, the first JOB_DIM columns copied from _jobs_buf.
+        self._jobs_limit = np.zeros((max_candidates, job_dim), dtype=np.float32) if self.limit_features else None
+        self._work_estimate = None  # (engine state key, value): see _work_estimate_s
         self._rows_of = None  # the engine whose jobs _rows describes (see _job_features_cached)
         self._elapsed_cache = None  # (engine, time, cluster feature 10)
 
@@ -511,7 +584,6 @@ class DallyQueueEnv(DallyEnv):
             engine.lease_guard = self._guarded
         if self.guard_waiting:
             engine.pick_guard = self._guarded_pick
-        self._gen = engine.decisions()
         self._lease_s = float(self.config.lease_s)
         self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
         self._start_reference(trace, config)
@@ -579,19 +651,17 @@ class DallyQueueEnv(DallyEnv):
     def _advance(self, answer, first: bool = False) -> float:
         """Send the answer (unless first), answer offers with the offer rule, and run to the
         next pick that is a real choice; return the reward."""
-        gen = self._gen
         engine = self.engine
-        decide = self.policy.decide
-        try:
-            decision = next(gen) if first else gen.send(answer)
-            while True:
-                if isinstance(decision, Offer):
-                    decision = gen.send(decide(decision, engine))
-                elif len(decision.candidates) == 1 and not decision.may_stop:
-                    decision = gen.send(decision.candidates[0])  # one candidate, must serve: no choice
-                else:
-                    break
-        except StopIteration:
+        answer_by_rule = self.policy.answer
+        decision = engine.next_decision() if first else engine.answer(self.pick, answer)
+        while decision is not None:
+            if decision.kind != "pick":  # an offer (or any other kind): the offer rule answers it
+                decision = engine.answer(decision, answer_by_rule(decision, engine))
+            elif len(decision.candidates) == 1 and not decision.may_stop:
+                decision = engine.answer(decision, decision.candidates[0])  # one candidate, must serve: no choice
+            else:
+                break
+        if decision is None:
             self._done = True
             self.pick = None
             self._obs = self._zeros()
@@ -684,6 +754,7 @@ class DallyQueueEnv(DallyEnv):
         now = e.now_s
         jobs = self._jobs_buf
         mask = self._mask_buf
+        shown_before = self._shown
         if e.cluster.compiled:
             demand_all = self._job_features_cached(c, every, now, jobs, mask)
         else:
@@ -722,10 +793,58 @@ class DallyQueueEnv(DallyEnv):
             ),
             dtype=np.float32,
         )
+        if self.limit_features:
+            jobs, cluster = self._with_limit(c, jobs, cluster, elapsed, shown_before)
         self._obs = {"jobs": jobs, "job_mask": mask, "cluster": cluster}
         self._mask[:] = False
         self._mask[:k] = True
         self._mask[self.stop_action] = pick.may_stop
+
+    def _with_limit(
+        self, c: np.ndarray, jobs: np.ndarray, cluster: np.ndarray, elapsed: float, shown_before: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``limit_features``: the observation's jobs and cluster with the makespan limit's
+        features appended (see the class docstring): for each candidate the time since the first
+        arrival plus its remaining estimate, and for the cluster that time and that time plus the
+        largest remaining estimate of any unfinished job, each as a share of the limit."""
+        e = self.engine
+        k = c.size
+        out = self._jobs_limit
+        if shown_before > k:
+            out[k:shown_before] = 0.0
+        out[:k, :JOB_DIM] = jobs[:k]
+        if e.cluster.compiled:
+            estimate = self._row_estimate[c]  # (kept by _job_features_cached, in seconds)
+        else:
+            estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
+        limit = max(self.makespan_limit_s, 1e-9)
+        out[:k, JOB_DIM] = _limit_shown((elapsed + estimate) / limit)
+        extra = np.array(
+            (
+                _limit_shown(elapsed / limit),
+                _limit_shown((elapsed + self.largest_estimate_s()) / limit),
+                _limit_shown((elapsed + self._work_estimate_s()) / limit),
+            ),
+            dtype=np.float32,
+        )
+        return out, np.concatenate((cluster, extra))
+
+    def _work_estimate_s(self) -> float:
+        """The unfinished jobs' GPU demand x remaining estimate, summed, over the cluster's GPUs:
+        the time the work left would take on the whole cluster, perfectly packed, at the
+        estimated speeds. Computed once per engine state (see :meth:`largest_estimate_s`)."""
+        e = self.engine
+        key = (e, e.passes, e.now_s, e.finished, e._next_arrival)
+        cached = self._work_estimate
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
+        value = 0.0
+        if jobs.size:
+            estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, jobs)
+            value = float(np.dot(e.num_gpus[jobs], estimate)) / self._num_gpus
+        self._work_estimate = (key, value)
+        return value
 
     def _candidate_array(self, pick: Pick) -> np.ndarray:
         """``pick.candidates`` as an int64 array: the engine's own when it kept it."""

@@ -292,6 +292,92 @@ def test_engine_runs_once():
         next(engine.decisions())
 
 
+def test_next_decision_and_answer_drive_the_run_decisions_yields():
+    # The five jobs of the offers case above: the same offers, answered alike, and the same run.
+    spec = ClusterSpec(2, 2, 4)
+    rows = [(0, 0, 3, 100, 1.0), (1, 0, 3, 100, 1.0), (2, 0, 3, 100, 1.0), (3, 0, 3, 100, 1.0), (4, 1, 2, 10, 1.0)]
+
+    def engine():
+        return Engine(make_trace(rows), spec, FifoPolicy(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+
+    by_generator, gen = engine(), None
+    gen = by_generator.decisions()
+    seen = []
+    try:
+        offer = next(gen)
+        while True:
+            seen.append(repr(offer))
+            offer = gen.send(offer.tiers[-1])  # the worst tier offered, so that the run differs from FIFO's own
+    except StopIteration:
+        pass
+    stepped = engine()
+    offer = stepped.next_decision()
+    assert stepped.next_decision() is offer  # asked again before an answer: the same decision
+    stepped_seen = []
+    while offer is not None:
+        stepped_seen.append(repr(offer))
+        offer = stepped.answer(offer, offer.tiers[-1])
+    assert stepped_seen == seen and len(seen) == 5
+    assert stepped.next_decision() is None
+    assert collect(stepped).jobs.equals(collect(by_generator).jobs)
+
+
+def test_answer_takes_only_the_open_decision_and_auto_accept_is_fixed_at_the_start():
+    spec = ClusterSpec(1, 1, 2)
+    trace = make_trace([(0, 0, 1, 10, 1.0), (1, 0, 1, 10, 1.0)])
+    engine = Engine(trace, spec, FifoPolicy(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+    first = engine.next_decision(None)
+    with pytest.raises(ValueError, match="auto_accept is fixed when the run starts"):
+        engine.next_decision("best")
+    assert engine.next_decision(None) is first
+    second = engine.answer(first, first.best_tier)
+    with pytest.raises(EngineError, match="the open decision is"):
+        engine.answer(first, first.best_tier)  # already answered
+    assert engine.answer(second, second.best_tier) is None
+    with pytest.raises(EngineError, match="no decision is open"):
+        engine.answer(second, second.best_tier)
+    # An engine run by its generator cannot be stepped as well.
+    other = Engine(trace, spec, FifoPolicy(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+    next(other.decisions())
+    with pytest.raises(EngineError, match="driven by decisions"):
+        other.next_decision()
+
+
+def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(monkeypatch):
+    """A test-only kind of decision, in three places -- its class, the engine code that asks it,
+    and the policy method that answers it -- is answered through run_policy unchanged."""
+    from dallygym.cluster import ClusterState
+    from dallygym.engine import run_policy
+
+    monkeypatch.setattr(ClusterState, "compiled", False)  # (the Python turns ask through _ask)
+
+    class Probe:  # 1. the kind
+        kind = "probe"
+        hook = "probe"
+
+        def __init__(self, job: int) -> None:
+            self.job = job
+
+    class ProbingEngine(Engine):  # 2. where it is asked: before each offer to a waiting job
+        def _ask(self, j, t):
+            self.heard.append((j, (yield Probe(j))))
+            return (yield from super()._ask(j, t))
+
+    class ProbedFifo(FifoPolicy):  # 3. the hook that answers it
+        def probe(self, probe, view):
+            return 10 * probe.job
+
+    spec = ClusterSpec(1, 1, 2)
+    rows = [(0, 0, 1, 10, 1.0), (1, 0, 1, 20, 1.0), (2, 5, 2, 10, 1.0)]
+    probed = ProbingEngine(make_trace(rows), spec, ProbedFifo(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+    probed.heard = []
+    run_policy(probed)
+    assert probed.heard[:2] == [(0, 0), (1, 10)] and {j for j, _ in probed.heard} == {0, 1, 2}
+    assert all(answer == 10 * j for j, answer in probed.heard)
+    plain = run_engine(make_trace(rows), spec, FifoPolicy(), TierLatency(), lease_s=NO_ROUNDS)
+    assert collect(probed).jobs.equals(collect(plain).jobs)
+
+
 def test_migration_hook_moves_job_to_better_tier_with_overhead():
     # 1 rack x 2 machines x 4 GPUs, lease 50, restart overhead 5. At t=0 J0 (3 GPUs, ends at
     # 20) takes machine 0 and J1 (3 GPUs, long) machine 1, so J2 (2 GPUs) only fits the rack:

@@ -277,6 +277,7 @@ def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lea
         ("DallyQueueSmall-v0", {"sensitivity": "observed", "max_candidates": 3}),  # jobs beyond the window
         ("DallyQueueSmall-v0", {"sensitivity": "oracle", "offer_rule": "tiresias"}),  # no timers
         ("DallyQueueSmall-v0", {"offer_rule": "protected-remaining", "reward": "makespan"}),
+        ("DallyQueueSmall-v0", {"offer_rule": "protected-remaining", "limit_features": True}),
     ],
 )
 def test_compiled_queue_observation_and_reward_are_the_reference_ones(monkeypatch, env_id, options):

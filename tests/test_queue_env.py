@@ -16,9 +16,12 @@ import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
 from dallygym.engine import Engine, EngineConfig, EngineError, Pick
 from dallygym.env import InvalidActionWarning
+from dallygym.latency import get_latency_model
+from dallygym.metrics import collect
 from dallygym.policies import POLICIES, make_policy
 from dallygym.policies.protected import ProtectedRemainingPolicy
 from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
+from dallygym.trace import load_trace
 
 QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
 ORDERS = ["dally", "tiresias", "fifo"]
@@ -276,14 +279,23 @@ def test_jct_makespan_return_adds_the_weighted_makespan():
 # --- the engine's pick decision ------------------------------------------------------------------
 
 
-def test_native_engine_makes_no_picks_and_run_policy_refuses_an_agent_engine():
+def test_native_engine_makes_no_picks_and_run_policy_answers_an_agent_engines_picks_natively():
     trace = make_trace([(0, 0, 1, 100, 1.0), (1, 0, 1, 10, 1.0)])
     engine = Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig())
     assert not any(isinstance(d, Pick) for d in _drive(engine))
-    with pytest.raises(EngineError, match="agent_picks"):
-        dallygym.run_policy(
-            Engine(trace, ClusterSpec(1, 1, 1), make_policy("dally"), TierLatency(), EngineConfig(), agent_picks=True)
-        )
+    # With agent picks, run_policy answers each pick by Policy.pick (the first candidate): the
+    # native run, on a trace whose passes have real picks.
+    spec = ClusterSpec(2, 2, 8)
+    small = load_trace("small", cluster=spec)
+
+    def dally(agent_picks: bool) -> Engine:
+        latency = get_latency_model("dally-paper")
+        return Engine(small, spec, make_policy("dally"), latency, EngineConfig(), agent_picks=agent_picks)
+
+    assert sum(isinstance(d, Pick) for d in _drive(dally(True))) > 10
+    native = dallygym.run_policy(dally(False))
+    by_picks = dallygym.run_policy(dally(True))
+    assert collect(by_picks).jobs.equals(collect(native).jobs)
 
 
 def _drive(engine):

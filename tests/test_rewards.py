@@ -463,3 +463,29 @@ def test_a_normalised_penalty_divides_the_return_by_one_plus_the_penalty():
     # Without normalise the divisor goes back to 1.
     env.set_makespan_penalty(9.0)
     assert play(env, [1]) == pytest.approx([6.25 - 9.0 * 100 * 10 / 110], abs=1e-9)
+
+
+# --- limit_features: the observation shows the makespan limit the reward holds the agent to -------
+
+
+def test_limit_features_show_each_finish_as_a_share_of_the_makespan_limit():
+    # At the pick (t = 10) of THREE_JOBS the limit is the reference's makespan, 110. Job 1 (100 s
+    # left, never run, one GPU: estimated at speed 1) would end at 10 + 100 = 110, the limit
+    # itself (shown 0.5); job 2 at 20. The cluster: 10 s elapsed; the longest estimate of any
+    # unfinished job is job 1's 100 (job 0 has 20 s left); the work left is 20 + 100 + 10
+    # GPU-seconds on 2 GPUs, 65 s. Shares are shown halved (min(share, 2) / 2).
+    env = two_gpu_queue(limit_features=True)
+    obs, _ = env.reset(seed=0)
+    assert obs["jobs"].shape == (4, 21) and obs["cluster"].shape == (18,)
+    assert [int(env.engine.job_id[j]) for j in env.pick.candidates] == [1, 2]
+    np.testing.assert_allclose(obs["jobs"][:, 20], [110 / 220, 20 / 220, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(obs["cluster"][15:], [10 / 220, 110 / 220, 75 / 220], rtol=1e-6)
+    # The first 20 job and 15 cluster features are the plain observation's.
+    plain, _ = two_gpu_queue().reset(seed=0)
+    np.testing.assert_array_equal(obs["jobs"][:, :20], plain["jobs"])
+    np.testing.assert_array_equal(obs["cluster"][:15], plain["cluster"])
+    # The limit exists only under relative-jct.
+    with pytest.raises(ValueError, match="limit_features=True shows the makespan limit"):
+        two_gpu_queue(limit_features=True, reward="jct")
+    with pytest.raises(ValueError, match="limit_features must be True or False"):
+        two_gpu_queue(limit_features=1)

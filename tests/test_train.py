@@ -260,3 +260,29 @@ def test_training_with_the_dual_writes_the_multipliers_path(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["makespan_multiplier"]["updates"] == len(history)
     assert json.loads((out / "config.json").read_text())["makespan_dual_lr"] == 0.5
+
+
+def test_an_agent_trained_with_limit_features_loads_and_acts_in_the_environment_it_saw(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    from dallygym.cli import main
+    from dallygym.cluster import ClusterSpec
+    from dallygym.learn import LearnedAgent, TrainConfig, run_agent, train
+    from dallygym.trace import load_trace
+
+    out = tmp_path / "limit"
+    assert main(tiny_train_args("DallyQueue-v0", out, "--limit-features", "--n-epochs", "1")) == 0
+    assert json.loads((out / "config.json").read_text())["limit_features"] is True
+    agent = LearnedAgent(out)
+    assert agent.config.env_kwargs()["limit_features"] is True
+    assert agent.policy.observation_space["jobs"].shape[1] == 21
+    assert agent.policy.observation_space["cluster"].shape[0] == 18
+    spec = ClusterSpec(2, 2, 8)
+    assert run_agent(agent, load_trace("small", cluster=spec), spec).summary["jobs"] == 60
+    # Off by default, and omitted from the environment's keywords when off.
+    assert "limit_features" not in TrainConfig(env_id="DallyQueue-v0").env_kwargs()
+    for bad, match in (
+        ({"env_id": "Dally-v0"}, "DallyQueue ids"),
+        ({"env_id": "DallyQueue-v0", "reward": "jct"}, "makespan limit"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            train(TrainConfig(limit_features=True, **bad))

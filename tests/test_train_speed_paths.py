@@ -141,6 +141,10 @@ def test_the_benchmark_builds_the_command_lines_config():
     label, ref, overrides = bench.parse_variant("fewer@HEAD~1:n_epochs=2,n_envs=16,train_racks=2/4")
     assert (label, ref, overrides) == ("fewer", "HEAD~1", {"n_epochs": 2, "n_envs": 16, "train_racks": [2, 4]})
     assert bench.parse_variant("current") == ("current", None, {})
+    # Fields whose default is None take their annotated type; strings stay strings.
+    _, _, typed = bench.parse_variant("h:makespan_dual_lr=0.05,limit_features=true,offer_rule=protected-remaining")
+    assert typed == {"makespan_dual_lr": 0.05, "limit_features": True, "offer_rule": "protected-remaining"}
+    assert bench.parse_variant("m:max_candidates=64")[2] == {"max_candidates": 64}
     with pytest.raises(SystemExit):
         bench.parse_variant("x:no_such_field=1")
     cli = _train_config(

@@ -19,7 +19,7 @@ import numpy as np
 from ..cluster import Tier, tier_of_shape
 
 if TYPE_CHECKING:  # imported for annotations only: the engine imports this module
-    from ..engine import Engine, Offer
+    from ..engine import Decision, Engine, Offer, Pick
 
 
 class Policy:
@@ -72,6 +72,18 @@ class Policy:
         The default accepts the best tier offered, renewal offers included (an ``"upgrade"``
         renewal only offers tiers better than the job's own, so it moves to the best one)."""
         return offer.best_tier
+
+    def pick(self, pick: Pick, view: Engine) -> int | None:
+        """Which candidate of a :class:`~dallygym.engine.Pick` is served next (engines built with
+        ``agent_picks``), or None to stop the pass. The default serves ``pick.candidates[0]``,
+        the one the priority order puts first."""
+        return pick.candidates[0]
+
+    def answer(self, decision: Decision, view: Engine) -> Tier | int | None:
+        """Answer any decision the engine asks, by the method its ``hook`` names (``decide``
+        for an :class:`~dallygym.engine.Offer`, :meth:`pick` for a
+        :class:`~dallygym.engine.Pick`). Override those, not this."""
+        return getattr(self, decision.hook)(decision, view)
 
     def place(self, view: Engine, job: int, tier: Tier) -> np.ndarray | None:
         """GPU ids for ``job`` at ``tier``, or None for the engine's best-fit placement."""

@@ -453,8 +453,87 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
     source = read.where.source
     report = read.report
     dropped = report.setdefault("dropped", {})
-    keep = np.ones(len(read.gpus), dtype=bool)
+    keep = _filtered(read, opt, dropped)
 
+    rows = np.flatnonzero(keep)
+    if len(rows) == 0:
+        raise TraceError(
+            f"{source}: no job is left after the filters ({report['rows_read']} "
+            f"rows read; dropped: {_dropped_words(dropped)})"
+        )
+
+    labels = None if read.labels is None else read.labels[rows]
+    kept, gpus, changes = handle_oversize(
+        read.gpus[rows], opt.cluster, opt.oversize, read.where.subset(rows), read.gpu_column, labels
+    )
+    report["oversize"] = {"mode": opt.oversize, "rows": changes}
+    if opt.oversize == "drop":
+        dropped["oversize"] = int((~kept).sum())
+    rows, gpus = rows[kept], gpus[kept]
+    if len(rows) == 0:
+        raise TraceError(f"{source}: every job left is larger than the cluster ({len(changes)} dropped)")
+
+    # Arrival order, ties in file order; then the first max_jobs.
+    order = np.argsort(read.arrival_s[rows], kind="stable")
+    rows, gpus = rows[order], gpus[order]
+    first = first_jobs(len(rows), opt.max_jobs)
+    if opt.max_jobs is not None:
+        dropped["max_jobs"] = int((~first).sum())
+    rows, gpus = rows[first], gpus[first]
+
+    # Models are drawn in file order, whatever the arrival order.
+    file_order = np.argsort(rows, kind="stable")
+    models = np.empty(len(rows), dtype=object)
+    drawn, model_report = _assign_models(read, rows[file_order], opt)
+    models[file_order] = drawn
+    report.update(model_report)
+
+    duration = read.duration_s[rows]
+    where = read.where.subset(rows)
+    _check_arrivals(read, rows, where)
+    compute_s = _compute_times(read, rows, models, gpus, opt, duration)
+    _check_run_times(compute_s, read, where)
+    if opt.cluster is not None:
+        report["cluster"] = {
+            "racks": opt.cluster.racks,
+            "machines_per_rack": opt.cluster.machines_per_rack,
+            "gpus_per_machine": opt.cluster.gpus_per_machine,
+        }
+
+    iterations = _iterations(read, rows, models, compute_s)
+
+    _check_iteration_times(compute_s, iterations, read, where)
+    arrival = read.arrival_s[rows]
+    shift = float(arrival.min())
+    report["arrival_shift_s"] = shift
+    ids = read.ids[rows] if read.ids is not None else np.arange(len(rows), dtype=np.int64)
+    frame = pd.DataFrame(
+        {
+            "job_id": ids,
+            "arrival_s": arrival - shift,
+            "num_gpus": gpus,
+            "model": models,
+            "total_iterations": iterations,
+            "iter_time_s": compute_s / iterations,
+        }
+    )
+    report["rows_kept"] = len(rows)
+    out = validate_trace(frame, source, opt.cluster, opt.models, locator=where)
+    out.attrs["import_report"] = report
+    # validate_trace sorts by (arrival, id): map its rows back to the source's lines.
+    by_id = pd.Index(ids).get_indexer(out["job_id"].to_numpy())
+    out.attrs["source_line"] = SharedTuple(int(where.first_line + where.positions[i]) for i in by_id.tolist())
+    if read.labels is not None and read.ids is None:
+        out.attrs["job_id_map"] = SharedTuple(str(read.labels[rows][i]) for i in by_id.tolist())
+    return out
+
+
+def _filtered(read: _Read, opt: ImportOptions, dropped: dict) -> np.ndarray:
+    """Which rows are in the virtual clusters and time window asked for (what each filter
+    dropped counted in ``dropped``, and reported)."""
+    source = read.where.source
+    report = read.report
+    keep = np.ones(len(read.gpus), dtype=bool)
     if opt.vc is not None:
         if read.vc is None:
             raise TraceError(
@@ -504,43 +583,15 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
             "end_h": opt.end_h,
             "hours_after": read.origin or "the earliest arrival",
         }
+    return keep
 
-    rows = np.flatnonzero(keep)
-    if len(rows) == 0:
-        raise TraceError(
-            f"{source}: no job is left after the filters ({report['rows_read']} "
-            f"rows read; dropped: {_dropped_words(dropped)})"
-        )
 
-    labels = None if read.labels is None else read.labels[rows]
-    kept, gpus, changes = handle_oversize(
-        read.gpus[rows], opt.cluster, opt.oversize, read.where.subset(rows), read.gpu_column, labels
-    )
-    report["oversize"] = {"mode": opt.oversize, "rows": changes}
-    if opt.oversize == "drop":
-        dropped["oversize"] = int((~kept).sum())
-    rows, gpus = rows[kept], gpus[kept]
-    if len(rows) == 0:
-        raise TraceError(f"{source}: every job left is larger than the cluster ({len(changes)} dropped)")
-
-    # Arrival order, ties in file order; then the first max_jobs.
-    order = np.argsort(read.arrival_s[rows], kind="stable")
-    rows, gpus = rows[order], gpus[order]
-    first = first_jobs(len(rows), opt.max_jobs)
-    if opt.max_jobs is not None:
-        dropped["max_jobs"] = int((~first).sum())
-    rows, gpus = rows[first], gpus[first]
-
-    # Models are drawn in file order, whatever the arrival order.
-    file_order = np.argsort(rows, kind="stable")
-    models = np.empty(len(rows), dtype=object)
-    drawn, model_report = _assign_models(read, rows[file_order], opt)
-    models[file_order] = drawn
-    report.update(model_report)
-
-    duration = read.duration_s[rows]
-    where = read.where.subset(rows)
-    _check_arrivals(read, rows, where)
+def _compute_times(
+    read: _Read, rows: np.ndarray, models: np.ndarray, gpus: np.ndarray, opt: ImportOptions, duration: np.ndarray
+) -> np.ndarray:
+    """The kept jobs' compute-only times from their recorded durations, as ``opt.durations``
+    reads them (reported)."""
+    report = read.report
     report["durations"] = opt.durations
     if opt.durations == "wall":
         latency = get_latency_model(opt.latency) if isinstance(opt.latency, str) else opt.latency
@@ -556,14 +607,13 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
     else:
         compute_s = duration
         report["duration_reading"] = "recorded duration = compute-only time (s = 1)"
-    _check_run_times(compute_s, read, where)
-    if opt.cluster is not None:
-        report["cluster"] = {
-            "racks": opt.cluster.racks,
-            "machines_per_rack": opt.cluster.machines_per_rack,
-            "gpus_per_machine": opt.cluster.gpus_per_machine,
-        }
+    return compute_s
 
+
+def _iterations(read: _Read, rows: np.ndarray, models: np.ndarray, compute_s: np.ndarray) -> np.ndarray:
+    """The kept jobs' iteration counts: the file's, or compute-only time / the model's
+    iteration time (reported)."""
+    report = read.report
     if read.iterations is not None:
         iterations = read.iterations[rows]
         report["iteration_time"] = "compute-only time / iterations from the file"
@@ -578,31 +628,7 @@ def _build(read: _Read, opt: ImportOptions) -> pd.DataFrame:
         report["iteration_time"] = (
             "round(compute-only time / ITER_TIME_S[model]) iterations of compute-only time / iterations"
         )
-
-    _check_iteration_times(compute_s, iterations, read, where)
-    arrival = read.arrival_s[rows]
-    shift = float(arrival.min())
-    report["arrival_shift_s"] = shift
-    ids = read.ids[rows] if read.ids is not None else np.arange(len(rows), dtype=np.int64)
-    frame = pd.DataFrame(
-        {
-            "job_id": ids,
-            "arrival_s": arrival - shift,
-            "num_gpus": gpus,
-            "model": models,
-            "total_iterations": iterations,
-            "iter_time_s": compute_s / iterations,
-        }
-    )
-    report["rows_kept"] = len(rows)
-    out = validate_trace(frame, source, opt.cluster, opt.models, locator=where)
-    out.attrs["import_report"] = report
-    # validate_trace sorts by (arrival, id): map its rows back to the source's lines.
-    by_id = pd.Index(ids).get_indexer(out["job_id"].to_numpy())
-    out.attrs["source_line"] = SharedTuple(int(where.first_line + where.positions[i]) for i in by_id.tolist())
-    if read.labels is not None and read.ids is None:
-        out.attrs["job_id_map"] = SharedTuple(str(read.labels[rows][i]) for i in by_id.tolist())
-    return out
+    return iterations
 
 
 # The canonical trace bounds arrivals, run times and iteration times (MAX_TIME_S,

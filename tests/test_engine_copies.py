@@ -1,0 +1,217 @@
+"""Copies of an Engine (``copy.deepcopy``, ``pickle``) before its run and after it.
+
+A copy holds its own plain arrays with its views bound to them again (``Engine._bind``):
+driven to the end, a copy made before the run gives exactly the original's results, and a
+copy of an ended engine has them too. A copy in the middle of a run is refused (the run's
+generator cannot be copied).
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import TierLatency, make_trace
+
+from dallygym import kernels
+from dallygym.cluster import ClusterSpec, ClusterState
+from dallygym.engine import _SPEED_TABLES, Engine, EngineConfig, EngineError, run_policy, speed_tables
+from dallygym.latency import get_latency_model
+from dallygym.metrics import collect
+from dallygym.policies import make_policy
+from dallygym.trace import load_trace
+
+SMALL_SPEC = ClusterSpec(2, 2, 4)
+SMALL_ROWS = [
+    (0, 0, 4, 300, 1.0),
+    (1, 10, 8, 200, 1.0, "vgg11"),
+    (2, 20, 2, 500, 0.5),
+    (3, 30, 16, 100, 1.0, "vgg11"),
+    (4, 40, 1, 800, 0.25),
+    (5, 900, 6, 200, 1.0),
+    (6, 950, 3, 100, 2.0, "vgg11"),
+    (7, 2000, 12, 150, 1.0),
+]
+
+
+def small_engine() -> Engine:
+    return small_engine_with(TierLatency())
+
+
+def batch_engine() -> Engine:
+    spec = ClusterSpec(8)
+    trace = load_trace("batch-500", cluster=spec)
+    return Engine(trace, spec, make_policy("dally"), get_latency_model("dally-paper"))
+
+
+ENGINES = {"small": small_engine, "batch-500": batch_engine}
+
+
+def pickled(engine: Engine) -> Engine:
+    return pickle.loads(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def assert_same_results(first: Engine, second: Engine) -> None:
+    a, b = collect(first), collect(second)
+    pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
+    assert a.summary == b.summary
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "python"])
+def compiled(request, monkeypatch) -> bool:
+    monkeypatch.setattr(ClusterState, "compiled", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_a_copy_before_the_run_runs_as_the_original(compiled, name):
+    original = ENGINES[name]()
+    copies = [copy.deepcopy(original), pickled(original)]
+    for engine in (original, *copies):
+        run_policy(engine)
+        assert engine.finished == engine.n
+    for engine in copies:
+        assert_same_results(original, engine)
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_a_copy_of_an_ended_engine_has_its_results(compiled, name):
+    original = run_policy(ENGINES[name]())
+    for engine in (copy.deepcopy(original), pickled(original)):
+        assert_same_results(original, engine)
+        assert engine.next_decision() is None  # (its run has ended, as the original's)
+        with pytest.raises(EngineError, match="runs once"):
+            next(engine.decisions())
+
+
+def test_a_copy_s_views_are_of_its_own_tables():
+    original = run_policy(small_engine())
+    for engine in (copy.deepcopy(original), pickled(original)):
+        before = original.done_iters.copy()
+        engine._jobf[kernels.JOB_FLOATS.index("done_iters"), 0] = -1.0
+        assert engine.done_iters[0] == -1.0
+        assert (original.done_iters == before).all()
+        engine._jobi[kernels.JOB_INTS.index("tier"), 1] = 2
+        assert engine.tier[1] == 2 and original.tier[1] == -1
+        for table, names in ((engine._jobf, kernels.JOB_FLOATS), (engine._jobi, kernels.JOB_INTS)):
+            for k, name in enumerate(names):
+                view = getattr(engine, name)
+                assert view.shape == table[k].shape and np.shares_memory(view, table[k]), name
+        # The job sets read the copy's states, the GPUs its store and flags.
+        assert engine._waiting._state is engine.state is engine._running._state
+        assert engine.gpus._store is engine._gpu_store and engine.gpus._flags is engine.tier
+        assert engine.last_gpus._flags is engine._last_tier
+        c = engine.cluster
+        c.buffer[0] = 7
+        c.buffer[-1] = 99
+        assert c.owner[0] == 7 and c.free_per_rack[-1] == 99
+        assert original.cluster.owner[0] == -1 and original.cluster.free_per_rack[-1] != 99
+        for view in (c.owner, c.mark, c.free_per_machine, c.idle_per_machine, c.free_per_rack):
+            assert np.shares_memory(view, c.buffer)
+
+
+def test_a_deep_copy_shares_the_read_only_data():
+    original = small_engine()
+    twin = copy.deepcopy(original)
+    for name in ("spec", "config", "latency", "_tables", "job_id", "arrival_s", "_num_gpus_list"):
+        assert getattr(twin, name) is getattr(original, name), name
+    for name in ("policy", "rng", "state", "_jobf", "_jobi", "cluster", "last_shape"):
+        assert getattr(twin, name) is not getattr(original, name), name
+
+
+def test_the_timeline_is_copied_cut_to_its_rows():
+    original = run_policy(small_engine())
+    rows = int(original._rec_i[kernels.RI_ROWS])
+    assert len(original._timeline) == original.timeline_rows + 1
+    for engine in (copy.deepcopy(original), pickled(original)):
+        assert len(engine._timeline) == rows
+        assert engine.timeline == original.timeline
+
+
+def test_a_copy_before_the_run_keeps_an_instance_s_timeline_rows():
+    original = small_engine()
+    original.timeline_rows = 4
+    for engine in (copy.deepcopy(original), pickled(original)):
+        assert engine.timeline_rows == 4
+        run_policy(engine)
+        assert len(engine._timeline) == 5
+
+
+@pytest.mark.parametrize("how", ["next_decision", "decisions"])
+def test_a_copy_in_the_middle_of_a_run_is_refused(how):
+    engine = small_engine()
+    if how == "next_decision":
+        assert engine.next_decision() is not None
+    else:
+        run = engine.decisions()
+        next(run)
+    for make_copy in (copy.deepcopy, copy.copy, pickle.dumps):
+        with pytest.raises(EngineError, match="while its run is under way.*Copy the environment instead") as info:
+            make_copy(engine)
+        assert isinstance(info.value, TypeError)
+
+
+def test_unpickled_tables_are_the_latency_s():
+    original = run_policy(small_engine())
+    engine = pickled(original)
+    assert engine.latency is not original.latency
+    assert speed_tables(engine.latency) is engine._tables
+    assert engine._tables is not original._tables
+    assert engine._tables.cache == original._tables.cache
+
+
+# A latency model whose pickle names one object of this module: unpickled, it is that object.
+THE_LATENCY = TierLatency(rack=0.75)
+
+
+def _the_latency() -> TierLatency:
+    return THE_LATENCY
+
+
+class NamedLatency(TierLatency):
+    def __reduce__(self):
+        return _the_latency, ()
+
+
+def test_a_latency_with_tables_already_keeps_them_and_the_engine_its_own():
+    # THE_LATENCY's shared tables, made by a run here, and engines whose pickles hold others.
+    run_policy(small_engine_with(THE_LATENCY))
+    theirs = speed_tables(THE_LATENCY)
+    original = run_policy(small_engine_with(NamedLatency(rack=0.75)))
+    for engine in (pickled(original), run_policy(pickled(small_engine_with(NamedLatency(rack=0.75))))):
+        assert engine.latency is THE_LATENCY
+        assert speed_tables(THE_LATENCY) is theirs  # (the shared tables stay)
+        assert engine._tables is not theirs  # (and the engine keeps the pair it was saved with)
+        assert_same_results(original, engine)
+
+
+def small_engine_with(latency) -> Engine:
+    return Engine(make_trace(SMALL_ROWS), SMALL_SPEC, make_policy("dally"), latency, EngineConfig(lease_s=300.0))
+
+
+def test_a_copy_unpickled_in_another_process(tmp_path):
+    # dally-paper, as TierLatency lives in the tests; in the new process the latency is a new
+    # object, and the engine's tables become its shared ones.
+    spec = ClusterSpec(2, 2, 4)
+    config = EngineConfig(lease_s=300.0)
+    engine = run_policy(Engine(make_trace(SMALL_ROWS), spec, make_policy("dally"), get_latency_model(), config))
+    saved = tmp_path / "engine.pickle"
+    saved.write_bytes(pickle.dumps(engine))
+    script = (
+        "import pickle, sys\n"
+        "from dallygym.engine import _SPEED_TABLES, speed_tables\n"
+        "from dallygym.metrics import collect\n"
+        "engine = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "assert engine.latency in _SPEED_TABLES and speed_tables(engine.latency) is engine._tables\n"
+        "print(repr(collect(engine).summary))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(saved)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr(collect(engine).summary)
+    assert engine.latency in _SPEED_TABLES  # (and here nothing changed)
