@@ -47,6 +47,7 @@ import json
 import os
 import platform
 import pstats
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)
     frame.assign(cartpole_steps_per_s=round(cartpole)).to_csv(out / "train_speed_queue.csv", index=False)
-    command = "python benchmarks/train_speed.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python benchmarks/train_speed.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     lines = [
         "# Training speed on DallyQueue-v0 against CartPole-v1",
         "",
