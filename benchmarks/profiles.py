@@ -165,22 +165,44 @@ def _cell(args) -> pd.DataFrame:
     return frame
 
 
-def run(workers: int, bases=FLIP_BASES, flip_draws: str = FLIP_DRAWS) -> pd.DataFrame:
+def reusable(cells: list[tuple], earlier: pd.DataFrame | None) -> dict[int, pd.DataFrame]:
+    """The cells (by position in ``cells``) an earlier ``profiles.csv`` already holds: rows of the
+    same kind, setting, draw and size, one per policy the cell runs."""
+    if earlier is None:
+        return {}
+    groups = dict(tuple(earlier.groupby(["kind", "setting", "draw", "racks"], sort=False)))
+    found = {}
+    for i, (kind, name, _, draw, racks, policies) in enumerate(cells):
+        rows = groups.get((kind, name, draw, racks))
+        if rows is not None and len(rows) == len(policies):
+            found[i] = rows
+    return found
+
+
+def run(
+    workers: int, bases=FLIP_BASES, flip_draws: str = FLIP_DRAWS, earlier: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Every cell of the grid (:func:`plan`), in its order: those an ``earlier`` run holds taken
+    from it (:func:`reusable`), the others played."""
     cells = plan(bases, flip_draws)
+    frames = reusable(cells, earlier)
+    todo = [i for i in range(len(cells)) if i not in frames]
     start = time.perf_counter()
     done = []
 
     def progress(index: int, frame: pd.DataFrame) -> None:
         done.append(index)
-        _, name, _, draw, racks, _ = cells[index]
+        _, name, _, draw, racks, _ = cells[todo[index]]
         print(
-            f"[{len(done)}/{len(cells)}] {name} {draw} {racks} racks: {frame['wall_s'].sum():.1f} s "
+            f"[{len(done)}/{len(todo)}] {name} {draw} {racks} racks: {frame['wall_s'].sum():.1f} s "
             f"({time.perf_counter() - start:.0f} s elapsed)",
             file=sys.stderr,
             flush=True,
         )
 
-    return pd.concat(run_ordered(_cell, cells, workers, on_result=progress), ignore_index=True)
+    played = run_ordered(_cell, [cells[i] for i in todo], workers, on_result=progress) if todo else []
+    frames.update(zip(todo, played))
+    return pd.concat([frames[i] for i in range(len(cells))], ignore_index=True)
 
 
 def completed(runs: pd.DataFrame) -> pd.DataFrame:
@@ -857,7 +879,19 @@ def command(run_info: dict) -> str:
         words.append("--flip-bases " + " ".join(bases))
     if run_info.get("flip_draws", FLIP_DRAWS) != FLIP_DRAWS:
         words.append(f"--flip-draws {run_info['flip_draws']}")
+    if run_info.get("reuse"):
+        words.append(f"--reuse {run_info['reuse']}")
     return " ".join(words)
+
+
+def _runs_and_time(runs: pd.DataFrame, wall_s: float, run_info: dict) -> str:
+    reused = run_info.get("reused_runs", 0)
+    if not reused:
+        return f"{len(runs)} runs in {wall_s:.0f} s of wall time"
+    return (
+        f"{len(runs)} runs: {len(runs) - reused} played in {wall_s:.0f} s of wall time, {reused} taken from "
+        f"an earlier run's `profiles.csv` (`--reuse`)"
+    )
 
 
 def report(runs: pd.DataFrame, wall_s: float, run_info: dict | None = None) -> str:
@@ -868,7 +902,7 @@ def report(runs: pd.DataFrame, wall_s: float, run_info: dict | None = None) -> s
         "# The paper's evaluation under each profile",
         "",
         f"Produced by `{command(run_info or {})}` (dallygym {dallygym.__version__}, Python "
-        f"{platform.python_version()}, {platform.machine()}); {len(runs)} runs in {wall_s:.0f} s of wall time. "
+        f"{platform.python_version()}, {platform.machine()}); {_runs_and_time(runs, wall_s, run_info or {})}. "
         "Held-out draws (`traces/heldout`): batch-500 seeds 2001-2003 and Poisson seeds 2001-2002 at "
         f"{', '.join(map(str, RACKS))} racks of 8 machines x 8 GPUs under each profile; the sensitivity rows "
         f"change one reading at a time, {flip_coverage(runs)}. Settings (`docs/profiles.md` gives the "
@@ -1059,6 +1093,12 @@ def main() -> None:
         help="run the flips on the first draw of each kind or on every draw (default: %(default)s)",
     )
     parser.add_argument("--count", action="store_true", help="print how many cells and runs the grid has; run none")
+    parser.add_argument(
+        "--reuse",
+        metavar="CSV",
+        default=None,
+        help="take the cells an earlier profiles.csv holds from it and play only the others",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     if args.count:
@@ -1076,8 +1116,10 @@ def main() -> None:
         run_info = json.loads((source / "profiles_run.json").read_text())
         wall_s = run_info["wall_s"]
     else:
+        earlier = pd.read_csv(args.reuse) if args.reuse else None
+        reused = sum(len(rows) for rows in reusable(plan(args.flip_bases, args.flip_draws), earlier).values())
         start = time.perf_counter()
-        runs = run(args.workers, args.flip_bases, args.flip_draws)
+        runs = run(args.workers, args.flip_bases, args.flip_draws, earlier)
         wall_s = time.perf_counter() - start
         runs.to_csv(out / "profiles.csv", index=False)
         run_info = {
@@ -1086,6 +1128,9 @@ def main() -> None:
             "flip_bases": args.flip_bases,
             "flip_draws": args.flip_draws,
         }
+        if reused:
+            run_info["reused_runs"] = reused
+            run_info["reuse"] = args.reuse
         (out / "profiles_run.json").write_text(json.dumps(run_info) + "\n")
     (out / "profiles.md").write_text(report(runs, wall_s, run_info) + "\n")
     print(

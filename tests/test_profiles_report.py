@@ -308,3 +308,46 @@ def test_the_report_names_the_command_that_made_its_runs():
     assert bench.command({"workers": 2, "flip_bases": ["default", "paper"], "flip_draws": "all"}) == (
         "python benchmarks/profiles.py --workers 2 --flip-bases default paper --flip-draws all"
     )
+
+
+def test_reuse_plays_only_the_cells_an_earlier_run_lacks_and_keeps_the_grid_order(monkeypatch):
+    cells = [
+        ("profile", "default", "default", "d1", 2, ("dally", "tiresias")),
+        ("flip", "x=1", "default", "d1", 2, ("dally",)),
+        ("profile", "paper", "paper", "d1", 2, ("dally", "tiresias")),
+    ]
+    monkeypatch.setattr(bench, "plan", lambda bases, flip_draws: cells)
+    played = []
+
+    def fake_run_ordered(fn, todo, workers, on_result=None):
+        played.extend(todo)
+        frames = [pd.DataFrame({"kind": [c[0]] * len(c[5]), "setting": c[1], "policy": list(c[5])}) for c in todo]
+        for i, frame in enumerate(frames):
+            on_result(i, frame.assign(wall_s=0.0))
+        return frames
+
+    monkeypatch.setattr(bench, "run_ordered", fake_run_ordered)
+    earlier = pd.DataFrame(
+        {
+            "kind": ["profile", "profile", "flip"],
+            "setting": ["default", "default", "x=1"],
+            "draw": "d1",
+            "racks": 2,
+            "policy": ["dally", "tiresias", "dally"],
+            "jct_mean_s": [1.0, 2.0, 3.0],
+        }
+    )
+    runs = bench.run(2, earlier=earlier)
+    assert played == [cells[2]]  # the default and the flip were in the earlier run
+    assert runs["setting"].tolist() == ["default", "default", "x=1", "paper", "paper"]
+    assert runs["jct_mean_s"].tolist()[:3] == [1.0, 2.0, 3.0]
+    # A cell the earlier run holds only in part is played again.
+    played.clear()
+    bench.run(2, earlier=earlier.iloc[1:])
+    assert played == [cells[0], cells[2]]
+    assert bench._runs_and_time(runs, 12.0, {"reused_runs": 3}) == (
+        "5 runs: 2 played in 12 s of wall time, 3 taken from an earlier run's `profiles.csv` (`--reuse`)"
+    )
+    assert (
+        bench.command({"workers": 2, "reuse": "old.csv"}) == "python benchmarks/profiles.py --workers 2 --reuse old.csv"
+    )
