@@ -454,7 +454,8 @@ def check_train_config(config: TrainConfig) -> None:
     if not 0.0 < config.teacher_share <= 1.0:
         raise ValueError(f"teacher_share must be a share in (0, 1], got {config.teacher_share!r}")
     for option in ("guard_leases", "guard_waiting", "limit_features"):
-        if getattr(config, option) not in (None, False) and not is_queue_env(config.env_id):
+        value = getattr(config, option)  # (set: anything but None and False; a share of 0 is set)
+        if value is not None and value is not False and not is_queue_env(config.env_id):
             raise ValueError(f"{option} is an option of the DallyQueue ids, got {config.env_id!r}")
     if is_queue_env(config.env_id):
         from .queue_env import check_queue_options

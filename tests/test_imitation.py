@@ -109,6 +109,7 @@ def test_same_seed_same_warm_start():
         ({"teacher_share": 0.0}, "teacher_share must be a share"),
         ({"teacher_share": 1.5}, "teacher_share must be a share"),
         ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
+        ({"guard_leases": 0.0, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
         ({"guard_leases": 1.5}, r"guard_leases must be None or a share in \(0, 1\]"),
         ({"guard_waiting": True}, "guard_waiting=True needs guard_leases"),
     ],
