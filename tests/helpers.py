@@ -255,12 +255,11 @@ def load_script(relative: str, name: str):
     return module
 
 
-def tiny_train_args(env_id: str, out, *extra: str, total: int = 96, n_steps: int = 48) -> list[str]:
-    """``dallygym train`` arguments for a run of seconds: the small trace on 2 racks of 2 machines,
-    ``total`` steps over two environments (``n_steps`` preferred per rollout), no validation, no
-    checkpoint, no progress bar, written to ``out``; ``extra`` appended (a later flag wins)."""
+def tiny_run_args(env_id: str, total: int = 96, n_steps: int = 48) -> list[str]:
+    """The training settings of a run of seconds (``train`` and ``train-sweep``): the small trace
+    on 2 racks of 2 machines, ``total`` steps over two environments, ``n_steps`` preferred per
+    rollout."""
     return [
-        "train",
         "--env-id",
         env_id,
         "--trace",
@@ -275,6 +274,15 @@ def tiny_train_args(env_id: str, out, *extra: str, total: int = 96, n_steps: int
         "2",
         "--n-steps",
         str(n_steps),
+    ]
+
+
+def tiny_train_args(env_id: str, out, *extra: str, total: int = 96, n_steps: int = 48) -> list[str]:
+    """``dallygym train`` arguments for a run of seconds (:func:`tiny_run_args`), no validation, no
+    checkpoint, no progress bar, written to ``out``; ``extra`` appended (a later flag wins)."""
+    return [
+        "train",
+        *tiny_run_args(env_id, total, n_steps),
         "--eval-freq-steps",
         "1000000",
         "--checkpoint-freq-steps",

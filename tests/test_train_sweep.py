@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from helpers import tiny_run_args
 
 import dallygym
 from dallygym.learn import TrainConfig, run_name, train_sweep
@@ -15,20 +16,7 @@ from dallygym.sweep import LocalBackend, make_backend
 pytestmark = [pytest.mark.slow]
 
 TINY = [
-    "--env-id",
-    "DallySmall-v0",
-    "--trace",
-    "gen:small",
-    "--racks",
-    "2",
-    "--machines-per-rack",
-    "2",
-    "--total-timesteps",
-    "96",
-    "--n-envs",
-    "2",
-    "--n-steps",
-    "40",
+    *tiny_run_args("DallySmall-v0", n_steps=40),
     "--eval-freq-steps",
     "48",
     "--checkpoint-freq-steps",
