@@ -459,19 +459,10 @@ class DallyEnv(gym.Env):
         profile: str | None = None,
         makespan_reference: str | None = None,
     ) -> None:
+        options = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if not hasattr(self, "_init_kwargs"):  # a subclass may have recorded its own
-            self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        self._check_options(
-            reward,
-            sensitivity,
-            render_mode,
-            reward_scale_s,
-            makespan_penalty,
-            strict,
-            makespan_reference,
-            priority,
-            latency,
-        )
+            self._init_kwargs = options
+        self._check_options(**options)
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         from .profiles import make_profile_policy, profile_renewal
 
@@ -520,6 +511,7 @@ class DallyEnv(gym.Env):
     @classmethod
     def _check_options(
         cls,
+        *,
         reward,
         sensitivity,
         render_mode,
@@ -529,8 +521,10 @@ class DallyEnv(gym.Env):
         makespan_reference,
         priority,
         latency,
+        **unchecked,
     ) -> None:
-        """The constructor's options checked before anything is built (an error naming the option)."""
+        """The constructor's keyword arguments, those not checked where they are used checked
+        before anything is built (an error naming the option)."""
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)}")
         if sensitivity not in SENSITIVITY_MODES:
