@@ -23,7 +23,8 @@ job and that job's share of the run's communication latency) and ``profiles.md``
   last, when the summary has them);
 * the remaining disagreements: every scored cell that disagrees under each profile, with the
   causes measured from the runs (a near-tie, a reading that flips it, one job setting the
-  makespan or deciding a mean, the draw, queueing) or "unexplained" (:func:`disagreements`).
+  makespan, one job setting each policy's makespan, one job deciding a mean, the draw,
+  queueing) or "unexplained" (:func:`disagreements`).
 
 ``--report-only`` rewrites ``profiles.md`` in ``--out`` from the ``profiles.csv`` and
 ``profiles_run.json`` in ``--runs-from`` (default: ``--out``).
@@ -318,6 +319,7 @@ CAUSES = (
     ("reading", "flips with one reading"),
     ("readings", "flips only with several readings changed together"),
     ("one-job", "one job sets both makespans or the mean-JCT gap"),
+    ("last-jobs", "one job sets each makespan, a different one under each policy"),
     ("one-job-jct", "one job's JCT decides the mean"),
     ("draw", "direction changes with the draw"),
     ("queueing", "the mean-JCT gap is all queueing"),
@@ -467,6 +469,38 @@ def _one_job(cell: pd.DataFrame, policies) -> bool:
     return bool(sub["makespan_job"].nunique() == 1 and (sub["makespan_job_share"] >= ONE_JOB_SHARE).all())
 
 
+def last_jobs_runs(check: dict, cell: pd.DataFrame, racks: int) -> str | None:
+    """The last-jobs cause of a makespan comparison: under every compared policy the job that
+    finishes last ran for at least ``ONE_JOB_SHARE`` of that policy's makespan, not the same job
+    under all of them, and with each makespan replaced by its last job's running time
+    (``makespan_job_share`` x ``makespan_s``) the cell still disagrees. Each makespan is then
+    one job's run, and those runs (how fast each policy ran its last job), not the jobs' waits
+    before them, set the direction. The text names each policy's last job, its running time and
+    the makespan, what the runs alone give and, when the runs record it, what the time by which
+    99 % of jobs are done gives (whether the rest of the schedule goes the same way);
+    None when the cause does not apply."""
+    if not check["makespan"]:
+        return None
+    sub = cell.loc[list(check["policies"])]
+    if sub["makespan_job"].nunique() == 1 or (sub["makespan_job_share"] < ONE_JOB_SHARE).any():
+        return None
+    runs = cell.copy()
+    runs["makespan_s"] = cell["makespan_s"] * cell["makespan_job_share"]
+    agrees, _, ours = verdict(check, runs, racks)
+    if agrees:
+        return None
+    jobs = ", ".join(
+        f"{p} job {int(sub.loc[p, 'makespan_job'])} (ran {runs.loc[p, 'makespan_s'] / 3600:,.0f} h of "
+        f"{sub.loc[p, 'makespan_s'] / 3600:,.0f} h)"
+        for p in check["policies"]
+    )
+    text = f"last jobs {jobs}; on their running times alone {ours}"
+    if "completion_p99_s" in cell.columns and not cell["completion_p99_s"].isna().any():
+        rest = cell.assign(makespan_s=cell["completion_p99_s"])
+        text += f"; by the time 99 % of jobs are done {verdict(check, rest, racks)[2]}"
+    return text
+
+
 def _last_job_share_of_gap(cell: pd.DataFrame, baseline: str) -> float | None:
     """When the same job finishes last under Dally and the baseline, the share of Dally's mean-JCT
     gap that job's later finish accounts for: its arrival is the same under both, so its JCT
@@ -577,6 +611,8 @@ def disagreements(runs: pd.DataFrame, profiles=tuple(PROFILES)) -> pd.DataFrame:
                         job = int(cell["makespan_job"].iloc[0])
                         share = cell.loc[list(check["policies"]), "makespan_job_share"].min()
                         causes["one-job"] = f"job {job}, running at least {share:.0%} of each makespan"
+                    elif check["makespan"] and (last := last_jobs_runs(check, cell, racks)) is not None:
+                        causes["last-jobs"] = last
                     elif check["makespan"]:
                         notes.append(
                             "last jobs "
@@ -749,12 +785,19 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, directions: pd.D
         "(`makespan_job`, `makespan_job_share`), so the comparison is that one job's placement, not the "
         "schedule's; for mean JCT, the same job finishes last under Dally and the baseline and its later "
         "finish under Dally (the makespans' difference over the job count) is at least the whole gap;",
+        "* **one job sets each makespan, a different one under each policy** (makespan comparisons): the "
+        f"job that finishes last ran for at least {ONE_JOB_SHARE:.0%} of its policy's makespan under every "
+        "compared policy, not the same job under all, and with each makespan replaced by its last job's "
+        "running time (`makespan_job_share` x `makespan_s`) the cell still disagrees: each makespan is one "
+        "job's run, and how fast each policy ran its last job, not how long that job waited, sets the "
+        "direction. Beside it, the comparison on the time by which 99 % of jobs are done "
+        "(`completion_p99_s`) says whether the rest of the schedule goes the same way;",
         "* **one job's JCT decides the mean** (mean JCT, mean communication latency and the §VI communication "
         "claim): with each compared policy's largest-JCT job left out -- its mean JCT over the other n − 1 "
         "jobs, (n·mean − max) / (n − 1), and its mean communication latency without that job's share of the "
         f"total -- the cell is on the paper's side or within {NEAR_TIE:.0%} of the threshold it misses "
         "(`jct_max_s`, `jct_max_job`, `jct_max_job_comm_share`). It comes after the readings and the "
-        "makespan job, which say what to change or what the comparison measures, and before the draw and "
+        "makespan jobs, which say what to change or what the comparison measures, and before the draw and "
         "queueing, because it names the job that moves the mean where those only say that the mean moves "
         "or where its gap lies"
         + (

@@ -188,6 +188,55 @@ def test_report_section():
     ) in lines
 
 
+# --- one job sets each makespan, a different one under each policy ------------------------------
+
+
+def _runs_with_last_jobs(dally_share: float, tiresias_share: float = 0.95) -> pd.DataFrame:
+    """The frame above with Tiresias's makespan (100) on seed 2002 set by job 8, which ran
+    ``tiresias_share`` of it (in every setting: Tiresias's run under ``default`` is its run under
+    ``paper``), while job 7 sets Dally's under ``paper`` (120, ``dally_share``)."""
+    runs = _runs()
+    s2 = runs["draw"] == S2
+    runs.loc[s2 & (runs["policy"] == "tiresias"), ["makespan_job", "makespan_job_share"]] = [8, tiresias_share]
+    runs.loc[s2 & (runs["setting"] == "paper") & (runs["policy"] == "dally"), "makespan_job_share"] = dally_share
+    return runs
+
+
+def test_last_jobs():
+    """D with different last jobs: Dally's job 7 ran 0.9 x 120 = 108, Tiresias's job 8 ran
+    0.95 x 100 = 95; on the runs alone Dally / Tiresias is 108 / 95 = 1.137, still not lower: the
+    runs set the direction. It comes before the draw (seed 2001 agrees)."""
+    table = bench.disagreements(_runs_with_last_jobs(0.9), profiles=("paper",)).set_index(["comparison", "seed"])
+    causes = table.loc[("makespan_s vs tiresias", "2002"), "causes"]
+    assert _cause(table, "makespan_s vs tiresias", "2002") == "last-jobs"
+    assert causes.startswith(
+        "last-jobs: last jobs dally job 7 (ran 0 h of 0 h), tiresias job 8 (ran 0 h of 0 h); "
+        "on their running times alone Dally / baseline 1.137 (Dally worse by 13.7%); draw"
+    )
+    assert "one-job:" not in causes and "draw: agrees on seed 2001" in causes
+    # With the 99 % completion times recorded (Dally's 30, Tiresias's 60), the text adds them.
+    runs = _runs_with_last_jobs(0.9).assign(completion_p99_s=60.0)
+    runs.loc[(runs["setting"] == "paper") & (runs["policy"] == "dally"), "completion_p99_s"] = 30.0
+    table = bench.disagreements(runs, profiles=("paper",)).set_index(["comparison", "seed"])
+    assert (
+        "alone Dally / baseline 1.137 (Dally worse by 13.7%); by the time 99 % of jobs are done "
+        "Dally / baseline 0.500 (Dally better by 50.0%)" in table.loc[("makespan_s vs tiresias", "2002"), "causes"]
+    )
+
+
+def test_last_jobs_not_when_the_wait_decides_or_a_run_is_short():
+    """Dally's job 7 ran half its makespan (60): on the runs alone 60 / 95 = 0.63, the paper's
+    direction, so the last job's wait, not its run, makes the gap; and a last job that ran less
+    than half of its makespan (Tiresias's, 0.4) does not set it. The draw is then the cause."""
+    for dally, tiresias in ((0.5, 0.95), (0.9, 0.4)):
+        runs = _runs_with_last_jobs(dally, tiresias)
+        table = bench.disagreements(runs, profiles=("paper",)).set_index(["comparison", "seed"])
+        causes = table.loc[("makespan_s vs tiresias", "2002"), "causes"]
+        assert _cause(table, "makespan_s vs tiresias", "2002") == "draw"
+        assert "last-jobs" not in causes
+        assert f"(not a cause: last jobs dally 7 ({dally:.0%}), tiresias 8 ({tiresias:.0%}))" in causes
+
+
 # --- flips from the paper profile ---------------------------------------------------------------
 
 FLIP = "paper+never_run_nw_sens=zero"
