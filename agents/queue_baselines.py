@@ -2,7 +2,7 @@
 
     python agents/queue_baselines.py --agent agents/runs/queue-set-s0 [--agent ...] \
         [--cell heldout/batch-500-seed2001:8 ...] [--workers 2] [--out FILE.md] [--csv FILE.csv] \
-        [--reuse EARLIER.csv]
+        [--reuse EARLIER.csv] [--lookahead TOPK:HORIZON[:BASE] ...]
     python agents/queue_baselines.py --racks 2 --machines-per-rack 2 --queue-env DallyQueueSmall-v0 \
         --generated small --seeds 2001 2002 ... [--agent RUN_DIR]
 
@@ -28,6 +28,13 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
   before any update, written by ``dallygym train``) as ``RUN (initial)``: what the training
   itself contributed.
 
+``--lookahead TOPK:HORIZON[:BASE]`` (off by default; repeatable) adds a search row, ``lookahead
+TOPK:HORIZON[:BASE]`` (kind ``search``): :class:`dallygym.lookahead.LookaheadAgent` under the offer rule
+dally, trying the base order's first TOPK candidates at each contested pick on copies of the
+environment, each played forward HORIZON steps (``end``: to the episode's end). It simulates the
+future, which no scheduler in a real cluster can: it stands in its own row, and no verdict
+compares anything with it. Its cost (copies, steps played on them, seconds) is printed per cell.
+
 With ``--ablations`` the guarded environments (``guard_leases``/``guard_waiting`` at a share of
 ¼) are added, answered by the guarded teacher, random picks and action 0.
 
@@ -49,6 +56,7 @@ import argparse
 import functools
 import re
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -59,6 +67,7 @@ import dallygym
 from dallygym import ClusterSpec, simulate
 from dallygym.bounds import lower_bound
 from dallygym.learn import load_agent, run_agent
+from dallygym.lookahead import LookaheadAgent, parse_lookahead, spec_label
 from dallygym.policies import POLICIES
 from dallygym.queue_env import protected_share_action
 from dallygym.trace import generate_trace, load_trace
@@ -136,9 +145,9 @@ def guarded_teacher(rng, mask, obs):
     return protected_share_action(obs, mask, share=GUARD_SHARE)
 
 
-def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
-    """Play one episode with ``choose(rng, mask, obs)``; its summary."""
-    env = gym.make(
+def cell_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, **kwargs):
+    """Environment ``env_id`` on one cell: ``trace`` on ``spec``'s cluster."""
+    return gym.make(
         env_id,
         racks=spec.racks,
         machines_per_rack=spec.machines_per_rack,
@@ -146,6 +155,11 @@ def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, see
         trace=trace,
         **kwargs,
     )
+
+
+def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, seed: int = 0, **kwargs) -> dict:
+    """Play one episode with ``choose(rng, mask, obs)``; its summary."""
+    env = cell_env(env_id, trace, spec, **kwargs)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done = env.unwrapped._done
@@ -153,6 +167,19 @@ def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, see
         obs, _, terminated, truncated, info = env.step(choose(rng, info["action_mask"], obs))
         done = terminated or truncated
     return dallygym.metrics.summarize(env.unwrapped.engine)
+
+
+def through_lookahead(
+    queue_env: str, trace: pd.DataFrame, spec: ClusterSpec, options: dict, seed: int = 0, **kwargs
+) -> tuple[dict, dict]:
+    """Play one episode with a :class:`~dallygym.lookahead.LookaheadAgent` (``options``: its
+    keyword arguments); its summary and its cost (:class:`~dallygym.lookahead.LookaheadCost`
+    as a dict, with the episode's wall time in ``wall_s``)."""
+    env = cell_env(queue_env, trace, spec, **kwargs)
+    agent = LookaheadAgent(env, **options)
+    start = time.perf_counter()
+    summary = dallygym.evaluate(env, agent, seed=seed)
+    return summary, {**agent.cost.as_dict(), "wall_s": time.perf_counter() - start}
 
 
 def parse_cell(text: str) -> tuple[str, str, int]:
@@ -197,11 +224,14 @@ def run_cell(
     policies: tuple[str, ...] | None = None,
     offer_rules: tuple[str, ...] = ("dally",),
     reuse: dict | None = None,
+    lookaheads: tuple[str, ...] = (),
 ) -> list[dict]:
     """Every row of one cell ``(kind, trace, racks)``, with the cell's verdict columns; the
     picking rows run under each of ``offer_rules``. ``reuse`` (see :func:`reusable_rows`) holds
     rows measured before, by cell: a picking or learned row found there is taken from it instead
-    of being played again (the native rows and the bound, which the verdicts rest on, always run)."""
+    of being played again (the native rows and the bound, which the verdicts rest on, always run).
+    ``lookaheads``: ``TOPK:HORIZON[:BASE]`` of the search rows (under the offer rule dally); each
+    one's cost is printed."""
     kind, source, racks = cell
     spec = ClusterSpec(racks, machines_per_rack, 8)
     trace, name = (source, kind) if isinstance(source, pd.DataFrame) else cell_trace(source, spec)
@@ -224,6 +254,16 @@ def run_cell(
             )
     for row, choose in (("always-wait (Dally-v0)", constant_0), ("random offers (Dally-v0)", random_masked)):
         play(row, "trivial", lambda choose=choose: through_env("Dally-v0", trace, spec, choose))
+    for text in lookaheads:
+        options = parse_lookahead(text)
+        row = spec_label(options["top_k"], options["horizon"], options.get("base", "offer-rule"))
+
+        def search(options=options, row=row) -> dict:
+            summary, cost = through_lookahead(queue_env, trace, spec, options)
+            print(f"{row} on {name} at {racks} racks: " + _cost_text(cost), file=sys.stderr, flush=True)
+            return summary
+
+        play(row, "search", search)
     if ablations:
         guard = {"guard_leases": GUARD_SHARE}
         full = {**guard, "guard_waiting": True}
@@ -244,6 +284,14 @@ def run_cell(
     return verdict_rows(kind, name, racks, results, kinds)
 
 
+def _cost_text(cost: dict) -> str:
+    return (
+        f"{cost['decisions']} picks ({cost['contested']} contested, {cost['changed']} changed), "
+        f"{cost['copies']} copies, {cost['rollout_steps']} steps on copies, {cost['wall_s']:.1f} s "
+        f"({cost['copy_s']:.1f} s copying, {cost['rollout_s']:.1f} s playing copies)"
+    )
+
+
 def reusable_rows(frame: pd.DataFrame) -> dict:
     """The picking and learned rows of an earlier run's grid (``--csv``), by cell
     ``(trace, racks)``: row -> the two numbers a verdict needs (``jct_mean_s`` and
@@ -261,7 +309,7 @@ def reusable_rows(frame: pd.DataFrame) -> dict:
 
 def verdict_rows(kind: str, name: str, racks: int, results: dict[str, dict], kinds: dict[str, str]) -> list[dict]:
     """One cell's rows from its summaries (``results``: row -> summary with ``jct_mean_s`` and
-    ``makespan_s``; ``kinds``: row -> heuristic, bound, trivial, teacher, ablation, agent or
+    ``makespan_s``; ``kinds``: row -> heuristic, bound, trivial, teacher, ablation, search, agent or
     initial): the ratios, the best safe heuristic, the cell's target and each learned row's verdict."""
     dally = results["dally"]
     safe = {
@@ -313,6 +361,7 @@ def run_cells(
     policies=None,
     offer_rules=("dally",),
     reuse: dict | None = None,
+    lookaheads=(),
 ) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
     (the rows are the same: every run is seeded by its cell alone). ``reuse``: see :func:`run_cell`."""
@@ -327,6 +376,7 @@ def run_cells(
         policies=None if policies is None else tuple(policies),
         offer_rules=tuple(offer_rules),
         reuse=reuse,
+        lookaheads=tuple(lookaheads),
     )
     arrived = 0
 
@@ -481,6 +531,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", action="append", default=[], help="saved learned agents (run directories)")
     parser.add_argument("--policies", nargs="+", default=None, help="native rows (default: every shipped policy)")
     parser.add_argument("--ablations", action="store_true", help="add the guarded environments' rows")
+    parser.add_argument(
+        "--lookahead",
+        action="append",
+        default=[],
+        metavar="TOPK:HORIZON[:BASE]",
+        help="add a search row (dallygym.lookahead): the base order's first TOPK picks tried on copies, each "
+        "played HORIZON steps (an integer or 'end'); BASE: offer-rule (default), teacher or a policy name",
+    )
     parser.add_argument("--out", help="write the tables as Markdown here")
     parser.add_argument("--csv", help="write every row as CSV here")
     parser.add_argument("--workers", type=int, default=1, help="cells run in this many processes (default 1)")
@@ -496,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         "again (the native rows and the bound still run); agents new to it are played",
     )
     args = parser.parse_args(argv)
+    for text in args.lookahead:
+        try:
+            parse_lookahead(text)
+        except ValueError as error:
+            parser.error(f"--lookahead: {error}")
     command = "python agents/queue_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.from_csv:
         return write_tables(judged_again(read_grid(args.from_csv)), command, args, rows_from=args.from_csv)
@@ -517,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         args.policies,
         offer_rules,
         reusable_rows(read_grid(args.reuse)) if args.reuse else None,
+        args.lookahead,
     )
     if args.csv:
         frame.to_csv(args.csv, index=False, float_format="%.10g")

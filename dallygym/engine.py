@@ -51,16 +51,16 @@ import heapq
 import math
 import struct
 import weakref
-from bisect import bisect_left
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from . import kernels
+from . import kernels, turns
 from .cluster import ClusterError, ClusterSpec, ClusterState, Tier, tier_of_shape
+from .decisions import DONE, PENDING, RUNNING, TIERS, WAITING, Decision, EngineError, Offer, Pick  # noqa: F401 (re-exported)
 from .policies.base import Policy, auto_accept_of, hooks_on_start, priority_keys_of, start_batch_hook, starts_in_batches
 
 if TYPE_CHECKING:
@@ -149,9 +149,8 @@ def speed_tables(latency) -> SpeedTables:
         return SpeedTables()
 
 
-PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 _largest = np.maximum.reduce  # ndarray.max() without its Python-level wrapper
-_TIERS = (Tier.MACHINE, Tier.RACK, Tier.NETWORK)  # Tier by index, without enum lookups
+_TIERS = TIERS
 _MACHINE_ONLY = (Tier.MACHINE,)
 #: Engine._run_events's scalars in the compiled loop's int and float state (kernels.LI_* up to
 #: LI_N_LOG included, kernels.LF_*), native int64 and float64.
@@ -372,23 +371,6 @@ class JobGpus:
         return (self[j] for j in range(len(self)))
 
 
-class EngineError(RuntimeError):
-    """A policy or agent answered the engine with something it cannot carry out."""
-
-
-class _RunUnderWay(EngineError, TypeError):
-    """A copy (``copy.deepcopy``, ``pickle``) of an engine whose run is under way: its
-    generator cannot be copied. A TypeError too, as pickle's own refusals are."""
-
-
-def _ended_run() -> Generator[Offer | Pick, Tier | int | None, None]:
-    """In an ended engine's copy, the ended run's generator (``Engine._stepper``) that
-    :meth:`Engine.next_decision` drove in the original: one that has ended too. (Pickled in its
-    place, by name.)"""
-    return
-    yield
-
-
 @dataclass(frozen=True)
 class EngineConfig:
     """Run parameters shared by ``dallygym simulate``, ``compare`` and the environment.
@@ -493,136 +475,6 @@ def _is_real(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-class Decision(Protocol):
-    """What the engine asks (:meth:`Engine.next_decision`): an :class:`Offer` or a :class:`Pick`.
-
-    ``kind`` names it; ``hook`` names the :class:`~dallygym.policies.Policy` method that answers
-    it, so :meth:`Policy.answer` (and with it :func:`run_policy` and the environments' offer
-    rules) answers a kind it has never seen by that method alone. A new kind is a class with
-    these two attributes, the engine code that asks it, that policy method (with a default on
-    ``Policy``) and, if an environment shows it to an agent, that environment's branch.
-    """
-
-    kind: ClassVar[str]
-    hook: ClassVar[str]
-
-
-class Offer:
-    """The free GPUs, summarised per tier, offered to one job (SPEC §4).
-
-    Most offers go to a waiting job. At a round boundary a running job whose lease expired may
-    get one too (a *renewal offer*, see :attr:`EngineConfig.renewal`): then ``renewal`` says
-    which kind and ``current_tier`` is the tier it holds now.
-
-    Attributes:
-        job: job index in the engine's arrays.
-        job_id: the job's id in the trace.
-        num_gpus: its gang size.
-        now_s: simulation time of the offer.
-        starvation_s: now − (arrival, or the time it last lost its GPUs); 0 for a ``"rebid"``
-            renewal (its clock restarts at the boundary).
-        tiers: the tiers at which a placement is free now, most consolidated first. For an
-            ``"upgrade"`` renewal only those strictly better than ``current_tier``.
-        best_tier: ``tiers[0]``, the most consolidated tier available now.
-        best_possible_tier: the most consolidated tier this job could ever have on this
-            cluster (MACHINE if it fits a machine, RACK if it fits a rack, else NETWORK).
-        current_tier: the tier of the GPUs the job holds (renewal offers), or None.
-        renewal: None for a waiting job; ``"upgrade"`` (waiting keeps its GPUs; accepting
-            moves it) or ``"rebid"`` (waiting gives its GPUs up) for a renewal offer.
-    """
-
-    #: What every decision has (see :class:`Decision`): its kind, and the name of the
-    #: :class:`~dallygym.policies.Policy` method that answers it (:meth:`Policy.answer`).
-    kind: ClassVar[str] = "offer"
-    hook: ClassVar[str] = "decide"
-
-    __slots__ = (
-        "best_possible_tier",
-        "best_tier",
-        "current_tier",
-        "job",
-        "job_id",
-        "now_s",
-        "num_gpus",
-        "renewal",
-        "starvation_s",
-        "tiers",
-    )
-
-    def __init__(
-        self, job, job_id, num_gpus, now_s, starvation_s, tiers, best_possible_tier, current_tier=None, renewal=None
-    ):
-        self.job = job
-        self.job_id = job_id
-        self.num_gpus = num_gpus
-        self.now_s = now_s
-        self.starvation_s = starvation_s
-        self.tiers = tiers
-        self.best_tier = tiers[0]
-        self.best_possible_tier = best_possible_tier
-        self.current_tier = current_tier
-        self.renewal = renewal
-
-    @property
-    def is_choice(self) -> bool:
-        """True when waiting is a real choice: the job's best possible tier is not free now."""
-        return self.best_tier != self.best_possible_tier
-
-    @property
-    def is_renewal(self) -> bool:
-        """True for an offer to a running job whose lease expired (it holds GPUs)."""
-        return self.renewal is not None
-
-    def __repr__(self) -> str:
-        tiers = ",".join(t.label for t in self.tiers)
-        extra = f", renewal={self.renewal}, current_tier={self.current_tier.label}" if self.renewal else ""
-        return (
-            f"Offer(job_id={self.job_id}, num_gpus={self.num_gpus}, now_s={self.now_s:g}, "
-            f"starvation_s={self.starvation_s:g}, tiers=[{tiers}]{extra})"
-        )
-
-
-class Pick:
-    """A scheduling pass in which the order matters: which candidate is served next?
-
-    Made only when the engine was built with ``agent_picks=True`` (``DallyQueue-v0``); a native
-    run visits jobs in its policy's priority order and never makes one. A pass's order matters
-    while the free GPUs -- at a round boundary counting those of lease-expired jobs not yet
-    served, which anyone may claim -- cannot serve every candidate that fits: their summed GPU
-    demand exceeds the free GPUs, and there are at least two.
-
-    Answer with a job index from ``candidates``: that job takes its turn now, exactly as in a
-    native pass -- a waiting job gets an offer (answered by the engine's policy, see
-    :class:`Offer`), a lease-expired job renews its lease if nobody claimed its GPUs (or is
-    preempted and then offered the free GPUs). Or answer ``None`` to stop the pass (only when
-    ``may_stop``): the remaining waiting jobs wait for the next pass, and each remaining
-    lease-expired job keeps its GPUs if none was claimed (no renewal offer) or is preempted.
-
-    Attributes:
-        now_s: simulation time of the pass.
-        candidates: job indices in the policy's priority order: waiting jobs that fit in the
-            free GPUs and lease-expired jobs not yet served. ``candidates[0]`` is the job a
-            native pass would serve next.
-        may_stop: whether stopping is allowed: some job would still hold GPUs (so a later event
-            comes and the run cannot stall).
-        boundary: whether the pass is at a round boundary (lease-expired jobs are candidates).
-    """
-
-    kind: ClassVar[str] = "pick"
-    hook: ClassVar[str] = "pick"
-
-    __slots__ = ("boundary", "candidates", "may_stop", "now_s")
-
-    def __init__(self, now_s: float, candidates: tuple[int, ...], may_stop: bool, boundary: bool) -> None:
-        self.now_s = now_s
-        self.candidates = candidates
-        self.may_stop = may_stop
-        self.boundary = boundary
-
-    def __repr__(self) -> str:
-        return f"Pick(now_s={self.now_s:g}, candidates={list(self.candidates)}, may_stop={self.may_stop})"
-
-
 class Engine:
     """Discrete-event simulation of one trace on one cluster under one policy.
 
@@ -654,6 +506,10 @@ class Engine:
     ``upgrades`` (moves to a better tier accepted at lease renewal), ``speed_seen`` (n x 3: speed factor of its last
     placement at each tier), ``gpus`` (list: current GPU ids or None).
     """
+
+    #: The frame each job's turn in a pass is taken by (:class:`dallygym.turns.Visit`); a
+    #: subclass may name its own (e.g. one that asks a new kind of decision).
+    Visit: ClassVar[type[turns.Visit]] = turns.Visit
 
     def __init__(
         self,
@@ -780,6 +636,10 @@ class Engine:
     def _init_run_state(self, policy: Policy) -> None:
         """The run's clock, counters, sets and records before its first event."""
         n = self.n
+        # A picked pass (turns.Picked): each job's position in the pass's queue, and the last
+        # Pick with its candidates as an array (the environment's observation reads it).
+        self._queue_position = np.zeros(n, dtype=np.int64)
+        self._pick_jobs: tuple[Pick, np.ndarray] | None = None
         #: Why the placement being made now is made: "new" (a waiting job accepted an offer),
         #: "upgrade" (a renewal offer moved a running job), "rebid" (a running job that bid
         #: again moved) or "migration" (the policy's migrate hook). Policies may read it in
@@ -843,10 +703,15 @@ class Engine:
         self.comm_area_s = 0.0
         self._started = False
         self._auto = kernels.AUTO_NONE
-        # next_decision / answer: the run they drive, its auto_accept and the decision it waits on.
-        self._stepper: Generator[Offer | Pick, Tier | int | None, None] | None = None
-        self._stepper_auto: str | None = None
+        # The run as plain data (see dallygym.turns): its frames, the value the top frame
+        # returned, the decision it waits on, what drives it (next_decision or decisions) with
+        # which auto_accept, and the error that ended it, if one did.
+        self._frames: list[turns.Frame] = []
+        self._ret = None
         self._open: Offer | Pick | None = None
+        self._driver: str | None = None
+        self._auto_arg: str | None = None
+        self._failed: str | None = None
 
     def _init_policy_traits(self, policy: Policy) -> None:
         """What the engine may do itself for this policy (compiled starts, priority keys, hooks)."""
@@ -888,10 +753,9 @@ class Engine:
 
     #: What :meth:`_bind` makes, never copied: views of the engine's own arrays (``_jobf`` /
     #: ``_jobi`` rows, ``gpus`` / ``last_gpus``), and caches and scratch made anew as here,
-    #: whose content nothing reads before or after a run (a copy in the middle of one would
-    #: have to check the compiled pass's logs are read before each decision). And
-    #: ``_tier_limits``, valid only with ``_tiers_version``; ``_loop_args``, made again if the
-    #: compiled loop is running.
+    #: whose content nothing reads across a decision (the compiled pass's logs are read before
+    #: every question is asked). And ``_tier_limits``, valid only with ``_tiers_version``;
+    #: ``_loop_args``, made again if the compiled loop is running.
     _BOUND = (
         *kernels.JOB_FLOATS,
         *kernels.JOB_INTS,
@@ -908,8 +772,6 @@ class Engine:
         "_starts_f",
         "_renewed_log",
         "_lease_flags",
-        "_queue_position",
-        "_pick_jobs",
         "_loop_args",
     )
     #: What a deep copy shares with the original instead of copying: read-only data (the
@@ -955,11 +817,7 @@ class Engine:
         self._tiers_version = -1
         self._upgrade_version = -1
         self._upgrade_value = False
-        # _picked_visits: a flag per job (all False between passes), and the last Pick with its
-        # candidates as an array (the environment's observation reads it).
-        self._lease_flags = np.zeros(n, dtype=bool)
-        self._queue_position = np.zeros(n, dtype=np.int64)  # by job: its position in the pass's queue
-        self._pick_jobs: tuple[Pick, np.ndarray] | None = None
+        self._lease_flags = np.zeros(n, dtype=bool)  # turns.Picked's scratch: a flag per job, all False
         #: The compiled pass's log: (code, job, shape entry, tier) per change it made
         #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
         #: the time Python reads the log), and per row the time and a start's starvation
@@ -971,41 +829,33 @@ class Engine:
         self._starts_f = np.zeros((2, 3 * n + 16))
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
 
-    def _copy_check(self) -> None:
-        """A copy is of an engine before its run or after it: refuse one in between."""
-        stepper = self._stepper
-        if (self._started and self.finished < self.n) or (stepper is not None and stepper.gi_frame is not None):
-            raise _RunUnderWay(
-                f"cannot copy an Engine while its run is under way ({self.finished} of {self.n} jobs "
-                "finished): an engine is copied before its run starts or after it has ended. Copy "
-                "the environment instead (environments snapshot by replaying their episode)"
-            )
-
     def __getstate__(self) -> dict:
-        """The engine as plain data: no views (a copy of a view would be an array of its own,
-        no longer its table's row) and no caches (:meth:`_bind` makes them again), the
-        timeline cut to its rows, the job sets as plain arrays (:meth:`JobSet.__getstate__`).
-        Only before the run or after it (the run's generator cannot be copied)."""
-        self._copy_check()
+        """The engine as plain data, at any point of its run: no views (a copy of a view would
+        be an array of its own, no longer its table's row) and no caches (:meth:`_bind` makes
+        them again), the timeline cut to its rows, the job sets as plain arrays
+        (:meth:`JobSet.__getstate__`) with a note of those the compiled loop's rows hold, and
+        the run's frames (:mod:`dallygym.turns`), which are plain data too."""
         state = self.__dict__.copy()
         for name in self._BOUND:
             state.pop(name, None)
         state["_timeline"] = self._timeline[: self._rec_i[kernels.RI_ROWS]].copy()
-        if self._stepper is not None:  # next_decision's ended generator: nothing of it to keep
-            state["_stepper"] = _ended_run
         if getattr(self, "_loop_args", None) is not None:  # the compiled loop's: made again
             state["_loop_args"] = True
+        state["_lent"] = tuple(s._n if s.lent() else -1 for s in (self._waiting, self._running))
+        if self._driver == "decisions":  # a copy is driven by next_decision (it has no generator)
+            state["_driver"] = "next_decision"
         return state
 
     def __setstate__(self, state: dict) -> None:
+        lent = state.pop("_lent", (-1, -1))
         self.__dict__.update(state)
-        if self._stepper is _ended_run:
-            self._stepper = _ended_run()
-            self._stepper.close()
         if self._started and self.finished < self.n:  # a run to continue: the timeline's room back
             rows = self._timeline
             self._timeline = np.zeros((self.timeline_rows + 1, 5))
             self._timeline[: len(rows)] = rows
+        for row, (job_set, n) in enumerate(zip((self._waiting, self._running), lent)):
+            if n >= 0:  # the compiled loop's row still holds the set: the copy's row does too
+                job_set.lend(self._sets[row], n)
         self._bind()
         if state.get("_loop_args") is True:
             self._loop_args = self._make_loop_args()
@@ -1124,12 +974,23 @@ class Engine:
         the same): ``"best-possible"`` -- an offer whose best tier is the best the job could
         ever have (``not offer.is_choice``); ``"best"`` -- every such offer; None (default) --
         none. Renewal offers are always yielded. See :data:`AUTO_ACCEPT`.
+
+        A generator over :meth:`next_decision` and :meth:`answer` (the run itself is plain data,
+        :mod:`dallygym.turns`: a copy of the engine taken at any decision goes on by those two).
         """
+        decision = self._start_run(auto_accept, "decisions")
+        while decision is not None:
+            decision = self.answer(decision, (yield decision))
+
+    def _start_run(self, auto_accept: str | None, driver: str) -> Offer | Pick | None:
+        """Start the run (once) and run it to its first decision, which is returned."""
         if self._started:
             raise EngineError("an Engine runs once; build a new one for another run")
         if auto_accept not in AUTO_ACCEPT:
             raise ValueError(f"unknown auto_accept {auto_accept!r}; choose one of {AUTO_ACCEPT}")
         self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
+        self._auto_arg = auto_accept
+        self._driver = driver
         self._started = True
         self.policy.reset(self, self.rng)
         never_run = getattr(self.policy, "never_run_nw_sens_of", None)
@@ -1139,26 +1000,14 @@ class Engine:
         self._next_round = self.first_arrival_s + self.config.lease_s
         self._idle_rounds = 0
         self._timeline = np.zeros((self.timeline_rows + 1, 5))  # (one spare row: see _record)
-        if not self._compiled_loop():
-            while self.finished < self.n:
-                yield from self._event()
-            return
-        # The loop runs compiled (kernels.run_events) until an event or a turn needs Python.
-        self._finish_heap = None  # the next finish is found among the running jobs instead
-        self._loop_args = self._make_loop_args()
-        resume = -1
-        while True:
-            stop = self._run_events(resume)
-            resume = -1
-            if stop == kernels.STOP_TURN:
-                resume = yield from self._python_turn()
-            elif stop == kernels.STOP_EVENT:
-                yield from self._event()
-            elif stop == kernels.STOP_IDLE:
-                raise self._idle_error()
-            elif stop == kernels.STOP_DONE:
-                self._loop_args = None  # (the engine's arrays are its own alone again)
-                return
+        compiled = self._compiled_loop()
+        if compiled:
+            # The loop runs compiled (kernels.run_events) until an event or a turn needs Python.
+            self._finish_heap = None  # the next finish is found among the running jobs instead
+            self._loop_args = self._make_loop_args()
+        self._frames = [turns.Run(compiled)]
+        self._open = turns.drive(self, None)
+        return self._open
 
     def _make_loop_args(self) -> tuple:
         """The compiled loop's arguments (:meth:`_run_events`), but for the speed tables'
@@ -1211,37 +1060,31 @@ class Engine:
         with ``auto_accept`` as for :meth:`decisions` (default None) and runs it to its first
         decision; until that decision is answered (:meth:`answer`), every call returns it again.
         A later call may repeat the first one's ``auto_accept`` or leave it out, not change it."""
-        if self._stepper is None:
-            auto = None if auto_accept is _FIRST_CALL else auto_accept
-            if self._started:
-                raise EngineError(
-                    "this engine's run was driven by decisions(); build a new Engine to use next_decision"
-                )
-            self._stepper = self.decisions(auto)
-            self._stepper_auto = auto
-            self._open = self._resume(None, first=True)
-        elif auto_accept is not _FIRST_CALL and auto_accept != self._stepper_auto:
-            raise ValueError(
-                f"auto_accept is fixed when the run starts ({self._stepper_auto!r} here), got {auto_accept!r}"
-            )
+        if self._driver is None:
+            return self._start_run(None if auto_accept is _FIRST_CALL else auto_accept, "next_decision")
+        if self._driver != "next_decision":
+            raise EngineError("this engine's run was driven by decisions(); build a new Engine to use next_decision")
+        if auto_accept is not _FIRST_CALL and auto_accept != self._auto_arg:
+            raise ValueError(f"auto_accept is fixed when the run starts ({self._auto_arg!r} here), got {auto_accept!r}")
+        self._check_not_failed()
         return self._open
 
     def answer(self, decision: Offer | Pick, response: Tier | int | None) -> Offer | Pick | None:
         """Answer ``decision``, the one :meth:`next_decision` returned (to an offer a tier from
         ``offer.tiers`` or None to wait; to a pick a job from ``pick.candidates`` or None to
         stop the pass), run to the next decision and return it (None once every job has finished)."""
+        if self._failed is not None:
+            self._check_not_failed()
         if decision is None or decision is not self._open:
             what = "no decision is open" if self._open is None else f"the open decision is {self._open!r}"
             raise EngineError(f"answer() takes the decision next_decision() returned; {what}, got {decision!r}")
-        self._open = self._resume(response)
+        self._open = None
+        self._open = turns.drive(self, response)
         return self._open
 
-    def _resume(self, response, first: bool = False) -> Offer | Pick | None:
-        """Send ``response`` into the run (start it if ``first``); the next decision or None."""
-        try:
-            return next(self._stepper) if first else self._stepper.send(response)
-        except StopIteration:
-            return None
+    def _check_not_failed(self) -> None:
+        if self._failed is not None:
+            raise EngineError(f"this engine's run stopped at an error ({self._failed}); build a new Engine")
 
     def _compiled_loop(self) -> bool:
         """Whether :meth:`decisions` runs compiled: the kernels are on, the policy's priority
@@ -1254,9 +1097,10 @@ class Engine:
             and not self._migrates
         )
 
-    def _event(self) -> Generator[Offer | Pick, Tier | int | None, None]:
-        """The next event: time moves to it (arrival, finish or round boundary, whichever
-        comes first), jobs finish and arrive, then a scheduling pass and a timeline record."""
+    def _next_event(self) -> tuple[float, bool]:
+        """The next event (:class:`dallygym.turns.Event`): time moves to it (arrival, finish or
+        round boundary, whichever comes first), jobs finish and arrive. Returns its time and
+        whether it is a round boundary; its pass and timeline record come next."""
         n = self.n
         lease = self.config.lease_s
         first = self.first_arrival_s
@@ -1296,8 +1140,21 @@ class Engine:
                     raise self._idle_error()
             else:
                 self._idle_rounds = 0
-        yield from self._pass(t, boundary)
-        self._record(t)
+        return t, boundary
+
+    def _open_any_pass(self, t: float, boundary: bool):
+        """Count the event's pass and open it: its plan ``(cand, queue, least_ahead,
+        expired_pos)`` (:meth:`_open_pass`), or None if it has no turn to take."""
+        self.passes += 1
+        if not boundary and self.n_waiting == 0:
+            return None
+        if self._keys >= 0 and self.cluster.compiled:
+            return self._open_pass(t, boundary)
+        return self._python_open_pass(t, boundary)
+
+    def _li_pass(self) -> tuple[int, ...]:
+        """The pass the compiled loop stopped in: kernels.LI_BOUNDARY up to LI_ANSWER."""
+        return _LI_PASS.unpack_from(self._li, 8 * kernels.LI_BOUNDARY)
 
     def _idle_error(self) -> EngineError:
         return EngineError(
@@ -1372,79 +1229,6 @@ class Engine:
         if n_log:
             self._apply_turn_log(n_log, None)
         return stop
-
-    def _python_turn(self) -> Generator[Offer, Tier | None, int]:
-        """The turn at which kernels.run_events stopped in a pass, taken in Python; returns
-        the position from which the kernel goes on with the pass, or -1 if the rest of the
-        pass was taken here too (as in :meth:`_pass_turns`: after a declined question, or
-        for a policy whose starts are not batched)."""
-        li = self._li
-        t = self.now_s
-        boundary, n_queue, n_exp_pos, start, n_ranked, pos, asks, _, answer = _LI_PASS.unpack_from(
-            li, 8 * kernels.LI_BOUNDARY
-        )
-        plan = self._plan
-        queue, least_ahead = plan[1, :n_queue], plan[2, :n_queue]
-        expired_pos = plan[3, :n_exp_pos]
-        cluster = self.cluster
-        rest_here = not (self._auto and self._batch_starts)
-        resumed = None
-        try:
-            j = queue.item(pos)
-            if boundary:
-                if n_ranked:
-                    self._ranked = plan[0, start : start + n_ranked]
-                # The lease-expired jobs the pass has not visited: those from this turn on (but
-                # this turn's job if the kernel preempted it already, to ask it an offer); made
-                # when first read, which the turns up to a hand-back to the kernel never do.
-                k = bisect_left(expired_pos, pos + (self.state.item(j) == WAITING))
-                self._expired_from = (queue, expired_pos[k:])
-            free = cluster.free_total
-            if answer >= 0:
-                # An accepted offer whose start only Python can make (a placement shape or
-                # speed factor it has not seen yet).
-                li[kernels.LI_ANSWER] = -1
-                self._start(j, _TIERS[answer], t)
-            elif not rest_here and asks and self.state.item(j) == WAITING:
-                # An offer to a waiting job: asked here, and an acceptance is started by the
-                # kernel, which goes on with the pass from this very turn.
-                tier = yield from self._ask(j, t)
-                if tier is not None:
-                    resumed = self._hand_back(pos, tier)
-                    return resumed
-            else:
-                yield from self._visit(j, t)
-            if not rest_here and not (asks and cluster.free_total == free):
-                resumed = self._hand_back(pos + 1)
-                return resumed
-            # After a declined question the next turns are taken here (another question is
-            # likely, and a return to the kernel costs more than a declined question), up to
-            # an accepted offer to a waiting job or a lease-expired job's turn when the kernel
-            # makes the starts: that start or turn, and the rest of the pass, go back to it.
-            if rest_here:
-                yield from self._python_turns(queue, least_ahead, expired_pos, pos + 1, t)
-            else:
-                accepted = yield from self._turns_to_hand_over(queue, least_ahead, expired_pos, pos + 1, t)
-                if accepted is not None:
-                    resumed = self._hand_back(*accepted)
-                    return resumed
-        finally:
-            if resumed is None:  # the pass ends here (or the generator is closed)
-                self._end_pass(boundary)
-        self._record(t)
-        return -1
-
-    def _hand_back(self, pos: int, tier: Tier | None = None) -> int:
-        """Give the pass stopped in :meth:`_python_turn` back to the compiled loop from
-        position ``pos`` of its plan, with ``tier`` the offer accepted at that turn (which the
-        loop starts), if any: the loop goes on with the pass and ends it (marks and ranks), so
-        nothing of it is left here. Returns ``pos``."""
-        if tier is not None:
-            self._li[kernels.LI_ANSWER] = int(tier)
-        self._expired_from = None
-        self._expired.clear()
-        self._ranked = None
-        return pos
 
     def _end_pass(self, boundary: bool) -> None:
         """A boundary pass's end: no lease-expired job left unvisited, no GPU marked, no rank."""
@@ -1582,17 +1366,6 @@ class Engine:
             self.expired_unvisited.update(self._expired_buf[:n_expired].tolist())
         return cand, plan[1, :n_queue], plan[2, :n_queue], plan[3, :n_expired_pos]
 
-    def _pass(self, t: float, boundary: bool) -> Generator[Offer | Pick, Tier | int | None, None]:
-        self.passes += 1
-        if not boundary and self.n_waiting == 0:
-            return
-        if self._keys >= 0 and self.cluster.compiled:
-            opened = self._open_pass(t, boundary)
-        else:
-            opened = self._python_open_pass(t, boundary)
-        if opened is not None:
-            yield from self._pass_turns(t, boundary, *opened)
-
     def _python_open_pass(self, t: float, boundary: bool):
         """:meth:`_open_pass` for any policy, step by step (priority keys from the policy)."""
         cluster = self.cluster
@@ -1612,149 +1385,6 @@ class Engine:
                 self._migrations(cand, t)
                 return None
         return (cand, *self._visit_plan(order, boundary))
-
-    def _pass_turns(
-        self,
-        t: float,
-        boundary: bool,
-        cand: np.ndarray,
-        queue: np.ndarray,
-        least_ahead: np.ndarray,
-        expired_pos: np.ndarray,
-    ) -> Generator[Offer | Pick, Tier | int | None, None]:
-        """A pass's turns over its visit plan, in order (see :meth:`_visit_plan`)."""
-        cluster = self.cluster
-        try:
-            if self.agent_picks:
-                yield from self._picked_visits(queue.tolist(), t, boundary)
-            elif cluster.compiled and self.renew_together and self._auto and self._batch_starts:
-                # The turns run compiled until one needs Python (an offer to ask about, a
-                # renewal offer, a placement or speed factor only Python has): that turn is
-                # taken here, and the compiled pass goes on after it. (Only when the engine
-                # accepts offers itself and may start jobs in batches: otherwise every offer
-                # stops the kernel, and the Python loop below does better.)
-                #
-                # A question (an offer the caller answers, a renewal offer) that is declined
-                # leaves the free GPUs as they were, and the turns after it tend to be
-                # declined questions too (a policy waiting for better tiers, an agent): a
-                # return to the kernel for each would cost more than it saves, so the Python
-                # loop takes the rest of the pass.
-                pos = 0
-                while True:
-                    stop, asks = self._compiled_turns(queue, least_ahead, expired_pos, pos, t)
-                    if stop < 0:
-                        break
-                    free = cluster.free_total
-                    yield from self._visit(queue.item(stop), t)
-                    if asks and cluster.free_total == free:
-                        yield from self._python_turns(queue, least_ahead, expired_pos, stop + 1, t)
-                        break
-                    pos = stop + 1
-            else:
-                yield from self._python_turns(queue, least_ahead, expired_pos, 0, t)
-        finally:
-            self._end_pass(boundary)
-        if boundary:
-            self._migrations(cand, t)
-
-    def _python_turns(
-        self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int, t: float
-    ) -> Generator[Offer, Tier | None, None]:
-        """The turns of a pass (without agent picks) from position ``pos`` of its visit plan, in
-        Python, to the pass's end."""
-        cluster = self.cluster
-        n_visit = len(queue)
-        expired_set = self.expired_unvisited
-        num_gpus = self._num_gpus_list
-        expired_pos = expired_pos.tolist()
-        while pos < n_visit:
-            j = queue.item(pos)
-            if j in expired_set:
-                # Expired leases up to the next waiting job that may still fit take
-                # their turns together (a waiting job that does not fit now never will).
-                k = bisect_left(expired_pos, pos)
-                if cluster.free_total < least_ahead.item(pos):
-                    run = queue[expired_pos[k:]]
-                    end = n_visit
-                else:  # the expired leases at consecutive positions from here
-                    last = k + 1
-                    while last < len(expired_pos) and expired_pos[last] == pos + last - k:
-                        last += 1
-                    end = pos + last - k
-                    run = queue[pos:end]
-                yield from self._expired_turns(run, t)
-                pos = end
-                continue
-            pos += 1
-            if num_gpus[j] > cluster.free_total:
-                # Too big for the free GPUs, which only shrink during the pass: skip it,
-                # and every waiting job up to the next expired lease if none can fit.
-                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
-                    k = bisect_left(expired_pos, pos)
-                    pos = expired_pos[k] if k < len(expired_pos) else n_visit
-                continue
-            yield from self._visit(j, t)
-
-    def _turns_to_hand_over(
-        self, queue: np.ndarray, least_ahead: np.ndarray, expired_pos: np.ndarray, pos: int, t: float
-    ) -> Generator[Offer, Tier | None, tuple[int, Tier | None] | None]:
-        """:meth:`_python_turns` up to an offer a waiting job accepts, returning (its position,
-        the tier), or up to a lease-expired job's turn, returning (its position, None): the
-        compiled loop makes that start or turn and goes on from there (see
-        :meth:`_python_turn`); None at the pass's end. The turns before are waiting jobs'
-        only, so the leases are told by their positions (``expired_pos``, increasing)."""
-        cluster = self.cluster
-        n_visit = len(queue)
-        num_gpus = self._num_gpus_list
-        k = bisect_left(expired_pos, pos)
-        lease = expired_pos.item(k) if k < expired_pos.size else n_visit  # the next lease's turn
-        while pos < n_visit:
-            if pos == lease:
-                return pos, None  # (renewals, preemptions and upgrades: the kernel's)
-            j = queue.item(pos)
-            pos += 1
-            if num_gpus[j] > cluster.free_total:
-                # Too big for the free GPUs, which only shrink during the pass: skip it,
-                # and every waiting job up to the next expired lease if none can fit.
-                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
-                    pos = lease
-                continue
-            # (_ask written out: the one question of most turns here, without a generator)
-            offer = self._offer_to(j, t)
-            if offer is None:
-                continue
-            if offer.__class__ is Offer:
-                answer = yield offer
-                if answer is None:  # declined: the next turn
-                    continue
-                offer = self._checked(answer, offer)
-            return pos - 1, offer
-        return None
-
-    def _visit(self, j: int, t: float) -> Generator[Offer, Tier | None, None]:
-        """Job ``j``'s turn in a pass: a lease-expired job renews (its GPUs all unclaimed) or is
-        preempted and then offered like a waiting job; a waiting job gets an offer if it fits."""
-        cluster = self.cluster
-        if j in self.expired_unvisited:
-            self.expired_unvisited.discard(j)
-            held = self.gpus[j]
-            if cluster.all_free(held):
-                yield from self._renew(j, held, t)
-                return
-            cluster.unmark(held)  # what it still had is free for anyone, itself included
-            self._preempt(j, t)
-        tier = yield from self._ask(j, t)
-        if tier is not None:
-            self._start(j, tier, t)
-
-    def _ask(self, j: int, t: float) -> Generator[Offer, Tier | None, Tier | None]:
-        """Waiting job ``j``'s offer if it fits (:meth:`_visit` without the start): returns the
-        tier accepted (checked against the offer; the best one, unasked, for an offer the
-        caller would accept at its best tier anyway), or None."""
-        offer = self._offer_to(j, t)
-        if offer is None or offer.__class__ is not Offer:
-            return offer
-        return self._checked((yield offer), offer)
 
     def _offer_to(self, j: int, t: float) -> Offer | Tier | None:
         """The question :meth:`_ask` puts to waiting job ``j``: its :class:`Offer`; or, without
@@ -1782,114 +1412,6 @@ class Engine:
             )
         return _TIERS[int(answer)]
 
-    def _picked_visits(
-        self, queue: list[int] | np.ndarray, t: float, boundary: bool
-    ) -> Generator[Offer | Pick, Tier | int | None, None]:
-        """A pass whose order an agent chooses (``agent_picks``): see :class:`Pick`.
-
-        ``queue`` is the pass's jobs in the policy's priority order. While the order matters
-        (the candidates' GPU demand exceeds the free GPUs, lease-expired jobs' GPUs counted as
-        free, and there are two candidates or more), each turn is a :class:`Pick`; once it no
-        longer matters -- it never does again in the pass, since a job leaves the candidates
-        either placed (taking exactly its demand) or waiting -- the rest go in priority order.
-        With ``lease_picks="waiting"`` the lease-expired jobs are not candidates: serving a
-        waiting job first serves, in order, every lease-expired job ranked ahead of it.
-        Answering every pick with ``candidates[0]`` is exactly the native pass.
-
-        The jobs not served yet are two masks over the queue's positions: ``waiting`` and
-        ``leases`` (lease-expired: a job leaves the lease-expired set only when it is served,
-        so the flag holds while it is in the pass), with their counts and GPU demand kept as
-        counters. A pick costs a few array operations, no Python loop over the queue.
-        """
-        cluster = self.cluster
-        expired = self.expired_unvisited
-        pick_leases = self.pick_leases
-        q = np.asarray(queue, dtype=np.int64)
-        g = self.num_gpus[q]
-        flags = self._lease_flags
-        if expired:
-            marked = np.fromiter(expired, dtype=np.int64, count=len(expired))
-            flags[marked] = True
-            leases = flags[q]
-            flags[marked] = False
-        else:
-            leases = np.zeros(q.size, dtype=bool)
-        waiting = ~leases
-        if boundary and expired and self.lease_guard is not None:
-            # Guarded leases are served before any pick: nobody can claim their GPUs.
-            at_lease = np.flatnonzero(leases)
-            guarded = np.asarray(self.lease_guard(self, q[at_lease]), dtype=bool)
-            if guarded.shape != (at_lease.size,):
-                raise EngineError(f"lease_guard returned {guarded.shape} flags for {at_lease.size} lease-expired jobs")
-            first = at_lease[guarded]
-            if first.size:
-                leases[first] = False
-                for j in q[first].tolist():
-                    yield from self._visit(j, t)
-        n_leases = int(np.count_nonzero(leases))
-        n_waiting = int(np.count_nonzero(waiting))
-        lease_demand = int(np.add.reduce(g, where=leases))
-        demand = lease_demand + int(np.add.reduce(g, where=waiting))
-        biggest_waiting = int(np.max(g, where=waiting, initial=0))
-        position = self._queue_position
-        position[q] = np.arange(q.size)
-        while n_waiting or n_leases:
-            free = cluster.free_total
-            if biggest_waiting > free:
-                # A waiting job too big for the free GPUs now stays too big all pass long.
-                waiting &= g <= free
-                n_waiting = int(np.count_nonzero(waiting))
-                demand = lease_demand + int(np.add.reduce(g, where=waiting))
-                biggest_waiting = int(np.max(g, where=waiting, initial=0))
-            at_cand = np.flatnonzero(waiting | leases if pick_leases else waiting)
-            n_cand = at_cand.size
-            # One candidate is a choice only between serving it and stopping (waiting picks).
-            may_stop = demand > free and (n_cand > 1 or not pick_leases) and self._may_stop()
-            if demand <= free or not n_cand or (n_cand < 2 and not may_stop):
-                alive = waiting | leases
-                yield from self._visits_in_order(q[alive], leases[alive], t)
-                return
-            candidates = q[at_cand].tolist()
-            pick = Pick(t, tuple(candidates), may_stop, boundary)
-            self._pick_jobs = (pick, q[at_cand])  # for the environment's observation
-            answer = None if self.pick_guard is None else self.pick_guard(self, candidates)
-            if answer is None:
-                answer = yield pick
-            elif answer not in candidates:
-                raise EngineError(f"pick_guard served {answer!r}, which is not a candidate of {pick!r}")
-            if answer is None:
-                if not pick.may_stop:
-                    raise EngineError(
-                        f"stopped the pass at {pick!r}, where stopping is not allowed (nothing would keep running)"
-                    )
-                self._stop_pass(q[waiting | leases].tolist())
-                return
-            at = self._position_in(q, position, answer)
-            if at < 0 or not (waiting[at] or (pick_leases and leases[at])):
-                raise EngineError(f"picked {answer!r}, which is not a candidate of {pick!r}") from None
-            # Served: placed (taking its demand from the free GPUs), renewed, or left waiting.
-            if leases[at]:
-                leases[at] = False
-                n_leases -= 1
-                lease_demand -= g.item(at)
-            else:
-                waiting[at] = False
-                n_waiting -= 1
-            demand -= g.item(at)
-            # Without lease picks, the lease-expired jobs ranked ahead of the answer go first:
-            # they take their turns with nothing between them (the jobs ranked between two of
-            # them wait or were served already), together where they can be.
-            if not pick_leases:
-                ahead = np.flatnonzero(leases[:at])
-                if ahead.size:
-                    leases[ahead] = False
-                    n_leases -= ahead.size
-                    ahead_demand = int(np.add.reduce(g[ahead]))
-                    lease_demand -= ahead_demand
-                    demand -= ahead_demand
-                    yield from self._expired_turns(q[ahead], t)
-            yield from self._visit(q.item(at), t)
-
     def _position_in(self, q: np.ndarray, position: np.ndarray, answer) -> int:
         """The position in ``q`` of job ``answer`` (``position``: by job, set for ``q``'s jobs),
         or -1 if it is not in ``q``."""
@@ -1901,25 +1423,6 @@ class Engine:
         except (TypeError, ValueError):
             return -1
         return int(hits[0]) if hits.size == 1 else -1
-
-    def _visits_in_order(self, jobs: np.ndarray, leases: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
-        """The rest of a picked pass in priority order, once the order no longer matters:
-        ``jobs`` in order, ``leases`` flagging the lease-expired ones, whose consecutive runs
-        take their turns together."""
-        if not leases.any():
-            for j in jobs.tolist():
-                yield from self._visit(j, t)
-            return
-        # Runs of consecutive flags: [start, end) of each run of leases and of waiting jobs.
-        edges = np.flatnonzero(np.diff(leases.view(np.int8))) + 1
-        starts = [0, *edges.tolist()]
-        ends = [*edges.tolist(), jobs.size]
-        for start, end in zip(starts, ends):
-            if leases.item(start):
-                yield from self._expired_turns(jobs[start:end], t)
-            else:
-                for j in jobs[start:end].tolist():
-                    yield from self._visit(j, t)
 
     def _may_stop(self) -> bool:
         """Would some job still hold GPUs if the pass stopped now? (Then a later event comes.)"""
@@ -2015,77 +1518,6 @@ class Engine:
             self.cluster.mark_reclaimable(gpus[later], ranks[later])
             self.expired_unvisited.update(expired.tolist())
         return visit
-
-    def _renew(self, j: int, held: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
-        """A lease-expired running job's turn in a boundary pass; its GPUs ``held`` are all
-        still free (nobody ahead claimed any). What happens depends on the renewal mode (see
-        :class:`EngineConfig`): it keeps them, is offered better tiers, or bids again."""
-        mode = self._renewal
-        current = self.tier.item(j)
-        if mode == "keep" or (
-            mode == "upgrade" and (current == self.best_possible_tier.item(j) or not self._upgrades_offered)
-        ):
-            self.cluster.allocate(j, held, self._machine_of(j))  # renewed on the same GPUs
-            return
-        cluster = self.cluster
-        if mode == "upgrade" and not self._better_tier_in(cluster.free_per_machine, self._num_gpus_list[j], current):
-            # Not even every free GPU (idle or reclaimable, its own included) would make a
-            # better tier: nothing to offer.
-            cluster.allocate(j, held, self._machine_of(j))
-            return
-        cluster.unmark(held)  # its own GPUs count as free (and idle) for it
-        # An upgrade may use idle GPUs only: GPUs of lease-expired jobs later in the order stay
-        # theirs (a running job improves its placement without displacing anyone). A rebid
-        # bids like a waiting job, for every free GPU.
-        if mode == "upgrade" and not self._better_tier_in(cluster.idle_per_machine, self._num_gpus_list[j], current):
-            cluster.allocate(j, held, self._machine_of(j))  # the idle GPUs make no better tier
-            return
-        hidden = cluster.hide_marked() if mode == "upgrade" else None
-        try:
-            g = self._num_gpus_list[j]
-            tiers = self._offer_tiers(g)
-            if mode == "upgrade":
-                tiers = tuple(tier for tier in tiers if tier < current)
-                free_now = cluster.free_per_machine.tobytes()
-                if tiers and self._declined.get(j) == free_now:
-                    tiers = ()  # it declined these very GPUs before: its answer stands
-                starvation = t - self.starve_anchor_s.item(j)
-            else:
-                starvation = 0.0  # rebid: its clock restarts at the boundary
-            answer = None
-            if tiers:
-                offer = Offer(
-                    j, self._job_id_list[j], g, t, starvation, tiers, self._best_tier_list[j], _TIERS[current], mode
-                )
-                answer = yield offer
-                if answer is not None and answer not in tiers:
-                    raise EngineError(
-                        f"{self.policy.name!r} answered {answer!r} to {offer!r}; accept one of the offered "
-                        f"tiers or None"
-                    )
-            if answer is None:
-                if mode == "upgrade":
-                    if tiers:
-                        self._declined[j] = free_now
-                        if cluster.compiled:  # what the compiled loop compares (kernels.vector_key)
-                            self._declined_key[j] = kernels.vector_key(cluster.free_per_machine)
-                    cluster.allocate(j, held, self._machine_of(j))  # keeps its GPUs at no cost
-                else:
-                    self._preempt(j, t)  # rebid and declined: it waits, its GPUs free for anyone
-                return
-            if int(answer) == current:  # rebid won back at its own tier: the same GPUs, no cost
-                cluster.allocate(j, held, self._machine_of(j))
-                return
-            self._close_segment(j, t)
-            if int(answer) < current:
-                self.upgrades[j] += 1
-            else:
-                self.preemptions[j] += 1  # a rebid moved it to a worse tier: it lost its GPUs
-            self.starve_anchor_s[j] = t  # it gives up its GPUs and gets new ones at once
-            self._start(j, _TIERS[int(answer)], t, restarted=True, kind=mode)
-        finally:
-            if hidden is not None:
-                cluster.unhide(hidden)
 
     def _visit_plan(self, order: np.ndarray, boundary: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The jobs a pass visits, in order, with what lets it skip the hopeless ones.
@@ -2226,21 +1658,6 @@ class Engine:
                 heapq.heappush(heap, (self.finish_s.item(j), j))
             if on_start is not None:
                 on_start(self, j, _TIERS[self.tier.item(j)], t - self.starve_anchor_s.item(j), t)
-
-    def _expired_turns(self, jobs: np.ndarray, t: float) -> Generator[Offer, Tier | None, None]:
-        """The turns, in order, of lease-expired jobs with nothing else happening between them
-        in the pass: those whose turn only renews their lease in place go together
-        (:meth:`_renew_in_place`), the others one at a time (:meth:`_visit`)."""
-        n = jobs.size
-        i = 0
-        together = self.renew_together
-        while i < n:
-            if together and n - i > 1:
-                i += self._renew_in_place(jobs[i:])
-                if i == n:
-                    return
-            yield from self._visit(jobs.item(i), t)
-            i += 1
 
     def _renew_in_place(self, jobs: np.ndarray) -> int:
         """Renew at once the leading ``jobs`` (lease-expired, in their turns' order, with no

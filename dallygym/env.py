@@ -253,6 +253,13 @@ class GeneratedTraces:
     def __deepcopy__(self, memo) -> GeneratedTraces:
         return self  # a pure function of the seed: copies may share what it keeps
 
+    def __getstate__(self) -> dict:
+        return {"name": self.name}  # (what it keeps is drawn again on demand)
+
+    def __setstate__(self, state: dict) -> None:
+        self.name = state["name"]
+        self._recent = OrderedDict()
+
 
 class DallyEnv(gym.Env):
     """Delay scheduling of distributed deep-learning jobs on a hierarchical GPU cluster.
@@ -589,60 +596,43 @@ class DallyEnv(gym.Env):
             self.makespan_penalty, self.relative_divisor = self._next_makespan_penalty
             self._init_kwargs = {**self._init_kwargs, "makespan_penalty": self.makespan_penalty}
             self._next_makespan_penalty = None
-        # What a snapshot needs to rebuild this episode (see __getstate__): the generator and
-        # trace cycle as the episode starts, then every answer sent to the engine.
-        self._episode_start = (self.np_random.bit_generator.state, self._cycle)
-        self._answers = []
         return self._start_episode()
 
     # --- snapshots: copy.deepcopy and pickle -------------------------------------------------
 
+    #: What a deep copy shares with the original instead of copying: read-only data (the trace
+    #: sources, the cluster, the run parameters, the latency model) and caches of values that
+    #: depend only on their key (the reference runs).
+    _SHARED_ON_COPY = ("_traces", "spec_cluster", "config", "latency", "_reference_cache", "reference_run")
+
     def __getstate__(self) -> dict:
-        """A snapshot: the constructor's arguments, and for an episode under way how it started
-        (the generator's state and trace cycle at reset) and every answer sent to the engine
-        since. Restoring builds a fresh environment and replays the episode -- the engine is
-        deterministic, so the copy continues exactly as the original would (bit for bit). The
-        cost of a restore grows with the steps taken so far (a replay runs at the speed of
-        ``step``)."""
-        episode = None
-        if self.engine is not None:
-            episode = {
-                "start": self._episode_start,
-                "answers": list(self._answers),
-                "terminal_pending": self._terminal_pending,
-                "steps": self.steps,
-                "rng_now": self.np_random.bit_generator.state,
-                "cycle_now": self._cycle,
-                "seed": self._np_random_seed,
-            }
-        return {"init_kwargs": self._init_kwargs, "episode": episode, "relative_divisor": self.relative_divisor}
+        """A snapshot: the environment's state as it stands, the engine's run included (plain
+        data, :mod:`dallygym.turns`), so a copy continues exactly as the original would, bit for
+        bit. Its cost is that of the state (the jobs' tables), whatever the steps taken. Pickled,
+        it leaves out the reference runs of past episodes (a cache, made again on demand)."""
+        state = self.__dict__.copy()
+        state["_reference_cache"] = OrderedDict()
+        return state
 
     def __setstate__(self, state: dict) -> None:
-        if not (isinstance(state, Mapping) and isinstance(state.get("init_kwargs"), Mapping) and "episode" in state):
+        if not (isinstance(state, Mapping) and isinstance(state.get("_init_kwargs"), Mapping) and "engine" in state):
             raise ValueError(
-                f"not a snapshot of {type(self).__name__} (a dict with 'init_kwargs' and 'episode', "
+                f"not a snapshot of {type(self).__name__} (the dict of an environment's state, "
                 f"as __getstate__ makes), got {type(state).__name__}"
             )
-        type(self).__init__(self, **state["init_kwargs"])
-        self.relative_divisor = float(state.get("relative_divisor", 1.0))
-        episode = state["episode"]
-        if episode is None:
-            return
-        rng_state, cycle = episode["start"]
-        self._np_random = np.random.Generator(getattr(np.random, rng_state["bit_generator"])())
-        self._np_random.bit_generator.state = rng_state
-        self._np_random_seed = episode["seed"]
-        self._cycle = cycle
-        self._episode_start = (rng_state, cycle)
-        self._answers = []
-        self._start_episode()
-        for answer in episode["answers"]:
-            self._answers.append(answer)
-            self._advance(answer)
-        self.steps = episode["steps"]
-        self._terminal_pending = episode["terminal_pending"]
-        self._np_random.bit_generator.state = episode["rng_now"]
-        self._cycle = episode["cycle_now"]
+        self.__dict__.update(state)
+        if state.get("_obs_head") is not None:  # (views of the engine's arrays: of the copy's own)
+            self._obs_head = self._observation_head()
+
+    def __deepcopy__(self, memo: dict) -> DallyEnv:
+        for name in self._SHARED_ON_COPY:
+            value = self.__dict__.get(name)
+            if value is not None:
+                memo[id(value)] = value
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__dict__.copy(), memo))
+        return new
 
     def _start_episode(self):
         """Start the episode whose trace and engine seed the generator draws next; return the
@@ -686,19 +676,7 @@ class DallyEnv(gym.Env):
         )
         # kernels.offer_observation's arrays, the same objects all episode long.
         c = self.engine.cluster
-        self._obs_head = (
-            (
-                self._obs,
-                self._obs_consts,
-                self._job_static,
-                self.engine._jobf,
-                self.engine._jobi,
-                c.free_per_machine,
-                c.free_per_rack,
-            )
-            if c.compiled
-            else None
-        )
+        self._obs_head = self._observation_head() if c.compiled else None
         self._timers = getattr(self.policy, "timers", None)
         self._done = False
         self._reported = 0.0
@@ -719,7 +697,6 @@ class DallyEnv(gym.Env):
         else:
             answer, invalid = self._answer(action, index, offer)
         self.steps += 1
-        self._answers.append(answer)
         reward = self._advance(answer)
         offer = self.offer
         if offer is None:  # the episode ended with this step
@@ -943,6 +920,21 @@ class DallyEnv(gym.Env):
         static[:, 0] = np.array([math.log2(1 + g) / log_cluster for g in demands.tolist()])[index]
         static[:, 1:] = engine.best_possible_tier[:, None] == np.arange(3)
         return static
+
+    def _observation_head(self) -> tuple:
+        """The arrays :func:`dallygym.kernels.offer_observation` reads and writes: the
+        observation buffer and its constants, and the engine's tables and free-GPU counts (views
+        of its cluster's buffer: made again for a copy, whose cluster has its own)."""
+        c = self.engine.cluster
+        return (
+            self._obs,
+            self._obs_consts,
+            self._job_static,
+            self.engine._jobf,
+            self.engine._jobi,
+            c.free_per_machine,
+            c.free_per_rack,
+        )
 
     def _observe(self, offer: Offer) -> None:
         """Write the observation of ``offer`` into the environment's buffer: in one compiled

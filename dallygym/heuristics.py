@@ -90,6 +90,22 @@ class QueueHeuristicAgent(HeuristicAgent):
         first = jobs[np.lexsort((jobs, keys))[0]]
         return np.int64(int(np.flatnonzero(shown == first)[0])), state
 
+    def slot_order(self) -> np.ndarray:
+        """Every shown slot of the current pick, in this policy's order (the first is
+        :meth:`predict`'s answer); empty when no pick is open. A search that tries the policy's
+        first few choices (:class:`~dallygym.lookahead.LookaheadAgent`) reads it."""
+        base = self._base
+        pick = getattr(base, "pick", None)
+        if pick is None:
+            return np.zeros(0, dtype=np.int64)
+        shown = np.asarray(pick.candidates[: base.max_candidates], dtype=np.int64)
+        policy = self._decider(base)
+        if policy is base.policy:
+            return np.arange(shown.size, dtype=np.int64)
+        by_job = np.argsort(shown, kind="stable")  # slot of each job in increasing job index
+        keys = np.asarray(policy.priority(base.engine, shown[by_job]), dtype=np.float64)
+        return by_job[np.lexsort((shown[by_job], keys))]
+
 
 def heuristic_agent(name: str, env) -> HeuristicAgent:
     """An agent that answers ``env``'s decisions with the shipped policy ``name``: offers on

@@ -631,7 +631,6 @@ class DallyQueueEnv(DallyEnv):
         action = index
         answer = None if action == self.stop_action else self.pick.candidates[action]
         self.steps += 1
-        self._answers.append(answer)
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
         if self._done:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from helpers import TablePriority, TierLatency, make_trace, run_engine
@@ -10,6 +12,7 @@ from dallygym.cluster import ClusterError, ClusterSpec, Tier
 from dallygym.engine import DONE, Engine, EngineConfig, EngineError
 from dallygym.metrics import collect
 from dallygym.policies import FifoPolicy, Policy
+from dallygym.policies.base import auto_accept_of
 
 NO_ROUNDS = 1e9  # a lease longer than any test run
 
@@ -344,12 +347,14 @@ def test_answer_takes_only_the_open_decision_and_auto_accept_is_fixed_at_the_sta
 
 
 def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(monkeypatch):
-    """A test-only kind of decision, in three places -- its class, the engine code that asks it,
-    and the policy method that answers it -- is answered through run_policy unchanged."""
+    """A test-only kind of decision, in four places -- its class, the turn that asks it, the
+    engine that takes its turns so, and the policy method that answers it -- is answered
+    through run_policy unchanged, and an engine copied while it waits on one goes on alike."""
+    from dallygym import turns
     from dallygym.cluster import ClusterState
     from dallygym.engine import run_policy
 
-    monkeypatch.setattr(ClusterState, "compiled", False)  # (the Python turns ask through _ask)
+    monkeypatch.setattr(ClusterState, "compiled", False)  # (every turn is a Visit frame)
 
     class Probe:  # 1. the kind
         kind = "probe"
@@ -358,12 +363,20 @@ def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(m
         def __init__(self, job: int) -> None:
             self.job = job
 
-    class ProbingEngine(Engine):  # 2. where it is asked: before each offer to a waiting job
-        def _ask(self, j, t):
-            self.heard.append((j, (yield Probe(j))))
-            return (yield from super()._ask(j, t))
+    class ProbingVisit(turns.Visit):  # 2. where it is asked: before each job's turn
+        def step(self, engine, value):
+            if self.pc == 0:
+                self.pc = -1
+                return Probe(self.j)
+            if self.pc == -1:  # the answer; then the turn as ever
+                engine.heard.append((self.j, value))
+                self.pc, value = 0, None
+            return super().step(engine, value)
 
-    class ProbedFifo(FifoPolicy):  # 3. the hook that answers it
+    class ProbingEngine(Engine):  # 3. the engine that takes its turns so
+        Visit = ProbingVisit
+
+    class ProbedFifo(FifoPolicy):  # 4. the hook that answers it
         def probe(self, probe, view):
             return 10 * probe.job
 
@@ -376,6 +389,18 @@ def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(m
     assert all(answer == 10 * j for j, answer in probed.heard)
     plain = run_engine(make_trace(rows), spec, FifoPolicy(), TierLatency(), lease_s=NO_ROUNDS)
     assert collect(probed).jobs.equals(collect(plain).jobs)
+    # Copied while waiting on a probe, the engine and its copy go on alike.
+    halfway = ProbingEngine(make_trace(rows), spec, ProbedFifo(), TierLatency(), EngineConfig(lease_s=NO_ROUNDS))
+    halfway.heard = []
+    decision = halfway.next_decision(auto_accept_of(halfway.policy))
+    for _ in range(2):
+        decision = halfway.answer(decision, halfway.policy.answer(decision, halfway))
+    assert isinstance(decision, Probe)
+    twin = copy.deepcopy(halfway)
+    for engine in (halfway, twin):
+        run_policy(engine)
+        assert engine.heard == probed.heard
+        assert collect(engine).jobs.equals(collect(probed).jobs)
 
 
 def test_migration_hook_moves_job_to_better_tier_with_overhead():

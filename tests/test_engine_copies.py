@@ -1,9 +1,8 @@
-"""Copies of an Engine (``copy.deepcopy``, ``pickle``) before its run and after it.
+"""Copies of an Engine (``copy.deepcopy``, ``pickle``) before, during and after its run.
 
-A copy holds its own plain arrays with its views bound to them again (``Engine._bind``):
-driven to the end, a copy made before the run gives exactly the original's results, and a
-copy of an ended engine has them too. A copy in the middle of a run is refused (the run's
-generator cannot be copied).
+A copy holds its own plain arrays with its views bound to them again (``Engine._bind``), and
+the run's frames (``dallygym.turns``): driven to the end, a copy made before the run or at any
+decision of it gives exactly the original's results, and a copy of an ended engine has them too.
 """
 
 from __future__ import annotations
@@ -143,18 +142,83 @@ def test_a_copy_before_the_run_keeps_an_instance_s_timeline_rows():
         assert len(engine._timeline) == 5
 
 
+def _answered(engine: Engine, decision):
+    return engine.policy.answer(decision, engine)
+
+
+def _send(run, answer):
+    """The generator's next decision, or None once it returns."""
+    try:
+        return run.send(answer)
+    except StopIteration:
+        return None
+
+
+def _decisions_from(engine: Engine, decision) -> list[str]:
+    """Drive ``engine`` from its open ``decision`` to the end with its policy: what it asked."""
+    seen = []
+    while decision is not None:
+        seen.append(repr(decision))
+        decision = engine.answer(decision, _answered(engine, decision))
+    return seen
+
+
+COPIED_RUNS = {
+    # name: (engine maker, auto_accept)
+    "small-dally": (small_engine, None),
+    "small-tiresias-rebid": (lambda: small_engine_with(TierLatency(), "tiresias", "rebid"), None),
+    "small-gandiva": (lambda: small_engine_with(TierLatency(), "gandiva"), None),
+    "small-picks": (lambda: small_engine_with(TierLatency(), agent_picks=True), None),
+    "batch-500-dally": (batch_engine, None),
+    "batch-500-dally-best-possible": (batch_engine, "best-possible"),
+}
+
+
+@pytest.mark.parametrize("name", list(COPIED_RUNS))
 @pytest.mark.parametrize("how", ["next_decision", "decisions"])
-def test_a_copy_in_the_middle_of_a_run_is_refused(how):
-    engine = small_engine()
-    if how == "next_decision":
-        assert engine.next_decision() is not None
+def test_a_copy_at_any_decision_goes_on_as_the_original(compiled, name, how):
+    """Copies taken at several decisions of a run (deep, pickled) ask the same decisions from
+    there and end with the same results as the original."""
+    make, auto = COPIED_RUNS[name]
+    reference = make()
+    reference.heard = _decisions_from(reference, reference.next_decision(auto))
+    n_asked = len(reference.heard)
+    assert n_asked > 3
+    at = sorted({1, 2, n_asked // 3, n_asked // 2, n_asked - 1})
+    original = make()
+    if how == "decisions":
+        run = original.decisions(auto)
+        decision = next(run)
     else:
-        run = engine.decisions()
-        next(run)
-    for make_copy in (copy.deepcopy, copy.copy, pickle.dumps):
-        with pytest.raises(EngineError, match="while its run is under way.*Copy the environment instead") as info:
-            make_copy(engine)
-        assert isinstance(info.value, TypeError)
+        decision = original.next_decision(auto)
+    copies = []
+    for k in range(n_asked):
+        assert repr(decision) == reference.heard[k]
+        if k in at:
+            for make_copy in (copy.deepcopy, pickled):
+                twin = make_copy(original)
+                copies.append((k, twin, twin.next_decision(auto)))
+        answer = _answered(original, decision)
+        decision = _send(run, answer) if how == "decisions" else original.answer(decision, answer)
+    assert decision is None and original.finished == original.n
+    assert_same_results(reference, original)
+    for k, twin, open_decision in copies:
+        assert repr(open_decision) == reference.heard[k]
+        assert _decisions_from(twin, open_decision) == reference.heard[k:]
+        assert_same_results(reference, twin)
+
+
+def test_an_error_ends_the_run_and_says_so():
+    """A wrong answer raises; the engine then refuses to go on, naming the error, instead of
+    looking ended."""
+    engine = small_engine()
+    offer = engine.next_decision()
+    with pytest.raises(EngineError, match="accept one of the offered tiers"):
+        engine.answer(offer, "no such tier")
+    for step in (engine.next_decision, lambda: engine.answer(offer, offer.best_tier)):
+        with pytest.raises(EngineError, match="stopped at an error .*accept one of the offered tiers"):
+            step()
+    assert engine.cluster.marks_active is False and not engine.expired_unvisited
 
 
 def test_unpickled_tables_are_the_latency_s():
@@ -191,8 +255,9 @@ def test_a_latency_with_tables_already_keeps_them_and_the_engine_its_own():
         assert_same_results(original, engine)
 
 
-def small_engine_with(latency) -> Engine:
-    return Engine(make_trace(SMALL_ROWS), SMALL_SPEC, make_policy("dally"), latency, EngineConfig(lease_s=300.0))
+def small_engine_with(latency, policy: str = "dally", renewal: str = "upgrade", agent_picks: bool = False) -> Engine:
+    config = EngineConfig(lease_s=300.0, renewal=renewal)
+    return Engine(make_trace(SMALL_ROWS), SMALL_SPEC, make_policy(policy), latency, config, agent_picks=agent_picks)
 
 
 def test_a_copy_unpickled_in_another_process(tmp_path):

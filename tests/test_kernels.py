@@ -667,13 +667,13 @@ def test_compiled_loop_keeps_declined_upgrades_as_the_reference_does(monkeypatch
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         handed = []
-        event = E._event
+        event = E._next_event
 
         def spy(self):
             handed.append(self.now_s)
-            return (yield from event(self))
+            return event(self)
 
-        monkeypatch.setattr(E, "_event", spy)
+        monkeypatch.setattr(E, "_next_event", spy)
         env = gym.make("Dally-v0")
         obs, info = env.reset(seed=2)
         base = env.unwrapped
@@ -704,16 +704,16 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     next turns are taken in Python up to the next accepted offer (or lease-expired job), which
     goes back to the loop the same way. All of these happen in a random agent's episode, which is the
     reference episode decision for decision."""
-    from dallygym.engine import Engine as E
+    from dallygym import turns
 
     made = {"kernel": 0, "python": 0, "after a decline": 0}
     run_events = kernels.run_events
-    turns = E._turns_to_hand_over
 
-    def turns_spy(self, *args, **kwargs):
-        accepted = yield from turns(self, *args, **kwargs)
-        made["after a decline"] += accepted is not None
-        return accepted
+    class TurnsSpy(turns.TurnsToHandOver):
+        def step(self, engine, value):
+            decision = super().step(engine, value)
+            made["after a decline"] += decision is None and engine._ret is not None  # (handed over)
+            return decision
 
     def spy(*args):
         li = next(a for a in args if isinstance(a, np.ndarray) and a.shape == (kernels.LI_SIZE,))
@@ -726,7 +726,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         monkeypatch.setattr(kernels, "run_events", spy)
-        monkeypatch.setattr(E, "_turns_to_hand_over", turns_spy)
+        monkeypatch.setattr(turns, "TurnsToHandOver", TurnsSpy)
         env = gym.make("Dally-v0", trace="batch-500")
         rng = np.random.default_rng(11)
         obs, info = env.reset(seed=5)

@@ -98,3 +98,60 @@ def test_an_environment_copies_before_its_first_reset_and_the_copy_is_independen
     assert all(np.array_equal(a[k], b[k]) for k in a)
     env.step(0)
     assert env.unwrapped.steps == 1 and twin.unwrapped.steps == 0  # stepping one leaves the other
+
+
+# Every id and decision kind: offers to waiting jobs (the compiled loop handing turns over),
+# renewal offers under "upgrade" and "rebid", picks with and without lease-expired candidates,
+# and the guards that serve some picks themselves.
+FULL_CASES = {
+    "Dally-v0": ("Dally-v0", {}),
+    "Dally-v0 rebid": ("Dally-v0", {"renewal": "rebid"}),
+    "DallyQueue-v0": ("DallyQueue-v0", {}),
+    "DallyQueue-v0 waiting picks, guards": (
+        "DallyQueue-v0",
+        {"lease_picks": "waiting", "guard_leases": 0.5, "guard_waiting": True},
+    ),
+    "DallyQueue-v0 rebid, limit features": (
+        "DallyQueue-v0",
+        {"renewal": "rebid", "makespan_reference": "dally", "limit_features": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(COPIES))
+@pytest.mark.parametrize("case", sorted(FULL_CASES))
+def test_every_id_copies_at_any_decision_kind_and_goes_on_alike(case, how):
+    env_id, kwargs = FULL_CASES[case]
+    env = gym.make(env_id, **kwargs)
+    obs, info = env.reset(seed=11)
+    rng = np.random.default_rng(11)
+    kinds = set()
+    for _ in range(60):
+        base = env.unwrapped
+        decision = base.offer if base.offer is not None else getattr(base, "pick", None)
+        kinds.add((decision.kind, getattr(decision, "renewal", None)))
+        obs, _, terminated, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        assert not terminated
+    twin = COPIES[how](env)
+    assert twin.unwrapped.engine is not env.unwrapped.engine
+    assert same(rest_of_episode(twin, info, 3), rest_of_episode(env, info, 3))
+    if env_id == "DallyQueue-v0":
+        assert ("pick", None) in kinds
+    elif "renewal" in kwargs:
+        assert ("offer", "rebid") in kinds
+
+
+def test_a_snapshot_does_not_grow_with_the_steps_taken():
+    """What a copy holds is the state, not the history: the pickled environment after 1,500
+    steps is about as large as after 50 (the run's records grow with simulated time, a few
+    numbers per event)."""
+    env = gym.make("DallyQueue-v0")
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for steps in range(1, 1501):
+        obs, _, terminated, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        assert not terminated
+        if steps in (50, 1500):
+            sizes[steps] = len(pickle.dumps(env))
+    assert sizes[1500] < 1.5 * sizes[50], sizes
