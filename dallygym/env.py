@@ -607,7 +607,7 @@ class DallyEnv(gym.Env):
 
     def __getstate__(self) -> dict:
         """A snapshot: the environment's state as it stands, the engine's run included (plain
-        data, :mod:`dallygym.turns`), so a copy continues exactly as the original would, bit for
+        data, :mod:`dallygym.engine.turns`), so a copy continues exactly as the original would, bit for
         bit. Its cost is that of the state (the jobs' tables), whatever the steps taken. Pickled,
         it leaves out the reference runs of past episodes (a cache, made again on demand)."""
         state = self.__dict__.copy()

@@ -1659,7 +1659,8 @@ LOG_COMPLETED = 4
 @njit(cache=True, nogil=True)
 def add_exact(partials, n, x):
     """Add ``x`` to the ``n`` non-overlapping partial sums ``partials[:n]`` without rounding
-    (Shewchuk's algorithm, as engine._add_exact); returns the new count."""
+    (Shewchuk's algorithm); returns the new count. The engine's Python path runs this very
+    code (its ``py_func``)."""
     i = 0
     for k in range(n):
         y = partials[k]

@@ -350,9 +350,8 @@ def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(m
     """A test-only kind of decision, in four places -- its class, the turn that asks it, the
     engine that takes its turns so, and the policy method that answers it -- is answered
     through run_policy unchanged, and an engine copied while it waits on one goes on alike."""
-    from dallygym import turns
     from dallygym.cluster import ClusterState
-    from dallygym.engine import run_policy
+    from dallygym.engine import run_policy, turns
 
     monkeypatch.setattr(ClusterState, "compiled", False)  # (every turn is a Visit frame)
 

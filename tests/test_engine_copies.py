@@ -1,7 +1,7 @@
 """Copies of an Engine (``copy.deepcopy``, ``pickle``) before, during and after its run.
 
 A copy holds its own plain arrays with its views bound to them again (``Engine._bind``), and
-the run's frames (``dallygym.turns``): driven to the end, a copy made before the run or at any
+the run's frames (``dallygym.engine.turns``): driven to the end, a copy made before the run or at any
 decision of it gives exactly the original's results, and a copy of an ended engine has them too.
 """
 
@@ -19,7 +19,8 @@ from helpers import TierLatency, make_trace
 
 from dallygym import kernels
 from dallygym.cluster import ClusterSpec, ClusterState
-from dallygym.engine import _SPEED_TABLES, Engine, EngineConfig, EngineError, run_policy, speed_tables
+from dallygym.engine import Engine, EngineConfig, EngineError, run_policy, speed_tables
+from dallygym.engine.speed import _SPEED_TABLES
 from dallygym.latency import get_latency_model
 from dallygym.metrics import collect
 from dallygym.policies import make_policy
@@ -270,7 +271,8 @@ def test_a_copy_unpickled_in_another_process(tmp_path):
     saved.write_bytes(pickle.dumps(engine))
     script = (
         "import pickle, sys\n"
-        "from dallygym.engine import _SPEED_TABLES, speed_tables\n"
+        "from dallygym.engine import speed_tables\n"
+        "from dallygym.engine.speed import _SPEED_TABLES\n"
         "from dallygym.metrics import collect\n"
         "engine = pickle.loads(open(sys.argv[1], 'rb').read())\n"
         "assert engine.latency in _SPEED_TABLES and speed_tables(engine.latency) is engine._tables\n"

@@ -704,7 +704,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     next turns are taken in Python up to the next accepted offer (or lease-expired job), which
     goes back to the loop the same way. All of these happen in a random agent's episode, which is the
     reference episode decision for decision."""
-    from dallygym import turns
+    from dallygym.engine import turns
 
     made = {"kernel": 0, "python": 0, "after a decline": 0}
     run_events = kernels.run_events

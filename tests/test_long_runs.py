@@ -13,7 +13,8 @@ import pytest
 from dallygym import kernels, simulate
 from dallygym.cli import main
 from dallygym.cluster import ClusterSpec, ClusterState
-from dallygym.engine import RUNNING, Engine, EngineConfig, JobSet, _add_exact, run_policy
+from dallygym.engine import RUNNING, Engine, EngineConfig, JobSet, run_policy
+from dallygym.engine.state import _add_exact
 from dallygym.latency import get_latency_model
 from dallygym.metrics import collect
 from dallygym.policies import make_policy

@@ -1,13 +1,13 @@
 """What the engine asks and how it answers back: the decisions (:class:`Offer`, :class:`Pick`,
 and the :class:`Decision` protocol every kind follows), the error a wrong answer raises, and the
 job states the engine's tables hold. The engine (:mod:`dallygym.engine`) and its resumable turns
-(:mod:`dallygym.turns`) both speak these; ``dallygym.engine`` re-exports them."""
+(:mod:`dallygym.engine.turns`) both speak these; ``dallygym.engine`` re-exports them."""
 
 from __future__ import annotations
 
 from typing import ClassVar, Protocol
 
-from .cluster import Tier
+from ..cluster import Tier
 
 #: A job's state in the engine's ``state`` array.
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3

@@ -6,8 +6,8 @@ plan to), one job's turn (:class:`Visit`) and a
 lease-expired job's renewal (:class:`Renew`). A frame's :meth:`~Frame.step` runs its loop
 until it
 
-* asks a question -- returns the :class:`~dallygym.decisions.Offer` or
-  :class:`~dallygym.decisions.Pick`; the answer comes back as ``value`` of its next step;
+* asks a question -- returns the :class:`~dallygym.engine.decisions.Offer` or
+  :class:`~dallygym.engine.decisions.Pick`; the answer comes back as ``value`` of its next step;
 * calls another frame -- pushes it; what that frame returns comes back as ``value``;
 * returns -- pops itself, leaving what it returns in ``engine._ret``.
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import kernels
+from .. import kernels
 from .decisions import TIERS, WAITING, EngineError, Offer, Pick
 
 if TYPE_CHECKING:
@@ -679,7 +679,7 @@ class InOrder(Frame):
 
 
 class Picked(Frame):
-    """A pass whose order an agent chooses (``agent_picks``): see :class:`~dallygym.decisions.Pick`.
+    """A pass whose order an agent chooses (``agent_picks``): see :class:`~dallygym.engine.decisions.Pick`.
 
     ``queue`` is the pass's jobs in the policy's priority order. While the order matters (the
     candidates' GPU demand exceeds the free GPUs, lease-expired jobs' GPUs counted as free, and
