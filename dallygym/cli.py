@@ -338,6 +338,38 @@ def _train_network_args(p: argparse.ArgumentParser, defaults) -> None:
         help=f"the warm start's Adam step size (default {defaults.imitate_learning_rate:g})",
     )
     p.add_argument(
+        "--search-rounds",
+        type=int,
+        default=defaults.search_rounds,
+        help="DallyQueue: rounds of expert iteration without a teacher before PPO: the policy's "
+        "picks improved by trying its most likely candidates on copies of the environment, "
+        "then learnt (default 0: none)",
+    )
+    p.add_argument(
+        "--search-episodes",
+        type=int,
+        default=defaults.search_episodes,
+        help=f"training episodes per search round (default {defaults.search_episodes})",
+    )
+    p.add_argument(
+        "--search-top-k",
+        type=int,
+        default=defaults.search_top_k,
+        help=f"candidates tried per contested pick (default {defaults.search_top_k})",
+    )
+    p.add_argument(
+        "--search-horizon",
+        type=int,
+        default=defaults.search_horizon,
+        help=f"steps each try is rolled out by the policy (default {defaults.search_horizon})",
+    )
+    p.add_argument(
+        "--search-epochs",
+        type=int,
+        default=defaults.search_epochs,
+        help=f"epochs over each round's samples (default {defaults.search_epochs})",
+    )
+    p.add_argument(
         "--queue-net",
         choices=("set", "pointer"),
         default=defaults.queue_net,
@@ -395,6 +427,11 @@ def _train_config(args: argparse.Namespace, **given):
         imitate_episodes=args.imitate_episodes,
         imitate_epochs=args.imitate_epochs,
         imitate_learning_rate=args.imitate_learning_rate,
+        search_rounds=args.search_rounds,
+        search_episodes=args.search_episodes,
+        search_top_k=args.search_top_k,
+        search_horizon=args.search_horizon,
+        search_epochs=args.search_epochs,
         keep=args.keep,
         queue_net=args.queue_net,
     )

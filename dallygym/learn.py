@@ -80,7 +80,13 @@ class TrainConfig:
     ``imitate_episodes`` > 0 (``DallyQueue`` ids only) warm-starts the network before PPO by
     behaviour cloning: :func:`imitation_warm_start` plays that many training episodes with
     :func:`dallygym.queue_env.protected_share_action` and fits the policy to its choices and
-    the value head to its discounted returns for ``imitate_epochs`` epochs. ``keep`` chooses
+    the value head to its discounted returns for ``imitate_epochs`` epochs. ``search_rounds``
+    > 0 (``DallyQueue`` ids only) runs expert iteration without a teacher before PPO
+    (:func:`self_search`): each round plays ``search_episodes`` training episodes in which every
+    contested pick is the best of the policy's ``search_top_k`` most likely candidates, each
+    tried on a copy of the environment and rolled out ``search_horizon`` steps by the policy
+    itself, and fits the policy to those picks for ``search_epochs`` epochs (Adam step
+    ``imitate_learning_rate``). Its wall time counts against ``time_limit_min``. ``keep`` chooses
     the parameters saved in ``policy.pth``: ``"last"`` (the end of training) or ``"best"``
     (the best validation return seen, the warm start's included; needs evaluations).
 
@@ -158,6 +164,11 @@ class TrainConfig:
     imitate_episodes: int = 0
     imitate_epochs: int = 10
     imitate_learning_rate: float = 1e-3
+    search_rounds: int = 0
+    search_episodes: int = 4
+    search_top_k: int = 3
+    search_horizon: int = 10
+    search_epochs: int = 2
     keep: str = "last"
     torch_threads: int = 1
     out_dir: str = "agents/runs/ppo"
@@ -268,6 +279,9 @@ SAVED_QUEUE_NET = "pointer"
 #: Seeds of the warm start's teacher episodes: IMITATION_SEED_BASE x (seed + 1) + episode, far
 #: from the validation (100, 101) and held-out (2001-2010) seeds of the generators.
 IMITATION_SEED_BASE = 100_000
+#: Seeds of the self-search episodes (:func:`self_search`), apart from the warm start's and
+#: the validation's: SEARCH_SEED_BASE + 100,000 x seed + round x episodes + episode.
+SEARCH_SEED_BASE = 1_000_000_000
 
 
 def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
@@ -278,15 +292,32 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     (traces drawn with seeds ``IMITATION_SEED_BASE x (seed + 1) + episode``). Every step is a
     sample: the candidates' rows (stored without the empty slots), the cluster features,
     whether stopping was valid, the teacher's action and the discounted return from that step
-    (``config.gamma``). Then ``imitate_epochs`` epochs of minibatches (``config.batch_size``,
-    shuffled by the model's seed; Adam step ``imitate_learning_rate``) minimise
-    −log π(teacher action) + ``vf_coef`` x (V − return)² / Var(returns) with the model's
-    optimiser, masks applied as in PPO.
+    (``config.gamma``). Then ``imitate_epochs`` epochs of minibatches (:func:`_fit_policy`).
     """
+    samples = _teacher_samples(config, env_id)
+    fit = _fit_policy(model, config, samples[:5], config.imitate_epochs, config.imitate_learning_rate)
+    return {
+        "teacher": "protected_share_action",
+        "teacher_share": config.teacher_share,
+        "episodes": config.imitate_episodes,
+        "samples": len(samples[3]),
+        "steps_per_episode": samples[5],
+        "epochs": config.imitate_epochs,
+        "learning_rate": config.imitate_learning_rate,
+        **fit,
+    }
+
+
+def _fit_policy(model, config: "TrainConfig", samples: tuple, epochs: int, learning_rate: float) -> dict:
+    """Supervised steps on ``model``'s policy: ``samples`` = (rows, clusters, may_stop, actions,
+    returns), as :func:`_teacher_samples` gives them. ``epochs`` epochs of minibatches
+    (``config.batch_size``, shuffled by the model's seed; Adam step ``learning_rate``) minimise
+    −log π(action) + ``vf_coef`` x (V − return)² / Var(returns) with the model's optimiser,
+    masks applied as in PPO. Returns the mean loss of the first and the last epoch and the
+    returns' standard deviation."""
     import torch as th
 
-    rows, clusters, may_stop, actions, returns, steps_per_episode = _teacher_samples(config, env_id)
-
+    rows, clusters, may_stop, actions, returns = samples
     policy = model.policy
     slots, features = policy.observation_space["jobs"].shape
     n = len(actions)
@@ -299,11 +330,11 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     rng = np.random.default_rng(config.seed)
     policy.set_training_mode(True)
     for group in policy.optimizer.param_groups:  # PPO sets its own rate again at every update
-        group["lr"] = config.imitate_learning_rate
+        group["lr"] = learning_rate
     losses = []
     sizes = np.array([len(r) for r in rows])
     size = config.batch_size
-    for _ in range(config.imitate_epochs):
+    for _ in range(epochs):
         # Shuffled batches of similar candidate counts (sorted within chunks of 16 batches),
         # each cut to its largest count: the empty tail is the same for every sample.
         order = rng.permutation(n)
@@ -336,38 +367,100 @@ def imitation_warm_start(model, config: "TrainConfig", env_id: str) -> dict:
     policy.set_training_mode(False)
     per_epoch = max(1, -(-n // config.batch_size))
     return {
-        "teacher": "protected_share_action",
-        "teacher_share": config.teacher_share,
-        "episodes": config.imitate_episodes,
-        "samples": n,
-        "steps_per_episode": steps_per_episode,
-        "epochs": config.imitate_epochs,
-        "learning_rate": config.imitate_learning_rate,
         "loss_first_epoch": round(float(np.mean(losses[:per_epoch])), 4),
         "loss_last_epoch": round(float(np.mean(losses[-per_epoch:])), 4),
         "return_std": round(float(np.sqrt(return_var)), 4),
     }
 
 
-def _teacher_samples(config: "TrainConfig", env_id: str) -> tuple[list, list, list, list, list, list]:
-    """The teacher's episodes for :func:`imitation_warm_start`: per step the candidates' rows
-    (without the empty slots), the cluster features, whether stopping was valid, the teacher's
-    action and the discounted return from that step; and the steps of each episode."""
+def self_search(model, config: "TrainConfig", env_id: str) -> dict:
+    """Expert iteration without a teacher (``config.search_rounds`` > 0): ``model``'s policy
+    is improved by search over itself, then learns the improvement, round after round.
+
+    Each round plays ``search_episodes`` episodes of the training distribution (traces drawn
+    with seeds ``SEARCH_SEED_BASE + 100,000 x seed + round x search_episodes + episode``). At every
+    contested pick a :class:`~dallygym.lookahead.LookaheadAgent` whose base is the policy itself
+    (:class:`~dallygym.lookahead.ModelOrder`: its most likely candidates, rolled out by its own
+    most likely picks) tries the policy's ``search_top_k`` most likely candidates on copies of
+    the environment for ``search_horizon`` steps and keeps the best (the makespan limit first,
+    then the return); that pick is played and is the sample's target. Then
+    ``search_epochs`` epochs of :func:`_fit_policy` on the round's samples. No hand-written rule
+    enters: the targets are the policy's own choices, improved by trying them.
+    """
+    from .lookahead import LookaheadAgent, ModelOrder
+
+    base = ModelOrder(model)
+    rounds = []
+    for r in range(config.search_rounds):
+        agents: dict[int, LookaheadAgent] = {}  # one per environment (a size of the training mix)
+
+        def teach(env, obs, mask, agents=agents):
+            agent = agents.get(id(env))
+            if agent is None:
+                agent = agents[id(env)] = LookaheadAgent(
+                    env, base=base, top_k=config.search_top_k, horizon=config.search_horizon
+                )
+            return int(agent.predict(obs)[0])
+
+        start = time.perf_counter()
+        first = SEARCH_SEED_BASE + 100_000 * config.seed + r * config.search_episodes
+        samples = _teacher_samples(config, env_id, teach, config.search_episodes, first)
+        searched = time.perf_counter()
+        fit = _fit_policy(model, config, samples[:5], config.search_epochs, config.imitate_learning_rate)
+        costs = [agent.cost for agent in agents.values()]
+        rounds.append(
+            {
+                "samples": len(samples[3]),
+                "contested": sum(c.contested for c in costs),
+                "changed": sum(c.changed for c in costs),
+                "copies": sum(c.copies for c in costs),
+                "rollout_steps": sum(c.rollout_steps for c in costs),
+                "search_s": round(searched - start, 1),
+                "fit_s": round(time.perf_counter() - searched, 1),
+                **fit,
+            }
+        )
+    return {
+        "rounds": rounds,
+        "episodes_per_round": config.search_episodes,
+        "top_k": config.search_top_k,
+        "horizon": config.search_horizon,
+        "epochs": config.search_epochs,
+        "learning_rate": config.imitate_learning_rate,
+    }
+
+
+def _teacher_samples(
+    config: "TrainConfig", env_id: str, teach=None, episodes: int | None = None, first_seed: int | None = None
+) -> tuple[list, list, list, list, list, list]:
+    """A teacher's episodes: per step the candidates' rows (without the empty slots), the
+    cluster features, whether stopping was valid, the teacher's action and the discounted
+    return from that step; and the steps of each episode. ``teach(env, obs, mask)`` gives the
+    action played (by default :func:`~dallygym.queue_env.protected_share_action`, the warm
+    start's, for ``config.imitate_episodes`` episodes from seed
+    ``IMITATION_SEED_BASE x (seed + 1)``)."""
     import gymnasium as gym
 
     from .queue_env import protected_share_action
 
+    if teach is None:
+
+        def teach(env, obs, mask):
+            return protected_share_action(obs, mask, share=config.teacher_share)
+
+        episodes = config.imitate_episodes
+        first_seed = IMITATION_SEED_BASE * (config.seed + 1)
     envs = {racks: gym.make(env_id, **config.env_kwargs(racks)) for racks in config.training_sizes()}
     rows, clusters, may_stop, actions, returns = [], [], [], [], []
     steps_per_episode = []
-    for episode in range(config.imitate_episodes):
+    for episode in range(episodes):
         env = envs[config.rank_racks(episode)]
-        obs, info = env.reset(seed=IMITATION_SEED_BASE * (config.seed + 1) + episode)
+        obs, info = env.reset(seed=first_seed + episode)
         rewards = []
         done = env.unwrapped._done
         while not done:
             mask = info["action_mask"]
-            action = protected_share_action(obs, mask, share=config.teacher_share)
+            action = teach(env, obs, mask)
             k = int(obs["job_mask"].sum())
             rows.append(obs["jobs"][:k].copy())
             clusters.append(obs["cluster"].copy())
@@ -427,15 +520,24 @@ def train(config: TrainConfig) -> Path:
     if warm is not None:
         warm["wall_s"] = round(time.perf_counter() - start, 1)
 
-    callbacks, dual = _callbacks(config, venv, eval_env, n_eval_episodes, out)
+    searched = None
+    if config.search_rounds:
+        began = time.perf_counter()
+        searched = self_search(model, config, env_id)
+        searched["wall_s"] = round(time.perf_counter() - began, 1)
+    # The time limit covers the warm start and the search too: PPO gets what is left of it.
+    left = config.time_limit_min
+    if left is not None and (warm is not None or searched is not None):
+        left = max(0.0, left - (time.perf_counter() - start) / 60.0)
+    callbacks, dual = _callbacks(replace(config, time_limit_min=left), venv, eval_env, n_eval_episodes, out)
     evaluation = callbacks[0]
-    if warm is not None:
-        _score_warm_start(model, eval_env, n_eval_episodes, evaluation, warm, out)
+    if warm is not None or searched is not None:
+        _score_warm_start(model, eval_env, n_eval_episodes, evaluation, searched or warm, out)
 
     # Learn, then save the model, what produced it, and the curve.
     model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=config.progress_bar)
     wall_s = time.perf_counter() - start
-    return _save_run(config, model, venv, out, wall_s, evaluation, warm, dual)
+    return _save_run(config, model, venv, out, wall_s, evaluation, warm, dual, searched)
 
 
 def check_train_config(config: TrainConfig) -> None:
@@ -451,6 +553,18 @@ def check_train_config(config: TrainConfig) -> None:
         )
     if config.imitate_episodes and not is_queue_env(config.env_id):
         raise ValueError(f"imitate_episodes needs a DallyQueue id (the teacher picks jobs), got {config.env_id!r}")
+    if config.search_rounds < 0 or config.search_episodes < 1 or config.search_epochs < 1:
+        raise ValueError(
+            f"search_rounds must be >= 0, search_episodes and search_epochs >= 1, got {config.search_rounds}, "
+            f"{config.search_episodes} and {config.search_epochs}"
+        )
+    if config.search_top_k < 2 or config.search_horizon < 1:
+        raise ValueError(
+            f"search_top_k must be >= 2 (candidates tried) and search_horizon >= 1 (steps rolled out), got "
+            f"{config.search_top_k} and {config.search_horizon}"
+        )
+    if config.search_rounds and not is_queue_env(config.env_id):
+        raise ValueError(f"search_rounds needs a DallyQueue id (the search tries picks), got {config.env_id!r}")
     if not 0.0 < config.teacher_share <= 1.0:
         raise ValueError(f"teacher_share must be a share in (0, 1], got {config.teacher_share!r}")
     for option in ("guard_leases", "guard_waiting", "limit_features"):
@@ -629,7 +743,9 @@ def _score_warm_start(model, eval_env, n_eval_episodes: int, evaluation, warm: d
     model.save(out / "best" / "best_model")
 
 
-def _save_run(config: TrainConfig, model, venv, out: Path, wall_s: float, evaluation, warm, dual) -> Path:
+def _save_run(
+    config: TrainConfig, model, venv, out: Path, wall_s: float, evaluation, warm, dual, searched: dict | None = None
+) -> Path:
     """Save the kept parameters, what produced them and the curve; the path of ``model.zip``."""
     from sb3_contrib import MaskablePPO
 
@@ -657,6 +773,8 @@ def _save_run(config: TrainConfig, model, venv, out: Path, wall_s: float, evalua
     }
     if warm is not None:
         meta["imitation_warm_start"] = warm
+    if searched is not None:
+        meta["self_search"] = searched
     if dual is not None:
         meta["makespan_multiplier"] = {"final": round(dual.penalty, 4), "updates": len(dual.history)}
         history = pd.DataFrame(dual.history, columns=MakespanMultiplier.COLUMNS)

@@ -51,16 +51,45 @@ def teacher_order(obs: dict, share: float = PROTECT_SHARE) -> np.ndarray:
     return np.argsort(np.where(protected, -estimate, estimate), kind="stable")
 
 
+class ModelOrder:
+    """A learned policy as a lookahead's base: the open pick's candidates in the order of the
+    policy's probabilities, most likely first (ties by slot), and its answer the most likely
+    candidate. ``model`` is a ``MaskablePPO`` model of a ``DallyQueue`` environment (or anything
+    with its ``policy``). The stop action is never tried or played: a search over this base
+    keeps every pass going, as the other bases do.
+    """
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def slots(self, obs: dict, env: DallyQueueEnv) -> np.ndarray:
+        import torch as th
+
+        mask = env.action_masks()
+        policy = self.model.policy
+        obs_t, _ = policy.obs_to_tensor(obs)
+        with th.no_grad():
+            probs = policy.get_distribution(obs_t, action_masks=mask[None]).distribution.probs[0].numpy()
+        valid = np.flatnonzero(mask[: env.max_candidates])
+        return valid[np.argsort(-probs[valid], kind="stable")]
+
+    def first(self, obs: dict, env: DallyQueueEnv) -> int:
+        return int(self.slots(obs, env)[0])
+
+
 class _BaseOrder:
     """The base policy's order of the open pick's slots, for one environment (the live one or
     a copy): a policy keeps its own state per environment."""
 
-    def __init__(self, base: str, env: DallyQueueEnv) -> None:
+    def __init__(self, base: str | ModelOrder, env: DallyQueueEnv) -> None:
         self.base = base
         self.env = env
-        self._agent = QueueHeuristicAgent(base, env) if base not in (OFFER_RULE, TEACHER) else None
+        learned = isinstance(base, ModelOrder)
+        self._agent = QueueHeuristicAgent(base, env) if not learned and base not in (OFFER_RULE, TEACHER) else None
 
     def slots(self, obs: dict) -> np.ndarray:
+        if isinstance(self.base, ModelOrder):
+            return self.base.slots(obs, self.env)
         if self.base == TEACHER:
             return teacher_order(obs)
         if self._agent is not None:
@@ -69,6 +98,8 @@ class _BaseOrder:
 
     def first(self, obs: dict) -> int:
         """The base's answer (the first of :meth:`slots`), as the base itself gives it."""
+        if isinstance(self.base, ModelOrder):
+            return self.base.first(obs, self.env)
         if self.base == OFFER_RULE:
             return 0
         if self.base == TEACHER:
@@ -138,7 +169,8 @@ class LookaheadAgent:
 
     * ``env``: a ``DallyQueue`` environment (``DallyQueue-v0``, ``DallyQueueSmall-v0`` or a
       :class:`~dallygym.queue_env.DallyQueueEnv`), wrapped or not; the agent answers its picks.
-    * ``base``: the order tried and rolled out: ``"offer-rule"`` (default: the slots' order,
+    * ``base``: the order tried and rolled out: a :class:`ModelOrder` (a learned policy's own
+      order: the search that trains it, ``TrainConfig.search_rounds``), ``"offer-rule"`` (default: the slots' order,
       the offer rule's priority, so the base run is the offer rule's native run), ``"teacher"``
       (the protected-remaining order read from the observation,
       :func:`~dallygym.queue_env.protected_share_action`), or a shipped policy's name (its
@@ -265,6 +297,8 @@ def check_lookahead_options(base: str, top_k: int, horizon: int | None, objectiv
         )
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if isinstance(base, ModelOrder):
+        return
     if not isinstance(base, str) or (base not in (OFFER_RULE, TEACHER) and base not in POLICIES):
         raise ValueError(
             f"unknown base {base!r}; choose {OFFER_RULE!r}, {TEACHER!r} or a shipped policy: {', '.join(POLICIES)}"
@@ -317,6 +351,7 @@ __all__ = [
     "TOP_K",
     "LookaheadAgent",
     "LookaheadCost",
+    "ModelOrder",
     "check_lookahead_options",
     "parse_lookahead",
     "search_agent",
