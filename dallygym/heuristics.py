@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .env import WAIT, DallyEnv
+from .env import WAIT
+from .env_base import EnvBase
 from .metrics import summarize
 from .policies import make_policy
 
@@ -19,7 +20,7 @@ _ACTIONS = tuple(np.int64(a) for a in range(4))
 
 
 class HeuristicAgent:
-    """A policy's ``decide`` acting through :class:`DallyEnv` offers.
+    """A policy's ``decide`` acting through :class:`~dallygym.env.DallyEnv` offers.
 
     The agent reads the environment's current offer (the observation is not enough for a
     heuristic: it needs the engine's view). If the environment's own priority policy is of the
@@ -37,12 +38,12 @@ class HeuristicAgent:
     def __init__(self, name: str, env) -> None:
         self.name = name
         self.env = env
-        self._base: DallyEnv = env.unwrapped
+        self._base: EnvBase = env.unwrapped  # (DallyQueueEnv for QueueHeuristicAgent)
         make_policy(name)  # unknown names fail here
         self._policy = None
         self._engine = None
 
-    def _decider(self, base: DallyEnv):
+    def _decider(self, base: EnvBase):
         if self._engine is not base.engine:  # a new episode
             self._engine = base.engine
             if type(base.policy).name == self.name:
@@ -122,7 +123,7 @@ def evaluate(env, agent, seed: int = 0) -> dict:
     action masks are passed when it accepts them) and return the run's summary metrics."""
     obs, info = env.reset(seed=seed)
     terminated = truncated = False
-    base: DallyEnv = env.unwrapped
+    base: EnvBase = env.unwrapped
     if base._done:  # no decision at all in this episode
         return summarize(base.engine)
     while not (terminated or truncated):

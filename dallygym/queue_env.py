@@ -3,7 +3,9 @@
 A thin adapter over the same engine as ``Dally-v0``: the engine is built with
 ``agent_picks=True``, so every scheduling pass in which the order matters yields a
 :class:`~dallygym.engine.Pick`; the agent answers it, and offers (which tier) are answered by
-the configured offer rule.
+the configured offer rule. What it shares with ``Dally-v0`` is in
+:class:`~dallygym.env_base.EnvBase`; its observation is built by
+:class:`~dallygym.queue_obs.QueueObservation`.
 """
 
 from __future__ import annotations
@@ -14,28 +16,22 @@ import numpy as np
 from gymnasium import spaces
 
 from . import kernels
-from .cluster import Tier
-from .engine import LEASE_PICKS, RUNNING, Engine, EngineConfig, Pick
-from .env import (
-    _LOG_1000,
-    _LOG_LONG,
-    MAKESPAN_PENALTY,
-    RELATIVE_JCT,
-    DallyEnv,
-    TraceSource,
-    action_index,
-    warn_invalid_action,
-)
+from .engine import LEASE_PICKS, Engine, Pick
+from .env_base import MAKESPAN_PENALTY, RELATIVE_JCT, EnvBase, TraceSource, action_index, warn_invalid_action
 from .latency import LatencyModel
 from .policies import Policy, make_policy
 from .policies.dally import DallyPolicy
-from .policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
-
-
-def _leases_shown(leases: np.ndarray) -> np.ndarray:
-    """Times given in leases (>= 0) as log1p(t) / log1p(10,000), clipped to [0, 1]."""
-    return np.minimum(np.log1p(leases) / _LOG_LONG, 1.0)
-
+from .policies.protected import ProtectedRemainingPolicy
+from .queue_obs import (  # noqa: F401  (the observation's names are dallygym.queue_env's too)
+    CLUSTER_DIM,
+    CLUSTER_FEATURES,
+    JOB_DIM,
+    JOB_FEATURES,
+    LIMIT_CLUSTER_FEATURES,
+    LIMIT_JOB_FEATURES,
+    QueueObservation,
+    observation_dims,
+)
 
 QUEUE_REWARDS = (RELATIVE_JCT, "jct-makespan", "jct", "makespan")
 #: How the makespan part of a reward is credited over the steps (the return is the same):
@@ -51,61 +47,6 @@ OFFER_RULES = {
     "nowait": "dally-nowait",
     "manual": "dally-manual",
 }
-
-#: Per-candidate features, in order (see the DallyQueueEnv docstring).
-JOB_FEATURES: tuple[str, ...] = (
-    "gpus",
-    "best_machine",
-    "best_rack",
-    "best_network",
-    "best_tier_free",
-    "starvation",
-    "nw_sens",
-    "progress",
-    "remaining_ideal",
-    "remaining_estimate",
-    "attained_service",
-    "preemptions",
-    "holds_lease",
-    "current_tier",
-    "speed_machine",
-    "speed_rack",
-    "speed_network",
-    "past_timer_machine",
-    "past_timer_rack",
-    "estimate_share",
-)
-#: Cluster and queue features, in order.
-CLUSTER_FEATURES: tuple[str, ...] = (
-    "free_gpus",
-    "idle_gpus",
-    "max_free_machine",
-    "max_free_rack",
-    "candidates",
-    "candidate_demand",
-    "waiting_jobs",
-    "waiting_demand",
-    "running_jobs",
-    "jobs_remaining",
-    "time_elapsed",
-    "time_in_round",
-    "boundary",
-    "may_stop",
-    "beyond_window",
-)
-JOB_DIM = len(JOB_FEATURES)
-CLUSTER_DIM = len(CLUSTER_FEATURES)
-#: The job feature ``limit_features=True`` appends (after :data:`JOB_FEATURES`).
-LIMIT_JOB_FEATURES: tuple[str, ...] = ("limit_finish",)
-#: The cluster features ``limit_features=True`` appends (after :data:`CLUSTER_FEATURES`).
-LIMIT_CLUSTER_FEATURES: tuple[str, ...] = ("limit_elapsed", "limit_estimate", "limit_work")
-
-
-def observation_dims(limit_features: bool = False) -> tuple[int, int]:
-    """The number of job features and of cluster features of a ``DallyQueue`` observation."""
-    if limit_features:
-        return JOB_DIM + len(LIMIT_JOB_FEATURES), CLUSTER_DIM + len(LIMIT_CLUSTER_FEATURES)
-    return JOB_DIM, CLUSTER_DIM
 
 
 def check_queue_options(
@@ -154,11 +95,6 @@ def check_queue_options(
         )
 
 
-def _limit_shown(share: np.ndarray | float) -> np.ndarray | float:
-    """A time as a share of the makespan limit, shown as min(share, 2) / 2: 0.5 at the limit."""
-    return np.minimum(share, 2.0) / 2.0
-
-
 def resolve_offer_rule(offer_rule: str | Policy) -> str | Policy:
     """A policy name (or instance) from an offer rule: the short names of :data:`OFFER_RULES`
     or any shipped policy name."""
@@ -199,7 +135,7 @@ def protected_share_action(obs: dict, action_mask: np.ndarray | None = None, sha
     return int(np.argmin(np.where(protected, -estimate, estimate)))
 
 
-class DallyQueueEnv(DallyEnv):
+class DallyQueueEnv(EnvBase):
     """Job ordering on a hierarchical GPU cluster: each step, which job is served next.
 
     ## Description
@@ -500,25 +436,9 @@ class DallyQueueEnv(DallyEnv):
             lease_picks=lease_picks,
         )
         max_candidates = int(max_candidates)  # (a numpy integer too: the spaces and slots want an int)
-        super().__init__(
-            racks=racks,
-            machines_per_rack=machines_per_rack,
-            gpus_per_machine=gpus_per_machine,
-            trace=trace,
-            priority=resolve_offer_rule(offer_rule),
-            latency=latency,
-            lease_s=lease_s,
-            restart_overhead_s=restart_overhead_s,
-            renewal=renewal,
-            reward="jct",
-            reward_scale_s=reward_scale_s,
-            makespan_penalty=makespan_penalty,
-            sensitivity=sensitivity,
-            strict=strict,
-            render_mode=render_mode,
-            profile=profile,
-            makespan_reference=makespan_reference,
-        )
+        # (the offer rule is the engine's priority policy: its order fills the slots)
+        options = {name: value for name, value in self._init_kwargs.items() if name in EnvBase.OPTIONS}
+        super().__init__(priority=resolve_offer_rule(offer_rule), **options)
         self.reward_kind = reward
         self.makespan_weight = float(makespan_weight)
         self.makespan_credit = makespan_credit
@@ -528,55 +448,17 @@ class DallyQueueEnv(DallyEnv):
         self.guard_waiting = guard_waiting
         self.limit_features = limit_features
         self.stop_action = max_candidates
-        self.action_space = spaces.Discrete(max_candidates + 1)
-        job_dim, cluster_dim = observation_dims(limit_features)
-        self.observation_space = spaces.Dict(
-            {
-                "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, job_dim), dtype=np.float32),
-                "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
-                "cluster": spaces.Box(0.0, 1.0, shape=(cluster_dim,), dtype=np.float32),
-            }
-        )
-        self._init_observation(max_candidates, job_dim)
-
-    def _init_observation(self, max_candidates: int, job_dim: int) -> None:
-        """The last pick, observation and mask, and the scratch tables and buffers
-        :meth:`_observe` rewrites in place."""
+        #: The pick open to the agent, None before the first and after the last.
         self.pick: Pick | None = None
-        self._obs = self._zeros()
-        self._mask = np.zeros(max_candidates + 1, dtype=bool)
-        self._beyond = 0
-        self._largest_estimate = None  # (engine, state key, value): see largest_estimate_s
-        # Scratch tables of _observe, indexed by a GPU demand (0 .. the cluster's GPUs).
-        size = self.spec_cluster.num_gpus + 1
-        self._demand_best = np.zeros(size, dtype=np.int64)
-        self._demand_seen = np.zeros(size, dtype=bool)
-        self._demand_free = np.zeros(size, dtype=bool)
-        self._demand_limits = np.zeros((size, 2))
-        self._demand_list = np.zeros(size, dtype=np.int64)
-        self._estimates = np.zeros(max_candidates)
-        # The observation's buffers, rewritten in place at each pick (only the shown rows, and
-        # the rows shown before but not now cleared): _observation hands out copies.
-        self._jobs_buf = np.zeros((max_candidates, JOB_DIM), dtype=np.float32)
-        self._mask_buf = np.zeros(max_candidates, dtype=np.float32)
-        self._shown = 0  # rows of the buffers that may be non-zero
-        # limit_features: the observation's jobs, the first JOB_DIM columns copied from _jobs_buf.
-        self._jobs_limit = np.zeros((max_candidates, job_dim), dtype=np.float32) if self.limit_features else None
-        self._work_estimate = None  # (engine state key, value): see _work_estimate_s
-        self._rows_of = None  # the engine whose jobs _rows describes (see _job_features_cached)
-        self._elapsed_cache = None  # (engine, time, cluster feature 10)
+        self._mask = np.zeros(max_candidates + 1, dtype=bool)  # the valid actions at the open pick
+        self._observer = QueueObservation(self.spec_cluster, max_candidates, sensitivity, limit_features)
+        self.action_space = spaces.Discrete(max_candidates + 1)
+        self.observation_space = self._observer.space
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
     def _start_episode(self):
-        trace = self._next_trace()
-        self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
-        config = EngineConfig(
-            lease_s=self.config.lease_s,
-            restart_overhead_s=self.config.restart_overhead_s,
-            seed=int(self.np_random.integers(2**31 - 1)),
-            renewal=self.config.renewal,
-        )
+        trace, config = self._episode_trace_and_config()
         engine = self.engine = Engine(
             trace, self.spec_cluster, self.policy, self.latency, config, agent_picks=True, lease_picks=self.lease_picks
         )
@@ -584,27 +466,13 @@ class DallyQueueEnv(DallyEnv):
             engine.lease_guard = self._guarded
         if self.guard_waiting:
             engine.pick_guard = self._guarded_pick
-        self._lease_s = float(self.config.lease_s)
-        self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * self._lease_s
+        self._reward_scale_s = self.reward_scale_s or REWARD_SCALE_LEASES * float(self.config.lease_s)
         self._start_reference(trace, config)
-        self._num_gpus = float(self.spec_cluster.num_gpus)
-        self._log_cluster = math.log2(1 + self.spec_cluster.num_gpus)
-        # Job feature 0 by job (it depends on the demand alone), for _job_features_compiled.
-        self._size_feature = np.log2(1.0 + engine.num_gpus) / self._log_cluster
-        self._timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
-        self._oracle_cache: dict = {}
-        # The makespan bound's speed of each job at its best tier (see makespan_bound_s). A job
-        # too big for any representative placement (wider than two racks) is taken at speed 1
-        # until it runs: the bound is then optimistic, never infinite.
-        best = engine.best_possible_tier.tolist()
-        speeds = [self._cached_oracle_speeds(j)[best[j]] for j in range(engine.n)]
-        self._best_speed = np.array([s if s > 0 else 1.0 for s in speeds])
-        self._done = False
-        self._reported = 0.0
+        timers = self.policy.timers if isinstance(self.policy, DallyPolicy) else None
+        self._observer.start(engine, timers, self.makespan_limit_s)
+        self._best_speed = self._observer.best_tier_speeds()  # (the makespan bound's, see makespan_bound_s)
         self._span0 = 0.0
-        self.steps = 0
-        self._advance(None, first=True)
-        self._reported = 0.0  # the first step's reward covers the time before the first pick too
+        self._run_to_first_decision()
         #: The makespan bound when the agent first observes (``makespan_credit="bound"``): the
         #: makespan part of the return is the makespan in excess of it. 0 otherwise.
         self.initial_makespan_bound_s = 0.0
@@ -615,7 +483,7 @@ class DallyQueueEnv(DallyEnv):
 
     def step(self, action):
         if self.engine is None or self._done:
-            return super().step(action)  # the errors, or the end of an episode without a pick
+            return self._step_without_decision()  # the errors, or the end of an episode without a pick
         index = action_index(action)
         invalid = index is None or not (0 <= index <= self.max_candidates and self._mask[index])
         if invalid:
@@ -628,8 +496,7 @@ class DallyQueueEnv(DallyEnv):
             if not self._warned_invalid:
                 warn_invalid_action(self, action, "action 0 (the offer rule's first candidate)", stacklevel=2)
             index = 0
-        action = index
-        answer = None if action == self.stop_action else self.pick.candidates[action]
+        answer = None if index == self.stop_action else self.pick.candidates[index]
         self.steps += 1
         reward = self._advance(answer)
         info = self._info(invalid=invalid)
@@ -663,11 +530,15 @@ class DallyQueueEnv(DallyEnv):
         if decision is None:
             self._done = True
             self.pick = None
-            self._obs = self._zeros()
+            self._observer.clear()
             self._mask[:] = False
         else:
             self.pick = decision
-            self._observe(decision)
+            k = self._observer.observe(decision)
+            mask = self._mask
+            mask[:] = False
+            mask[:k] = True
+            mask[self.stop_action] = decision.may_stop
         return self._reward()
 
     def _reward(self) -> float:
@@ -726,306 +597,16 @@ class DallyQueueEnv(DallyEnv):
             "action_mask": self.action_masks(),
             "invalid_action": invalid,
             "time_s": float(self.engine.now_s),
-            "beyond_window": self._beyond,
+            "beyond_window": self._observer.beyond,
         }
         if self.pick is not None:
             info["candidates"] = len(self.pick.candidates)
         return info
 
-    def _zeros(self) -> dict:
-        return {key: np.zeros(space.shape, dtype=np.float32) for key, space in self.observation_space.items()}
-
     def _observation(self) -> dict:
-        return {key: value.copy() for key, value in self._obs.items()}
+        return {key: value.copy() for key, value in self._observer.obs.items()}
 
-    def _time(self, x: np.ndarray) -> np.ndarray:
-        """Times as log1p(t / lease) / log1p(10,000 leases), clipped to [0, 1]."""
-        return _leases_shown(np.maximum(x, 0.0) / self._lease_s)
-
-    def _observe(self, pick: Pick) -> None:
-        e = self.engine
-        spec = self.spec_cluster
-        k_max = self.max_candidates
-        every = self._candidate_array(pick)
-        k = min(every.size, k_max)
-        self._beyond = every.size - k
-        c = every[:k]
-        now = e.now_s
-        jobs = self._jobs_buf
-        mask = self._mask_buf
-        shown_before = self._shown
-        if e.cluster.compiled:
-            demand_all = self._job_features_cached(c, every, now, jobs, mask)
-        else:
-            if self._shown > k:  # rows shown at the previous pick and empty now
-                jobs[k : self._shown] = 0.0
-                mask[k : self._shown] = 0.0
-            jobs[:k, 14:17] = 0.0  # (the only columns _job_features leaves alone)
-            self._job_features(c, now, jobs)
-            mask[:k] = 1.0
-            demand_all = int(np.add.reduce(e.num_gpus[every]))
-        self._shown = k
-        if self.sensitivity != "hidden":
-            jobs[:k, 14:17] = self._job_speeds(c)
-
-        cl = e.cluster
-        free = cl.free_total
-        elapsed = now - e.first_arrival_s
-        lease = self._lease_s
-        cluster = np.array(
-            (
-                free / self._num_gpus,
-                float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
-                cl.free_per_machine.max() / spec.gpus_per_machine,
-                cl.free_per_rack.max() / spec.gpus_per_rack,
-                math.log1p(every.size) / _LOG_1000,
-                min(demand_all / max(free, 1), 10.0) / 10.0,
-                math.log1p(e.n_waiting) / _LOG_1000,
-                min(e.waiting_gpus / self._num_gpus, 10.0) / 10.0,
-                math.log1p(e.n_running) / _LOG_1000,
-                (e.n - e.finished) / e.n,
-                self._elapsed_shown(now, elapsed),
-                (elapsed % lease) / lease,
-                pick.boundary,
-                pick.may_stop,
-                min(self._beyond / k_max, 1.0),
-            ),
-            dtype=np.float32,
-        )
-        if self.limit_features:
-            jobs, cluster = self._with_limit(c, jobs, cluster, elapsed, shown_before)
-        self._obs = {"jobs": jobs, "job_mask": mask, "cluster": cluster}
-        self._mask[:] = False
-        self._mask[:k] = True
-        self._mask[self.stop_action] = pick.may_stop
-
-    def _with_limit(
-        self, c: np.ndarray, jobs: np.ndarray, cluster: np.ndarray, elapsed: float, shown_before: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``limit_features``: the observation's jobs and cluster with the makespan limit's
-        features appended (see the class docstring): for each candidate the time since the first
-        arrival plus its remaining estimate, and for the cluster that time and that time plus the
-        largest remaining estimate of any unfinished job, each as a share of the limit."""
-        e = self.engine
-        k = c.size
-        out = self._jobs_limit
-        if shown_before > k:
-            out[k:shown_before] = 0.0
-        out[:k, :JOB_DIM] = jobs[:k]
-        if e.cluster.compiled:
-            estimate = self._row_estimate[c]  # (kept by _job_features_cached, in seconds)
-        else:
-            estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
-        limit = max(self.makespan_limit_s, 1e-9)
-        out[:k, JOB_DIM] = _limit_shown((elapsed + estimate) / limit)
-        extra = np.array(
-            (
-                _limit_shown(elapsed / limit),
-                _limit_shown((elapsed + self.largest_estimate_s()) / limit),
-                _limit_shown((elapsed + self._work_estimate_s()) / limit),
-            ),
-            dtype=np.float32,
-        )
-        return out, np.concatenate((cluster, extra))
-
-    def _work_estimate_s(self) -> float:
-        """The unfinished jobs' GPU demand x remaining estimate, summed, over the cluster's GPUs:
-        the time the work left would take on the whole cluster, perfectly packed, at the
-        estimated speeds. Computed once per engine state (see :meth:`largest_estimate_s`)."""
-        e = self.engine
-        key = (e, e.passes, e.now_s, e.finished, e._next_arrival)
-        cached = self._work_estimate
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-        value = 0.0
-        if jobs.size:
-            estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, jobs)
-            value = float(np.dot(e.num_gpus[jobs], estimate)) / self._num_gpus
-        self._work_estimate = (key, value)
-        return value
-
-    def _candidate_array(self, pick: Pick) -> np.ndarray:
-        """``pick.candidates`` as an int64 array: the engine's own when it kept it."""
-        kept = getattr(self.engine, "_pick_jobs", None)
-        if kept is not None and kept[0] is pick:
-            return kept[1]
-        return np.fromiter(pick.candidates, dtype=np.int64, count=len(pick.candidates))
-
-    def _demand_tables(self, demands: list[int], best_tiers: list[int], now: float) -> bool:
-        """For each distinct GPU demand of the candidates (with its best possible tier): whether
-        that tier is free now (``_demand_free``) and the offer rule's timers
-        (``_demand_limits``), if the policy has timers (returned)."""
-        e = self.engine
-        free_of = self._demand_free
-        limits_of = self._demand_limits
-        timers = self._timers
-        for demand, best_tier in zip(demands, best_tiers):
-            tiers = e._offer_tiers(demand)
-            free_of[demand] = bool(tiers) and int(tiers[0]) == best_tier
-            if timers is not None:
-                limits_of[demand] = timers(demand, now)
-        return timers is not None
-
-    def _job_features(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
-        """Job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``: the
-        readable reference, in numpy (:meth:`_job_features_compiled` computes the same)."""
-        e = self.engine
-        k = c.size
-        g = e.num_gpus[c]
-        best = e.best_possible_tier[c]
-        starvation = now - e.starve_anchor_s[c]
-        run_s = e.run_s[c]
-        nw = e.nw_sens(c)
-        remaining_ideal = (e.total_iterations[c] - e.done_iters[c]) * e.iter_time_s[c]
-        tier = e.tier[c]
-        holds = (e.state[c] == RUNNING).astype(np.float32)
-
-        # Per distinct demand: is its best tier free now, and the offer rule's timers.
-        # (The best possible tier depends on the demand alone.)
-        # Tables indexed by the demand (at most the cluster's GPUs) stand in for a sort.
-        best_of = self._demand_best
-        best_of[g] = best
-        present = self._demand_seen
-        present[g] = True
-        demands = np.flatnonzero(present)
-        present[demands] = False
-        timed = self._demand_tables(demands.tolist(), best_of[demands].tolist(), now)
-        best_free = self._demand_free[g]
-        if timed:
-            limits = self._demand_limits[g]
-            past_machine = starvation >= limits[:, 0]
-            past_rack = starvation >= limits[:, 1]
-        else:
-            past_machine = past_rack = np.zeros(k, dtype=bool)
-
-        view = jobs[:k]
-        view[:, 0] = np.log2(1.0 + g) / self._log_cluster
-        view[:, 1] = best == 0
-        view[:, 2] = best == 1
-        view[:, 3] = best == 2
-        view[:, 4] = best_free
-        # The four times at once: starvation, remaining ideal, remaining estimate, service.
-        times = np.empty((4, k))
-        times[0] = starvation
-        times[1] = remaining_ideal
-        times[2] = estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, c)
-        times[3] = g * run_s / self._num_gpus
-        times = self._time(times)
-        view[:, 5] = times[0]
-        view[:, 6] = np.minimum(nw, 1.0)
-        view[:, 7] = e.done_iters[c] / e.total_iterations[c]
-        view[:, 8] = times[1]
-        view[:, 9] = times[2]
-        view[:, 10] = times[3]
-        view[:, 11] = np.minimum(e.preemptions[c], 20) / 20.0
-        view[:, 12] = holds
-        view[:, 13] = np.where(tier >= 0, (tier + 1) / 3.0, 0.0)
-        view[:, 17] = past_machine
-        view[:, 18] = past_rack
-        view[:, 19] = estimate / max(self.largest_estimate_s(), float(estimate.max()), 1e-9)
-
-    def _job_features_compiled(self, c: np.ndarray, now: float, jobs: np.ndarray, timed: bool) -> None:
-        """:meth:`_job_features` by :func:`kernels.queue_job_features`, but the per-demand
-        tables (:meth:`_demand_tables`, made for ``c`` already: ``timed`` is its answer) and the
-        times' log1p (numpy's, as in the reference: the same values bit for bit). The
-        candidates' remaining estimates (seconds) are left in ``_estimates``."""
-        e = self.engine
-        k = c.size
-        times = np.empty((4, k))
-        kernels.queue_job_features(
-            c,
-            now,
-            self._lease_s,
-            self._num_gpus,
-            self.spec_cluster.gpus_per_machine,
-            NEVER_RUN_MULTI_MACHINE_NW_SENS,
-            self.largest_estimate_s(),
-            e._jobf,
-            e._jobi,
-            e.state,
-            self._size_feature,
-            self._demand_free,
-            self._demand_limits,
-            timed,
-            jobs,
-            times,
-            self._estimates,
-        )
-        times = _leases_shown(times)  # (the kernel divided max(t, 0) by the lease: see _time)
-        view = jobs[:k]
-        view[:, 5] = times[0]
-        view[:, 8] = times[1]
-        view[:, 9] = times[2]
-        view[:, 10] = times[3]
-
-    def _job_features_cached(
-        self, c: np.ndarray, every: np.ndarray, now: float, jobs: np.ndarray, mask: np.ndarray
-    ) -> int:
-        """The job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``,
-        1 in ``mask`` there, and the rows shown at the previous pick but empty now cleared;
-        returns the summed GPU demand of ``every`` (all the candidates, shown or not).
-
-        The rows are not rebuilt at every pick. During a pass (same engine pass, same time) a
-        candidate's features change only when it is served, and then it is no longer a
-        candidate: its row is computed (:meth:`_job_features_compiled`) the first time it is
-        shown in the pass and kept by job in ``_rows``. What a pick does change is recomputed
-        at every pick for the shown rows, in :func:`kernels.queue_shown_rows`: whether the best
-        tier is free (feature 4: the free GPUs moved), the timers (17-18: the auto-tuner may
-        have recorded a start) and the share of the largest estimate (19: the candidates
-        changed). The values are :meth:`_job_features`', bit for bit."""
-        e = self.engine
-        stamp_key = (e.passes, e.now_s)
-        if self._rows_of is not e:
-            self._rows_of = e
-            self._rows = np.zeros((e.n, JOB_DIM), dtype=np.float32)
-            self._row_estimate = np.zeros(e.n)
-            self._row_stamp = np.full(e.n, -1, dtype=np.int64)
-            self._stamp = 0
-            self._stamp_key = stamp_key
-        elif stamp_key != self._stamp_key:
-            self._stamp += 1
-            self._stamp_key = stamp_key
-        # Per distinct demand of the shown candidates: is its best tier free, and the timers.
-        demands = self._demand_list
-        m = kernels.queue_demands(c, e._jobi, self._demand_best, self._demand_seen, demands)
-        listed = demands[:m]
-        timed = self._demand_tables(listed.tolist(), self._demand_best[listed].tolist(), now)
-        stale = c[self._row_stamp[c] != self._stamp]
-        if stale.size:
-            block = np.zeros((stale.size, JOB_DIM), dtype=np.float32)
-            self._job_features_compiled(stale, now, block, timed)
-            self._rows[stale] = block
-            self._row_estimate[stale] = self._estimates[: stale.size]
-            self._row_stamp[stale] = self._stamp
-        return int(
-            kernels.queue_shown_rows(
-                c,
-                every,
-                self._rows,
-                self._row_estimate,
-                now,
-                self.largest_estimate_s(),
-                e._jobf,
-                e._jobi,
-                self._demand_free,
-                self._demand_limits,
-                timed,
-                jobs,
-                mask,
-                self._shown,
-            )
-        )
-
-    def _elapsed_shown(self, now: float, elapsed: float) -> float:
-        """Cluster feature 10 (time_elapsed), computed once per time (numpy's log1p, as in
-        :meth:`_time`)."""
-        cached = self._elapsed_cache
-        if cached is not None and cached[0] is self.engine and cached[1] == now:
-            return cached[2]
-        value = float(self._time(np.float64(elapsed)))
-        self._elapsed_cache = (self.engine, now, value)
-        return value
+    # --- the guards (guard_leases, guard_waiting) ------------------------------------------
 
     def _guarded(self, engine: Engine, jobs: np.ndarray) -> np.ndarray:
         """``guard_leases``: the lease-expired ``jobs`` whose remaining estimate (job feature 9)
@@ -1045,73 +626,7 @@ class DallyQueueEnv(DallyEnv):
 
     def largest_estimate_s(self) -> float:
         """The largest remaining estimate (job feature 9, in seconds) of any unfinished job,
-        running or waiting; 0 when none is left.
-
-        Asked at every pick, it is computed once per engine state: the estimates read
-        iterations done and time run, which change only when time moves, and the unfinished
-        jobs, which change only when one arrives or finishes -- never during a pass, whose
-        picks only move jobs between waiting and running."""
-        e = self.engine
-        key = (e.passes, e.now_s, e.finished, e._next_arrival)
-        cached = self._largest_estimate
-        if cached is not None and cached[0] is e and cached[1] == key:
-            return cached[2]
-        if e.cluster.compiled:  # (the same values: see kernels.queue_job_features)
-            value = float(
-                kernels.largest_estimate(
-                    e.running_jobs(),
-                    e.waiting_jobs(),
-                    e._jobf,
-                    e._jobi,
-                    self.spec_cluster.gpus_per_machine,
-                    NEVER_RUN_MULTI_MACHINE_NW_SENS,
-                )
-            )
-        else:
-            jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-            value = float(ProtectedRemainingPolicy.remaining_estimate_s(e, jobs).max()) if jobs.size else 0.0
-        self._largest_estimate = (e, key, value)
-        return value
-
-    def _job_speeds(self, c: np.ndarray) -> np.ndarray:
-        """Job features 14-16 for candidates ``c`` ("observed" or "oracle" ``sensitivity``)."""
-        e = self.engine
-        if self.sensitivity == "observed":
-            return e.speed_seen[c]
-        out = np.zeros((len(c), 3))
-        for row, j in enumerate(c.tolist()):
-            out[row] = self._cached_oracle_speeds(j)
-        return out
-
-    def _cached_oracle_speeds(self, j: int) -> tuple[float, float, float]:
-        e = self.engine
-        key = (e.model_index.item(j), e.num_gpus.item(j))
-        speeds = self._oracle_cache.get(key)
-        if speeds is None:
-            speeds = self._oracle_cache[key] = self._oracle_speeds(j)
-        return speeds
-
-    def _oracle_speeds(self, j: int) -> tuple[float, float, float]:
-        """The latency model's speed factor of a representative placement at each tier job
-        ``j`` can fit: its GPUs over the fewest machines, evenly (network: over two racks)."""
-        spec = self.spec_cluster
-        e = self.engine
-        g = int(e.num_gpus[j])
-        gpm = spec.gpus_per_machine
-
-        def even(total: int, parts: int) -> list[int]:
-            return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-        def rack_of(total: int, min_machines: int) -> list[int]:
-            return even(total, max(min_machines, -(-total // gpm)))
-
-        shapes: list = [None, None, None]
-        if g <= gpm:
-            shapes[Tier.MACHINE] = ((g,),)
-        if 2 <= g <= spec.gpus_per_rack and spec.machines_per_rack >= 2:
-            shapes[Tier.RACK] = (tuple(rack_of(g, 2)),)
-        if g >= 2 and spec.racks >= 2:
-            halves = even(g, 2)
-            if max(halves) <= spec.gpus_per_rack:
-                shapes[Tier.NETWORK] = tuple(sorted((tuple(rack_of(h, 1)) for h in halves), reverse=True))
-        return tuple(0.0 if s is None else e._speed_factor(j, s) for s in shapes)
+        running or waiting; 0 when none is left (:meth:`QueueObservation.largest_estimate_s
+        <dallygym.queue_obs.QueueObservation.largest_estimate_s>`, computed once per engine
+        state)."""
+        return self._observer.largest_estimate_s()

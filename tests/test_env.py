@@ -219,9 +219,9 @@ def test_a_fixed_trace_is_read_once_and_every_episode_is_as_from_a_fresh_env():
     env = gym.make("DallySmall-v0", trace="small")
     play(env, 3, random_masked)
     arrival = env.unwrapped.engine.arrival_s
-    static = env.unwrapped._job_static
+    static = env.unwrapped._observer.job_static
     play(env, 4, random_masked)
-    assert env.unwrapped.engine.arrival_s is arrival and env.unwrapped._job_static is static
+    assert env.unwrapped.engine.arrival_s is arrival and env.unwrapped._observer.job_static is static
     again = play(env, 5, random_masked)
     fresh = play(gym.make("DallySmall-v0", trace="small"), 5, random_masked)
     assert len(again) == len(fresh)

@@ -31,16 +31,16 @@ def shipped_weights() -> dict:
 class CandidateFeatures:
     """The queue environment's per-candidate features, for an engine run natively.
 
-    It borrows :meth:`DallyQueueEnv._job_features` (the readable numpy reference of the
-    observation's job rows) and the helpers it calls, with the scratch state they read set up
-    for ``engine``, so a policy computes the very numbers an agent observes. Features 14-16
-    (speed factors) are 0, as under the default ``sensitivity="hidden"``.
+    It borrows :meth:`dallygym.queue_obs.QueueObservation._job_features` (the readable numpy
+    reference of the observation's job rows) and the helpers it calls, with the scratch state
+    they read set up for ``engine``, so a policy computes the very numbers an agent observes.
+    Features 14-16 (speed factors) are 0, as under the default ``sensitivity="hidden"``.
     """
 
     def __init__(self, engine, policy: DallyPolicy) -> None:
-        from ..queue_env import DallyQueueEnv  # (not at import: queue_env imports the policies)
+        from ..queue_obs import QueueObservation  # (not at import: queue_obs imports the policies)
 
-        cls = DallyQueueEnv
+        cls = QueueObservation
         self._job_features = cls._job_features.__get__(self)
         self._demand_tables = cls._demand_tables.__get__(self)
         self._time = cls._time.__get__(self)
