@@ -949,12 +949,12 @@ def test_the_cache_goes_to_the_user_directory_when_the_package_is_read_only(tmp_
 
 @pytest.mark.slow  # (fresh processes)
 def test_an_installed_copy_that_cannot_cache_beside_itself_caches_in_the_user_directory(tmp_path):
-    """A copy of the package whose ``__pycache__`` cannot be a directory (a file is in the
-    way, which stops root as well): the kernels' cache is set to the user directory before any
-    of them is defined."""
+    """A copy of the package whose kernels' ``__pycache__`` cannot be a directory (a file is in
+    the way, which stops root as well): the kernels' cache is set to the user directory before
+    any of them is defined."""
     site = tmp_path / "site"
     shutil.copytree(Path(dallygym.__file__).parent, site / "dallygym", ignore=shutil.ignore_patterns("__pycache__"))
-    (site / "dallygym" / "__pycache__").write_text("")
+    (site / "dallygym" / "kernels" / "__pycache__").write_text("")
     xdg = tmp_path / "xdg"
     code = (
         "import numba; from dallygym import kernels; "
