@@ -36,6 +36,18 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
+def after_too_big(pos: int, n_visit: int, free: int, least_ahead, expired_pos) -> int:
+    """The plan position to go on from after a waiting job too big for the ``free`` GPUs (``pos``:
+    the one after it). The free GPUs only shrink during the pass, so if no waiting job from
+    ``pos`` up to the next expired lease can fit (``least_ahead``: the least demand from each
+    position on to that lease), the turns go on at that lease (``expired_pos``: the leases'
+    positions, increasing), or the pass is over. (The compiled twin: kernels.pass_turns.)"""
+    if pos < n_visit and free < least_ahead.item(pos):
+        k = bisect_left(expired_pos, pos)
+        return int(expired_pos[k]) if k < len(expired_pos) else n_visit
+    return pos
+
+
 class Frame:
     """One loop of a run, stopped where it asks, calls or returns (see the module's doc).
     ``pc`` is where its next :meth:`step` goes on."""
@@ -373,11 +385,7 @@ class PythonTurns(Frame):
                 return None
             pos += 1
             if num_gpus[j] > cluster.free_total:
-                # Too big for the free GPUs, which only shrink during the pass: skip it, and
-                # every waiting job up to the next expired lease if none can fit.
-                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
-                    k = bisect_left(expired_pos, pos)
-                    pos = expired_pos[k] if k < len(expired_pos) else n_visit
+                pos = after_too_big(pos, n_visit, cluster.free_total, least_ahead, expired_pos)
                 continue
             if plain:  # a waiting job's turn (Visit.ask), without a frame of its own
                 offer = e._offer_to(j, self.t)
@@ -414,11 +422,11 @@ class TurnsToHandOver(Frame):
     the pass's end. The turns before are waiting jobs' only, so the leases are told by their
     positions (``expired_pos``, increasing)."""
 
-    __slots__ = ("lease", "least_ahead", "offer", "pos", "queue", "t")
+    __slots__ = ("expired_pos", "lease", "least_ahead", "offer", "pos", "queue", "t")
 
     def __init__(self, queue, least_ahead, expired_pos, pos: int, t: float) -> None:
         self.pc = 0
-        self.queue, self.least_ahead, self.pos, self.t = queue, least_ahead, pos, t
+        self.queue, self.least_ahead, self.expired_pos, self.pos, self.t = queue, least_ahead, expired_pos, pos, t
         k = bisect_left(expired_pos, pos)
         self.lease = expired_pos.item(k) if k < expired_pos.size else len(queue)  # the next lease's turn
         self.offer = None
@@ -442,10 +450,7 @@ class TurnsToHandOver(Frame):
             j = queue.item(pos)
             pos += 1
             if num_gpus[j] > cluster.free_total:
-                # Too big for the free GPUs, which only shrink during the pass: skip it, and
-                # every waiting job up to the next expired lease if none can fit.
-                if pos < n_visit and cluster.free_total < least_ahead.item(pos):
-                    pos = lease
+                pos = after_too_big(pos, n_visit, cluster.free_total, least_ahead, self.expired_pos)
                 continue
             offer = e._offer_to(j, t)
             if offer is None:
