@@ -29,49 +29,27 @@ class CompiledPath:
     """The parts of :class:`~dallygym.engine.Engine` that run the compiled kernels and read back what they did."""
 
     def _make_loop_args(self) -> tuple:
-        """The compiled loop's arguments (:meth:`_run_events`), but for the speed tables'
-        arrays: the same objects from the run's start to its end."""
+        """The compiled loop's argument bundles (:func:`dallygym.kernels.run_events`) but the
+        speed tables': the same objects from the run's start to its end."""
         c = self.cluster
-        return (
-            (
-                self.arrival_s,
-                self.first_arrival_s,
-                self.config.lease_s,
-                self.config.max_idle_rounds,
-                self.spec.num_gpus,
-                RENEWAL_MODES.index(self._renewal),
-                self._upgrades_offered,
-                self._auto if self._batch_starts else kernels.AUTO_NONE,
-                self._keys,
-                self.config.restart_overhead_s,
-                self._jobf,
-                self._jobi,
-                self.state,
-                self.speed_seen,
-                self.tier_s,
-                self.placements_by_tier,
-            ),
-            (
-                self._gpu_store,
-                c.buffer,
-                *self._dims,
-                self._sets,
-                self._wkey,
-                self._li,
-                self._lf,
-                self._plan,
-                self._expired_buf,
-                self._renewed_log,
-                self._turn_log,
-                self._log_f,
-                self._starts,
-                self._starts_f,
-                self._rec_i,
-                self._rec_f,
-                self._partials,
-                self._timeline,
-            ),
+        run = (
+            self.arrival_s,
+            self.first_arrival_s,
+            self.config.lease_s,
+            self.config.max_idle_rounds,
+            self.spec.num_gpus,
+            RENEWAL_MODES.index(self._renewal),
+            self._upgrades_offered,
+            self._auto if self._batch_starts else kernels.AUTO_NONE,
+            self._keys,
+            self.config.restart_overhead_s,
         )
+        jobs = (self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier)
+        cluster = (self._gpu_store, c.buffer, *self._dims)
+        loop = (self._sets, self._wkey, self._li, self._lf, self._plan, self._expired_buf)
+        logs = (self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f)
+        records = (self._rec_i, self._rec_f, self._partials, self._timeline)
+        return run, jobs, cluster, loop, logs, records
 
     def _li_pass(self) -> tuple[int, ...]:
         """The pass the compiled loop stopped in: kernels.LI_BOUNDARY up to LI_ANSWER."""
@@ -116,10 +94,9 @@ class CompiledPath:
             running = self._running.array()
             sets[1, : running.size] = running
         tables = self._tables  # (its arrays grow: read at each call)
-        head, tail = self._loop_args
-        stop = kernels.run_events(
-            resume, *head, tables.machine, tables.rows, tables.seq, tables.speed, tables.slots, *tail
-        )
+        run, jobs, cluster, loop, logs, records = self._loop_args
+        speeds = (tables.machine, tables.rows, tables.seq, tables.speed, tables.slots)
+        stop = kernels.run_events(resume, run, jobs, speeds, cluster, loop, logs, records)
         (
             self._next_arrival,
             self.finished,

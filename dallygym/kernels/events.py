@@ -181,50 +181,7 @@ def _order_waiting(waiting, nw, jobf, wkey, ordered):
 
 
 @njit(cache=True, nogil=True)
-def run_events(
-    resume,
-    arrival,
-    first_s,
-    lease_s,
-    max_idle,
-    n_gpus,
-    mode,
-    upgrades_offered,
-    auto,
-    keys,
-    overhead_s,
-    jobf,
-    jobi,
-    state,
-    speed_seen,
-    tier_s,
-    placements_by_tier,
-    machine_speed,
-    shapes,
-    shape_seq,
-    shape_speed,
-    slots,
-    gpu_store,
-    cl,
-    racks,
-    mpr,
-    gpm,
-    sets,
-    wkey,
-    li,
-    lf,
-    plan,
-    expired_buf,
-    renewed,
-    log,
-    log_f,
-    starts,
-    starts_f,
-    rec_i,
-    rec_f,
-    partials,
-    timeline,
-):
+def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
 
@@ -240,7 +197,22 @@ def run_events(
     and, for a start, the job's starvation then), from ``li[LI_N_LOG]`` on; the starts again,
     alone, from ``li[LI_N_STARTS]`` on (``starts``: the job and its tier; ``starts_f``: its
     starvation and the time), for the policy's start hooks.
+
+    The arguments come in bundles, by role (the engine builds them once per run but
+    ``speeds``, whose arrays grow): ``run`` = (arrival, first_s, lease_s, max_idle, n_gpus,
+    mode, upgrades_offered, auto, keys, overhead_s); ``jobs`` = (jobf, jobi, state,
+    speed_seen, tier_s, placements_by_tier); ``speeds`` = (machine_speed, shapes, shape_seq,
+    shape_speed, slots), the speed tables; ``cluster`` = (gpu_store, cl, racks, mpr, gpm);
+    ``loop`` = (sets, wkey, li, lf, plan, expired_buf); ``logs`` = (renewed, log, log_f,
+    starts, starts_f); ``records`` = (rec_i, rec_f, partials, timeline).
     """
+    arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys, overhead_s = run
+    jobf, jobi, state, speed_seen, tier_s, placements_by_tier = jobs
+    machine_speed, shapes, shape_seq, shape_speed, slots = speeds
+    gpu_store, cl, racks, mpr, gpm = cluster
+    sets, wkey, li, lf, plan, expired_buf = loop
+    renewed, log, log_f, starts, starts_f = logs
+    rec_i, rec_f, partials, timeline = records
     # Every array borrowed for the call (see _borrowed): no counting of references below.
     arrival, jobf, jobi, state, speed_seen, tier_s = (
         _borrowed(arrival),
