@@ -244,6 +244,10 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
     expired_buf, renewed, log, log_f = _borrowed(expired_buf), _borrowed(renewed), _borrowed(log), _borrowed(log_f)
     starts, starts_f = _borrowed(starts), _borrowed(starts_f)
     rec_i, rec_f, partials, timeline = _borrowed(rec_i), _borrowed(rec_f), _borrowed(partials), _borrowed(timeline)
+    # The bundles passed on, of the borrowed arrays.
+    jobs = (jobf, jobi, state, speed_seen, tier_s, placements_by_tier)
+    speeds = (machine_speed, shapes, shape_seq, shape_speed, slots)
+    cluster = (gpu_store, cl, racks, mpr, gpm)
     n = arrival.size
     num_gpus = jobi[I_GPUS]
     finish = jobf[F_FINISH]
@@ -320,8 +324,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
                 lf[LF_IN_SYSTEM] += dt * (na - li[LI_FINISHED])
                 n_run = li[LI_N_RUNNING]
                 if n_run:
-                    speeds = advance(running, n_run, jobf, dt, t)
-                    lf[LF_COMM] += dt * float(n_run - speeds)
+                    summed = advance(running, n_run, jobf, dt, t)  # (the speed factors, summed)
+                    lf[LF_COMM] += dt * float(n_run - summed)
             lf[LF_LAST_SYNC] = t
             lf[LF_NOW] = t
             # completions, in increasing index order
@@ -433,22 +437,9 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
                 mode != 2,
                 upgrades_offered,
                 overhead_s,
-                jobf,
-                jobi,
-                state,
-                speed_seen,
-                tier_s,
-                placements_by_tier,
-                machine_speed,
-                shapes,
-                shape_seq,
-                shape_speed,
-                slots,
-                gpu_store,
-                cl,
-                racks,
-                mpr,
-                gpm,
+                jobs,
+                speeds,
+                cluster,
                 li[LI_FREE_TOTAL],
                 li[LI_MARKS_ACTIVE] != 0,
                 log[n_log:],

@@ -196,22 +196,9 @@ def pass_turns(
     renew,
     upgrades_offered,
     overhead_s,
-    jobf,
-    jobi,
-    state,
-    speed_seen,
-    tier_s,
-    placements_by_tier,
-    machine_speed,
-    shapes,
-    shape_seq,
-    shape_speed,
-    slots,
-    gpu_store,
-    cl,
-    racks,
-    mpr,
-    gpm,
+    jobs,
+    speeds,
+    cluster,
     free_total,
     marks_active,
     log,
@@ -233,8 +220,11 @@ def pass_turns(
     :func:`shape_code` in ``shape_seq``, speed factor ``shape_speed[e]``; ``slots``, its
     index: :func:`_find_shape`). Models are the speed tables' ids (``jobi[I_MODEL]``).
 
-    Per-job state comes in the engine's tables (``jobf``, ``jobi``: rows JOB_FLOATS and
-    JOB_INTS) and the cluster's in its buffer ``cl`` (:func:`cluster_views`).
+    Per-job state comes in the engine's tables, ``jobs`` = (jobf, jobi, state, speed_seen,
+    tier_s, placements_by_tier) (``jobf``, ``jobi``: rows JOB_FLOATS and JOB_INTS); the speed
+    tables in ``speeds`` = (machine_speed, shapes, shape_seq, shape_speed, slots); the cluster
+    in ``cluster`` = (gpu_store, cl, racks, mpr, gpm), its buffer ``cl`` (:func:`cluster_views`):
+    the bundles of :func:`dallygym.kernels.run_events`.
 
     ``answer`` >= 0: the turn at ``pos`` is a waiting job whose offer the caller accepted at
     that tier: it starts there, as above, unless its start needs Python (then the loop stops
@@ -249,6 +239,9 @@ def pass_turns(
     and the starts in order (LOG_*);
     ``renewed`` the jobs renewed in place.
     """
+    jobf, jobi, state, speed_seen, tier_s, placements_by_tier = jobs
+    machine_speed, shapes, shape_seq, shape_speed, slots = speeds
+    gpu_store, cl, racks, mpr, gpm = cluster
     owner, mark, free_pm, idle_pm, free_pr = cluster_views(cl, racks, mpr, gpm)
     num_gpus = jobi[I_GPUS]
     best_tier = jobi[I_BEST]
