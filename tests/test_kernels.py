@@ -515,7 +515,7 @@ def test_offer_observation_on_a_state_worked_out_by_hand():
 )
 def test_compiled_dally_env_episode_is_the_reference_episode(monkeypatch, env_id, agent, options):
     """A whole episode on the offer environment both ways: with the kernels, the observation
-    comes from kernels.offer_observation; without, from DallyEnv._observe_reference. The same
+    comes from kernels.offer_observation; without, from OfferObservation.observe_reference. The same
     observations, rewards and infos, bit for bit."""
 
     def episode(compiled):

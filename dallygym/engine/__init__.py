@@ -36,9 +36,11 @@ The small-array work of a pass (placements, opening a boundary, runs of renewals
 progress, completions) runs as compiled kernels (:mod:`dallygym.kernels`). Where the policy's
 priority is one the engine knows and it neither migrates nor lets an agent pick, the whole
 event loop runs compiled (:func:`dallygym.kernels.run_events`: events, passes, records) up to
-each event or turn that needs Python, which is taken here (:meth:`Engine._event`,
-:meth:`Engine._python_turn`); otherwise events are taken here one by one, with compiled passes
-(:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) where the policy's hooks allow.
+each event or turn that needs Python, which is taken in Python (:class:`turns.Run`,
+:class:`turns.CompiledTurn`); otherwise events are taken in Python one by one, with compiled
+passes (:meth:`Engine._open_pass`, :meth:`Engine._compiled_turns`) where the policy's hooks
+allow. The run in Python is a stack of resumable frames (:mod:`dallygym.engine.turns`), plain
+data, so an engine copies at any decision.
 With ``ClusterState.compiled`` false the Python methods here and in
 :mod:`dallygym.cluster` run instead, with the same results bit for bit (they are the reference
 the tests hold the kernels to).

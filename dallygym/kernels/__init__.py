@@ -3,7 +3,7 @@
 Each kernel does, in one compiled call, what a method of :class:`dallygym.cluster.ClusterState`
 or :class:`dallygym.engine.Engine` does with many small numpy calls; :func:`run_events` runs
 the engine's whole event loop, calling the others, until an event or a turn needs Python
-(``Engine.decisions``'s loop, :meth:`Engine._event`, is its reference). The Python methods stay
+(the engine's run in Python, :mod:`dallygym.engine.turns`, is its reference). The Python methods stay
 the readable reference: every kernel gives the same answer bit for bit, and the tests hold it
 to that (``ClusterState.compiled = False`` runs the reference, in the engine too).
 

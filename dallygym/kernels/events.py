@@ -380,7 +380,7 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
                         return STOP_IDLE
                 else:
                     li[LI_IDLE_ROUNDS] = 0
-            # --- the pass (Engine._pass) ---
+            # --- the pass (Engine._open_any_pass, turns.Pass) ---
             li[LI_PASSES] += 1
             li[LI_BOUNDARY] = boundary
             li[LI_N_QUEUE] = 0

@@ -60,7 +60,7 @@ def offer_observation(
     finished,
     free_total,
 ):
-    """DallyEnv._observe's features of job ``j``'s offer into ``out`` (float32): the same
+    """OfferObservation.observe's features of job ``j``'s offer into ``out`` (float32): the same
     arithmetic in the same order as its Python reference, each value rounded to float32 once
     as it is stored. ``static``: features 0-3 by job; ``offered``: bit t set for each tier t
     offered; ``current``: the tier held (renewal offers) or -1."""
@@ -153,7 +153,7 @@ def queue_job_features(
     times,
     estimates,
 ):
-    """DallyQueueEnv._observe's job features of candidates ``c`` into the rows of ``jobs``
+    """QueueObservation.observe's job features of candidates ``c`` into the rows of ``jobs``
     (float32), the same arithmetic as its numpy reference, value for value, but for the four
     times: their arguments max(t, 0) / lease go to ``times`` (4 x k: starvation, remaining
     ideal time, remaining estimate, attained service), whose log1p the caller takes with
@@ -218,8 +218,8 @@ def queue_job_features(
 def queue_shown_rows(
     c, every, rows, row_estimate, now, largest, jobf, jobi, free_of, limits_of, timed, jobs, mask, shown
 ):
-    """DallyQueueEnv._observe's job rows at a pick from rows kept by job (see
-    DallyQueueEnv._job_features_cached): candidate ``c[r]``'s kept row into row ``r`` of
+    """QueueObservation.observe's job rows at a pick from rows kept by job (see
+    QueueObservation._job_features_cached): candidate ``c[r]``'s kept row into row ``r`` of
     ``jobs``, with what the pick changes computed as :func:`queue_job_features` does (feature 4
     from ``free_of``, 17-18 from ``limits_of`` if ``timed``, 19 from ``row_estimate`` and
     ``largest``); ``mask`` 1 there. Rows ``c.size`` to ``shown`` (shown before, empty now) are

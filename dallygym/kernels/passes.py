@@ -205,7 +205,7 @@ def pass_turns(
     renewed,
     answer=-1,
 ):
-    """Engine._pass's loop over ``queue`` (its visit plan) from position ``pos``, for as long
+    """A pass's turns (turns.Pass, PythonTurns) over ``queue`` (its visit plan) from position ``pos``, for as long
     as each turn needs nothing from Python.
 
     A turn is taken here when it is one of: a lease-expired job renewing in place (with
@@ -624,7 +624,7 @@ def open_pass(
     keyed,
     wkey,
 ):
-    """The start of Engine._pass for a policy whose priority is arrival order (``keys`` =
+    """The start of a pass (Engine._open_any_pass) for a policy whose priority is arrival order (``keys`` =
     KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
     leases (:func:`expire_leases`) and the visit plan (:func:`visit_plan`).
