@@ -242,7 +242,7 @@ HELDOUT_BASELINES = (
 
 def heldout_block() -> str:
     """The learned ``DallyQueue-v0`` agents on the held-out grid, beside their initial policies,
-    the trivial picks, the teacher and the heuristics: geometric means over the cells
+    the trivial picks, the teacher, the heuristics and the search rows: geometric means over the cells
     (``agents/queue_baselines.py``'s own summary of its CSV)."""
     import importlib.util
 
@@ -257,7 +257,8 @@ def heldout_block() -> str:
         "| makespan within +1 % | goal met |",
         "|---|---|---|---|---|---|",
     ]
-    for name in [*learned, *(b for b in HELDOUT_BASELINES if b in summary.index)]:
+    search = list(summary.index[summary["kind"] == "search"])  # (its own rows: not a yardstick)
+    for name in [*learned, *(b for b in HELDOUT_BASELINES if b in summary.index), *search]:
         r = summary.loc[name]
         out.append(
             f"| {name} | {r['JCT / best safe']:.2f} | {r['JCT / bound']:.2f} | {r['worst makespan / Dally']:.3f} "
