@@ -378,7 +378,8 @@ def self_search(model, config: "TrainConfig", env_id: str) -> dict:
     is improved by search over itself, then learns the improvement, round after round.
 
     Each round plays ``search_episodes`` episodes of the training distribution (traces drawn
-    with seeds ``SEARCH_SEED_BASE + 100,000 x seed + round x search_episodes + episode``). At every
+    with seeds ``SEARCH_SEED_BASE + 100,000 x seed + round x search_episodes + episode``; the
+    episodes go through the training mix's sizes in order, round after round). At every
     contested pick a :class:`~dallygym.lookahead.LookaheadAgent` whose base is the policy itself
     (:class:`~dallygym.lookahead.ModelOrder`: its most likely candidates, rolled out by its own
     most likely picks) tries the policy's ``search_top_k`` most likely candidates on copies of
@@ -404,7 +405,7 @@ def self_search(model, config: "TrainConfig", env_id: str) -> dict:
 
         start = time.perf_counter()
         first = SEARCH_SEED_BASE + 100_000 * config.seed + r * config.search_episodes
-        samples = _teacher_samples(config, env_id, teach, config.search_episodes, first)
+        samples = _teacher_samples(config, env_id, teach, config.search_episodes, first, r * config.search_episodes)
         searched = time.perf_counter()
         fit = _fit_policy(model, config, samples[:5], config.search_epochs, config.imitate_learning_rate)
         costs = [agent.cost for agent in agents.values()]
@@ -431,14 +432,20 @@ def self_search(model, config: "TrainConfig", env_id: str) -> dict:
 
 
 def _teacher_samples(
-    config: "TrainConfig", env_id: str, teach=None, episodes: int | None = None, first_seed: int | None = None
+    config: "TrainConfig",
+    env_id: str,
+    teach=None,
+    episodes: int | None = None,
+    first_seed: int | None = None,
+    first_episode: int = 0,
 ) -> tuple[list, list, list, list, list, list]:
     """A teacher's episodes: per step the candidates' rows (without the empty slots), the
     cluster features, whether stopping was valid, the teacher's action and the discounted
     return from that step; and the steps of each episode. ``teach(env, obs, mask)`` gives the
     action played (by default :func:`~dallygym.queue_env.protected_share_action`, the warm
     start's, for ``config.imitate_episodes`` episodes from seed
-    ``IMITATION_SEED_BASE x (seed + 1)``)."""
+    ``IMITATION_SEED_BASE x (seed + 1)``). Episode ``k`` is played at the training mix's size
+    ``config.rank_racks(first_episode + k)``."""
     import gymnasium as gym
 
     from .queue_env import protected_share_action
@@ -454,7 +461,7 @@ def _teacher_samples(
     rows, clusters, may_stop, actions, returns = [], [], [], [], []
     steps_per_episode = []
     for episode in range(episodes):
-        env = envs[config.rank_racks(episode)]
+        env = envs[config.rank_racks(first_episode + episode)]
         obs, info = env.reset(seed=first_seed + episode)
         rewards = []
         done = env.unwrapped._done
