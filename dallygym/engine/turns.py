@@ -48,6 +48,13 @@ def after_too_big(pos: int, n_visit: int, free: int, least_ahead, expired_pos) -
     return pos
 
 
+def after_pass(e: Engine, boundary: bool, cand, t: float) -> None:
+    """After a pass's turns (its marks and ranks cleared by the frame that took them): at a
+    round boundary, the policy's migrations among the pass's candidates ``cand``."""
+    if boundary:
+        e._migrations(cand, t)
+
+
 class Frame:
     """One loop of a run, stopped where it asks, calls or returns (see the module's doc).
     ``pc`` is where its next :meth:`step` goes on."""
@@ -164,23 +171,31 @@ class Run(Frame):
             return False
         self.t = t
         self.pc = self.PASS_TAKEN
-        if e.agent_picks or (e.cluster.compiled and e.renew_together and e._auto and e._batch_starts):
-            call(e, Pass(t, boundary, *opened))
+        cand, queue, least_ahead, expired_pos = opened
+        if e.agent_picks:
+            call(e, Pass(t, boundary, cand, queue, least_ahead, expired_pos, picked=True))
+        elif e.cluster.compiled and e.renew_together and e._auto and e._batch_starts:
+            # The turns run compiled until one needs Python (an offer to ask about, a renewal
+            # offer, a placement or speed factor only Python has): that turn is taken here, and
+            # the compiled pass goes on after it. (Only when the engine accepts offers itself
+            # and may start jobs in batches: otherwise every offer stops the kernel, and the
+            # Python turns do better.)
+            call(e, Pass(t, boundary, cand, queue, least_ahead, expired_pos))
         else:  # the pass is its Python turns alone: they end it too
-            cand, queue, least_ahead, expired_pos = opened
             call(e, PythonTurns(queue, least_ahead, expired_pos, 0, t, (boundary, cand)))
         return True
 
 
 class Pass(Frame):
-    """A pass's turns over its visit plan, in order (see ``Engine._visit_plan``), then the
-    pass's end and, at a boundary, the policy's migrations."""
+    """A pass's turns over its visit plan, in order (see ``Engine._visit_plan``), compiled up to
+    each turn that needs Python (``picked``: an agent's picks instead, :class:`Picked`); then
+    the pass's end (:func:`after_pass`)."""
 
     __slots__ = ("asks", "boundary", "cand", "expired_pos", "free", "least_ahead", "pos", "queue", "stop", "t")
     START, COMPILED, AFTER_VISIT, END = 0, 1, 2, 3
 
-    def __init__(self, t, boundary, cand, queue, least_ahead, expired_pos) -> None:
-        self.pc = 0
+    def __init__(self, t, boundary, cand, queue, least_ahead, expired_pos, picked: bool = False) -> None:
+        self.pc = self.START if picked else self.COMPILED
         self.t, self.boundary, self.cand = t, boundary, cand
         self.queue, self.least_ahead, self.expired_pos = queue, least_ahead, expired_pos
         self.pos = 0
@@ -188,26 +203,14 @@ class Pass(Frame):
     def step(self, e: Engine, value):
         pc = self.pc
         if pc == self.START:
-            if e.agent_picks:
-                self.pc = self.END
-                call(e, Picked(self.queue.tolist(), self.t, self.boundary))
-                return None
-            if not (e.cluster.compiled and e.renew_together and e._auto and e._batch_starts):
-                self.pc = self.END
-                call(e, PythonTurns(self.queue, self.least_ahead, self.expired_pos, 0, self.t))
-                return None
-            # The turns run compiled until one needs Python (an offer to ask about, a renewal
-            # offer, a placement or speed factor only Python has): that turn is taken here, and
-            # the compiled pass goes on after it. (Only when the engine accepts offers itself
-            # and may start jobs in batches: otherwise every offer stops the kernel, and the
-            # Python turns do better.)
-            #
+            self.pc = self.END
+            call(e, Picked(self.queue.tolist(), self.t, self.boundary))
+            return None
+        if pc == self.AFTER_VISIT:
             # A question (an offer the caller answers, a renewal offer) that is declined leaves
             # the free GPUs as they were, and the turns after it tend to be declined questions
             # too (a policy waiting for better tiers, an agent): a return to the kernel for each
             # would cost more than it saves, so the Python turns take the rest of the pass.
-            pc = self.COMPILED
-        if pc == self.AFTER_VISIT:
             if self.asks and e.cluster.free_total == self.free:
                 self.pc = self.END
                 call(e, PythonTurns(self.queue, self.least_ahead, self.expired_pos, self.stop + 1, self.t))
@@ -223,8 +226,7 @@ class Pass(Frame):
                 call(e, e.Visit(self.queue.item(stop), self.t))
                 return None
         self.close(e)
-        if self.boundary:
-            e._migrations(self.cand, self.t)
+        after_pass(e, self.boundary, self.cand, self.t)
         done(e)
         return None
 
@@ -403,8 +405,7 @@ class PythonTurns(Frame):
         ends = self.ends
         if ends is not None:
             self.close(e)
-            if ends[0]:
-                e._migrations(ends[1], self.t)
+            after_pass(e, ends[0], ends[1], self.t)
         done(e)
         return None
 
