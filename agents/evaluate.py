@@ -5,12 +5,12 @@
 
 The same as ``dallygym evaluate``: one row per agent (and trace), with the summary keys of
 ``dallygym simulate``. Heuristics run natively; a learned agent answers Dally-v0 offers in the
-observation mode it was trained with (``dallygym/learn.py``).
+observation mode it was trained with (``dallygym/learning/trainer.py``).
 """
 
 import sys
 
-from dallygym.cli import main
+from dallygym.experiments.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["evaluate", *sys.argv[1:]]))

@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from dallygym import ClusterSpec, simulate
-from dallygym.queue_env import protected_share_action
-from dallygym.sweep import run_ordered
-from dallygym.trace import generate_trace
+from dallygym.envs.queue import protected_share_action
+from dallygym.experiments.sweep import run_ordered
+from dallygym.sim.trace import generate_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from queue_baselines import through_env  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dallygym.trace import generate_trace, import_helios, write_trace
+from dallygym.sim.trace import generate_trace, import_helios, write_trace
 
 OUT = Path(__file__).resolve().parents[1] / "traces" / "heldout"
 TEST_SEEDS = {"batch-500": (2001, 2002, 2003), "poisson-411": (2001, 2002)}

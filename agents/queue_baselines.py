@@ -16,11 +16,11 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
   the queue heuristics (``protected-remaining``, ``smallest-demand-remaining``,
   ``tuned-priority``) among them;
 * ``lower bound``: each job at its fastest placement from its arrival
-  (:func:`dallygym.bounds.lower_bound`), which no scheduler can beat;
+  (:func:`dallygym.sim.bounds.lower_bound`), which no scheduler can beat;
 * through ``DallyQueue-v0`` (no guard), under the offer rule dally and under each learned
   agent's offer rule (``NAME (RULE offers)``): ``constant-0`` (always slot 0, which is exactly
   the offer rule's own order: Dally's, or ``protected-remaining``'s), ``random picks`` (seeded
-  uniform masked actions) and ``teacher`` (:func:`dallygym.queue_env.protected_share_action`,
+  uniform masked actions) and ``teacher`` (:func:`dallygym.envs.queue.protected_share_action`,
   the order the imitation warm start copies when one is asked for);
 * through ``Dally-v0`` (which tier each offer takes): ``always-wait (Dally-v0)`` (action 0,
   decline every offer until a better tier frees) and ``random offers (Dally-v0)``;
@@ -29,7 +29,7 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
   itself contributed.
 
 ``--lookahead TOPK:HORIZON[:BASE]`` (off by default; repeatable) adds a search row, ``lookahead
-TOPK:HORIZON[:BASE]`` (kind ``search``): :class:`dallygym.lookahead.LookaheadAgent` under the offer rule
+TOPK:HORIZON[:BASE]`` (kind ``search``): :class:`dallygym.envs.lookahead.LookaheadAgent` under the offer rule
 dally, trying the base order's first TOPK candidates at each contested pick on copies of the
 environment, each played forward HORIZON steps (``end``: to the episode's end). It simulates the
 future, which no scheduler in a real cluster can: it stands in its own row, and no verdict
@@ -65,12 +65,12 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec, simulate
-from dallygym.bounds import lower_bound
-from dallygym.learn import load_agent, run_agent
-from dallygym.lookahead import LookaheadAgent, parse_lookahead, spec_label
-from dallygym.policies import POLICIES
-from dallygym.queue_env import protected_share_action
-from dallygym.trace import generate_trace, load_trace
+from dallygym.envs.lookahead import LookaheadAgent, parse_lookahead, spec_label
+from dallygym.envs.queue import protected_share_action
+from dallygym.learning.trainer import load_agent, run_agent
+from dallygym.sim.bounds import lower_bound
+from dallygym.sim.policies import POLICIES
+from dallygym.sim.trace import generate_trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "traces" / "heldout"
@@ -166,14 +166,14 @@ def through_env(env_id: str, trace: pd.DataFrame, spec: ClusterSpec, choose, see
     while not done:
         obs, _, terminated, truncated, info = env.step(choose(rng, info["action_mask"], obs))
         done = terminated or truncated
-    return dallygym.metrics.summarize(env.unwrapped.engine)
+    return dallygym.sim.metrics.summarize(env.unwrapped.engine)
 
 
 def through_lookahead(
     queue_env: str, trace: pd.DataFrame, spec: ClusterSpec, options: dict, seed: int = 0, **kwargs
 ) -> tuple[dict, dict]:
-    """Play one episode with a :class:`~dallygym.lookahead.LookaheadAgent` (``options``: its
-    keyword arguments); its summary and its cost (:class:`~dallygym.lookahead.LookaheadCost`
+    """Play one episode with a :class:`~dallygym.envs.lookahead.LookaheadAgent` (``options``: its
+    keyword arguments); its summary and its cost (:class:`~dallygym.envs.lookahead.LookaheadCost`
     as a dict, with the episode's wall time in ``wall_s``)."""
     env = cell_env(queue_env, trace, spec, **kwargs)
     agent = LookaheadAgent(env, **options)
@@ -365,7 +365,7 @@ def run_cells(
 ) -> pd.DataFrame:
     """Every cell's rows, in the cells' order; ``workers`` > 1 runs cells in that many processes
     (the rows are the same: every run is seeded by its cell alone). ``reuse``: see :func:`run_cell`."""
-    from dallygym.sweep import run_ordered
+    from dallygym.experiments.sweep import run_ordered
 
     task = functools.partial(
         run_cell,
@@ -536,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="TOPK:HORIZON[:BASE]",
-        help="add a search row (dallygym.lookahead): the base order's first TOPK picks tried on copies, each "
+        help="add a search row (dallygym.envs.lookahead): the base order's first TOPK picks tried on copies, each "
         "played HORIZON steps (an integer or 'end'); BASE: offer-rule (default), teacher or a policy name",
     )
     parser.add_argument("--out", help="write the tables as Markdown here")

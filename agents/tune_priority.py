@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dallygym import ClusterSpec, simulate  # noqa: E402
-from dallygym.policies.tuned import TunedPriorityPolicy  # noqa: E402
-from dallygym.queue_env import JOB_FEATURES  # noqa: E402
-from dallygym.trace import generate_trace  # noqa: E402
+from dallygym.envs.queue import JOB_FEATURES  # noqa: E402
+from dallygym.sim.policies.tuned import TunedPriorityPolicy  # noqa: E402
+from dallygym.sim.trace import generate_trace  # noqa: E402
 
 OUT = ROOT / "dallygym" / "data" / "tuned_priority.json"
 GENERATORS = ("batch-500", "poisson-411")

@@ -8,7 +8,7 @@ each at 2, 4, 8 and 16 racks of 8 x 8 GPUs (latency ``dally-paper``, lease 1 h, 
 ``upgrade``). None of them was used to tune anything (``tuned-priority`` was tuned on seeds
 10-19). Rows per cell: every shipped policy's native run (the Dally variants, Tiresias,
 Gandiva, protected-remaining, smallest-demand-remaining, tuned-priority, fifo, random) and the
-lower bound (:func:`dallygym.bounds.lower_bound`: each job at its fastest placement from its
+lower bound (:func:`dallygym.sim.bounds.lower_bound`: each job at its fastest placement from its
 arrival, no queueing).
 
 Writes the ``.csv`` (one row per cell and row: mean JCT, makespan, their ratios to the bound
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dallygym import ClusterSpec, simulate  # noqa: E402
-from dallygym.bounds import lower_bound  # noqa: E402
-from dallygym.policies import POLICIES  # noqa: E402
-from dallygym.trace import generate_trace, load_trace  # noqa: E402
+from dallygym.sim.bounds import lower_bound  # noqa: E402
+from dallygym.sim.policies import POLICIES  # noqa: E402
+from dallygym.sim.trace import generate_trace, load_trace  # noqa: E402
 
 HELDOUT = ROOT / "traces" / "heldout"
 OUT = ROOT / "benchmarks" / "results" / "baselines.md"
@@ -109,7 +109,8 @@ def markdown(frame: pd.DataFrame, racks) -> str:
         "poisson-411 seeds 2001-2003 (the files of `traces/heldout/` where shipped, else generated), at "
         f"{', '.join(map(str, racks))} racks of 8 x 8 GPUs (latency dally-paper, lease 1 h). Native runs of every "
         "shipped policy; `lower bound` = each job at its fastest placement from its arrival "
-        "(`dallygym.bounds.lower_bound`), a bound no scheduler can beat. Ratios are to auto-tuned `dally` and to the "
+        "(`dallygym.sim.bounds.lower_bound`), a bound no scheduler can beat. Ratios are to auto-tuned `dally` and to "
+        "the "
         'bound on the same cell; "within +1 %": makespan at most 1.01 x Dally\'s.',
         "",
         "## Summary over the cells",

@@ -15,13 +15,13 @@ agrees / disagrees per size and mode; what drives the JCT gap to Tiresias, from 
 results (``jct_gap.csv``); then sweeps over knobs the paper leaves open, the lease
 (``lease_sweep.csv``) and Dally's auto-tuner history window (``history_sweep.csv``), and the
 claims on five other draws of the batch-500 generator (``seed_sweep.csv``). Every run is one
-task of ``dallygym.sweep``: local processes by default, or Ray (``--backend ray``).
+task of ``dallygym.experiments.sweep``: local processes by default, or Ray (``--backend ray``).
 
     python benchmarks/compare.py --real-traces [all | NAME ...] [--agents DIR ...]
                                  [--agent-time-limit 600] [--workers 1] [--report-only]
 
 runs only the comparison on the shipped real traces (``traces/README.md``): every policy and
-every committed learned agent (through ``dallygym.learn.run_agent``) at each cluster size where
+every committed learned agent (through ``dallygym.learning.trainer.run_agent``) at each cluster size where
 the trace contends (:func:`contention_sizes`), under the default renewal mode. Writes
 ``real_traces.csv`` (one row per run), ``real_traces_sizes.csv`` (every size tried and why) and
 ``real_traces.md``: the sizes, the paper's §VI directions judged per trace and size, computed
@@ -44,13 +44,13 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec, EngineConfig
-from dallygym.compare import COMPARE_COLUMNS as COMPARE_KEYS
-from dallygym.compare import compare
-from dallygym.engine import RENEWAL_MODES
-from dallygym.policies import POLICIES
-from dallygym.policies.dally import DallyPolicy, default_history_s
-from dallygym.sweep import Backend, make_backend, run_ordered
-from dallygym.trace import generate_trace
+from dallygym.experiments.compare import COMPARE_COLUMNS as COMPARE_KEYS
+from dallygym.experiments.compare import compare
+from dallygym.experiments.sweep import Backend, make_backend, run_ordered
+from dallygym.sim.engine import RENEWAL_MODES
+from dallygym.sim.policies import POLICIES
+from dallygym.sim.policies.dally import DallyPolicy, default_history_s
+from dallygym.sim.trace import generate_trace
 
 # The paper's Tables II and III (JCT statistics in seconds, 8 racks), facts from §VI.
 PAPER_JCT = {
@@ -766,7 +766,7 @@ AGENT_TIME_LIMIT_S = 600.0
 def real_trace_names(names: list[str] | None = None) -> list[str]:
     """The shipped real traces named (``None`` or ``["all"]``: every one, in ``traces/README.md``'s
     order). A name that is not a shipped real trace is an error naming the known ones."""
-    from dallygym.trace.real import REAL_TRACES
+    from dallygym.sim.trace.real import REAL_TRACES
 
     known = [t.name for t in REAL_TRACES]
     if names is None or list(names) == ["all"]:
@@ -782,8 +782,8 @@ def alone_intervals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per job, (start, end) if it started on arrival and ran alone at its most consolidated
     placement on ``spec``: no queueing, no slowdown beyond its best tier."""
-    from dallygym.latency import get_latency_model
-    from dallygym.trace import best_speed_factors
+    from dallygym.sim.latency import get_latency_model
+    from dallygym.sim.trace import best_speed_factors
 
     speed, _ = best_speed_factors(
         trace["model"].to_numpy(), trace["num_gpus"].to_numpy(), spec, get_latency_model(latency)
@@ -918,7 +918,7 @@ class _Deadline:
 
 def _agent_cell(args: tuple[str, ClusterSpec, str, float]) -> pd.DataFrame:
     """One saved agent on one (real trace, size) through ``run_agent``, stopped after ``limit_s``."""
-    from dallygym.learn import load_agent, run_agent
+    from dallygym.learning.trainer import load_agent, run_agent
 
     trace, spec, path, limit_s = args
     agent = load_agent(path)
@@ -1373,7 +1373,8 @@ def real_report(sizes: pd.DataFrame, rows: pd.DataFrame, meta: str) -> str:
         "",
         "The committed agents (`agents/runs/`): `ppo-*` answer `Dally-v0` offers, `queue-ppo-*` pick the next "
         "job in `DallyQueue-v0`; each acts in the environment and observation mode of its saved config, through "
-        "`dallygym.learn.run_agent`. All were trained on generated batch-500 draws of 8 × 8 racks, at 8 racks "
+        "`dallygym.learning.trainer.run_agent`. All were trained on generated batch-500 draws of 8 × 8 racks, at 8 "
+        "racks "
         "(`queue-ppo-sizes-*`: at 4, 8 and 16); `run_agent` accepts any cluster (the observation is scaled to "
         "the cluster, its size is not fixed by training), so every other size, and every real trace, is "
         "outside what they were trained on. A run still going after the time limit is stopped and reported as "

@@ -6,7 +6,7 @@ Two checks, written to ``latency_validation.md``, ``latency_validation.csv`` (pa
 Table I cell) and ``latency_validation_reference.csv`` (part 2, one row per model and shape):
 
 1. **Leave-one-out over Table I.** The per-model calibration is fitted to the three Table I cells
-   of its model (:func:`dallygym.latency.fit_calibration`). For each cell, the model's
+   of its model (:func:`dallygym.sim.latency.fit_calibration`). For each cell, the model's
    calibration is refitted to its other two cells only and the held-out cell predicted. Beside
    it: the shipped preset's in-sample value and the in-sample value of the same fitting rule on
    all three cells. The global NVSwitch hop latency (fitted to MobileNetV3's machine cell) is
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dallygym.cluster import Shape, Tier
-from dallygym.latency import (
+from dallygym.sim.cluster import Shape, Tier
+from dallygym.sim.latency import (
     TABLE_I_PAPER,
     TABLE_I_SHAPES,
     Calibration,
@@ -41,7 +41,7 @@ from dallygym.latency import (
     fit_calibration,
     within_table_i_tolerance,
 )
-from dallygym.models import MODEL_NAMES
+from dallygym.sim.models import MODEL_NAMES
 
 OUT = Path(__file__).resolve().parent / "results"
 REFERENCE_CSV = Path("/work/shared/reference/reference_sim_speed_factors.csv")

@@ -5,7 +5,7 @@
 
 Generates a philly-like trace of ``--jobs`` jobs (``dallygym trace generate philly-like --jobs
 N``), simulates it at ``--racks`` racks (8 machines x 8 GPUs each; not timed as plotting), then
-times each figure of :mod:`dallygym.plots` on the result -- building the Figure, then saving it
+times each figure of :mod:`dallygym.experiments.plots` on the result -- building the Figure, then saving it
 as PNG and SVG -- and ``dallygym report`` of the run's ``simulate --out`` directory. At 64 racks
 (4,096 GPUs) the occupancy chart is the aggregated heat map (by machine, in time bins).
 
@@ -39,9 +39,9 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 
 import dallygym  # noqa: E402
-from dallygym import plots, report  # noqa: E402
-from dallygym.cluster import ClusterSpec  # noqa: E402
-from dallygym.simulate import simulate  # noqa: E402
+from dallygym.experiments import plots, report  # noqa: E402
+from dallygym.sim.cluster import ClusterSpec  # noqa: E402
+from dallygym.sim.simulate import simulate  # noqa: E402
 
 GOAL_S = 10.0
 

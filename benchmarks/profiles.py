@@ -6,7 +6,7 @@
 
 Runs Dally and its variants, Tiresias, Tiresias-LAS and Gandiva on the held-out draws
 (``traces/heldout``: batch-500 seeds 2001-2003, Poisson seeds 2001-2002) at 2, 4, 8 and 16
-racks under each profile of :mod:`dallygym.profiles` (``default``, ``paper``, ``reference``);
+racks under each profile of :mod:`dallygym.sim.profiles` (``default``, ``paper``, ``reference``);
 then each profile named in ``--flip-bases`` (the default alone unless told) with one reading
 changed at a time, on the first draw of each kind (``--flip-draws first``, the sensitivity
 table) or on every draw (``all``). A flip runs only the policies its reading can change
@@ -50,9 +50,9 @@ from compare import CLOSE_WITHIN, MUCH_WORSE, PAPER_CLAIMS, PAPER_JCT, SECTION_V
 
 import dallygym  # noqa: E402
 from dallygym import ClusterSpec  # noqa: E402
-from dallygym.compare import compare  # noqa: E402
-from dallygym.profiles import PROFILES, READINGS  # noqa: E402
-from dallygym.sweep import run_ordered  # noqa: E402
+from dallygym.experiments.compare import compare  # noqa: E402
+from dallygym.experiments.sweep import run_ordered  # noqa: E402
+from dallygym.sim.profiles import PROFILES, READINGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"

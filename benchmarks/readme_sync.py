@@ -11,7 +11,7 @@ outputs of ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/r
 
 * ``environments``: the Gymnasium registry's entries whose id starts with ``Dally`` (id, class,
   cluster, trace drawn at each reset, candidate slots);
-* ``policies``: ``dallygym.policies.POLICIES`` (name, class, the first sentence of its docstring);
+* ``policies``: ``dallygym.sim.policies.POLICIES`` (name, class, the first sentence of its docstring);
 * ``speed``: the measured lines and the tables of ``results/speed.md`` (simulate, environments,
   DallyQueue), the table of ``results/episode_cost.md`` (episode cost per heuristic) and that
   of ``results/scaling.md``;
@@ -307,10 +307,10 @@ def environments_table() -> str:
 
 
 def policies_table() -> str:
-    """The shipped policies (``dallygym.policies.POLICIES``) as a Markdown table."""
+    """The shipped policies (``dallygym.sim.policies.POLICIES``) as a Markdown table."""
     import inspect
 
-    from dallygym.policies import POLICIES
+    from dallygym.sim.policies import POLICIES
 
     out = ["| name | class | what it does |", "|---|---|---|"]
     for name, cls in POLICIES.items():

@@ -29,8 +29,8 @@ import numpy as np
 
 import dallygym
 from dallygym import ClusterSpec, EngineConfig, simulate
-from dallygym.engine import RENEWAL_MODES
-from dallygym.policies import POLICIES
+from dallygym.sim.engine import RENEWAL_MODES
+from dallygym.sim.policies import POLICIES
 
 OUT = Path(__file__).resolve().parent / "results" / "reference_results.json"
 #: Environment episodes hashed: id -> (episodes, the fixed trace they replay; the registered ids
@@ -67,7 +67,7 @@ def episode_digest(env_id: str, agent: str, episodes: int, trace: str, seed: int
             digest.update(_obs_bytes(obs))
             digest.update(np.float64(reward).tobytes())
             done = terminated or truncated
-        summary = info.get("summary") or dallygym.metrics.summarize(env.unwrapped.engine)
+        summary = info.get("summary") or dallygym.sim.metrics.summarize(env.unwrapped.engine)
         digest.update(json.dumps(_plain(summary), sort_keys=True).encode())
     return digest.hexdigest()
 

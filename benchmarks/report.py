@@ -11,7 +11,7 @@ racks and on the imported Helios-format trace. Writes ``report.csv``, ``report.m
 jobs-remaining timelines at 8 racks) to ``--out``. Heuristics run natively; learned agents act
 in the environment of their saved config (``Dally-v0`` offers or ``DallyQueue-v0`` picks) with
 the observation mode they were trained with. Every run is one task
-of ``dallygym.sweep`` (in this process by default; ``--workers``/``--backend`` fan them out).
+of ``dallygym.experiments.sweep`` (in this process by default; ``--workers``/``--backend`` fan them out).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import pandas as pd
 
 import dallygym
 from dallygym import ClusterSpec
-from dallygym.learn import LearnedAgent, is_queue_env, load_agent, run_agent, training_curve
-from dallygym.metrics import SUMMARY_KEYS
-from dallygym.policies import POLICIES
-from dallygym.sweep import make_backend, run_ordered
+from dallygym.experiments.sweep import make_backend, run_ordered
+from dallygym.learning.trainer import LearnedAgent, is_queue_env, load_agent, run_agent, training_curve
+from dallygym.sim.metrics import SUMMARY_KEYS
+from dallygym.sim.policies import POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "traces" / "heldout"
@@ -55,7 +55,7 @@ class OracleThresholdProbe:
     sensitivity, reward = "oracle", "jct"
 
     def __init__(self, threshold: float) -> None:
-        from dallygym.env import OBS_FEATURES
+        from dallygym.envs.offer import OBS_FEATURES
 
         self.threshold = threshold
         self.name = f"oracle-threshold-{threshold:g}"
@@ -98,7 +98,7 @@ def _run_one(job) -> tuple[dict, object]:
 
 def run_all(agents: dict, cells: list[tuple[str, str, int]], spec_of, workers=1) -> tuple[pd.DataFrame, dict]:
     """Run every agent on every (workload, trace, racks) cell, each run one task on ``workers``
-    (local processes or a ``dallygym.sweep`` backend; one: this process). Returns the rows and the
+    (local processes or a ``dallygym.experiments.sweep`` backend; one: this process). Returns the rows and the
     full results of every run (the plots use the 8-rack runs on each workload's first trace)."""
     jobs = [(label, agent, cell, spec_of(cell[2])) for label, agent in agents.items() for cell in cells]
     bar = _progress(len(jobs), "runs")

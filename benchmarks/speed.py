@@ -83,7 +83,7 @@ class _Idle(gym.Env):
     a constant observation and info, episodes of ``length`` steps."""
 
     def __init__(self, length: int = 2868) -> None:
-        from dallygym.env import OBS_DIM
+        from dallygym.envs.offer import OBS_DIM
 
         self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_DIM,), np.float32)
         self.action_space = gym.spaces.Discrete(4)
@@ -198,7 +198,7 @@ def env_step_split(env_id: str = "Dally-v0", episodes: int = 7) -> dict:
     its decision generator), the agent's ``predict``, and the environment around them
     (observation, mask, info, the step itself); and the mean reset in ms. Episodes use seeds
     0..episodes-1; the timers themselves add well under a microsecond per step."""
-    from dallygym.engine import Engine
+    from dallygym.sim.engine import Engine
 
     timed: list[_TimedDecisions] = []
     decisions = Engine.decisions
@@ -301,7 +301,7 @@ def episode_cost_rows(
     ms and in CartPole steps (wall / CartPole step time). Each agent is measured in ``rounds``
     rounds, the agents taking turns within a round, and its least round counts: a moment of
     load on a shared machine then slows one round of one agent, not the figure."""
-    from dallygym.policies import POLICIES
+    from dallygym.sim.policies import POLICIES
 
     rows = []
     for env_id in envs:
@@ -400,14 +400,17 @@ SCALING_POLICIES = ("dally", "tiresias", "gandiva")
 
 
 def run_measured(args: list[str], limit_s: float | None = None) -> dict:
-    """Run ``python -m dallygym.cli *args`` in its own process: wall s, CPU s and the
+    """Run ``python -m dallygym.experiments.cli *args`` in its own process: wall s, CPU s and the
     process's peak resident set (MB), from ``os.wait4`` (that child's own rusage). With
     ``limit_s``, a run still going then is killed and returned with ``summary`` None."""
     import threading
 
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dallygym.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "dallygym.experiments.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     killed = threading.Event()
 
@@ -443,7 +446,7 @@ def whole_trace_rows(
     still going after ``limit_s`` is stopped and reported so."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from dallygym.policies import POLICIES
+    from dallygym.sim.policies import POLICIES
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "philly-whole.csv"
@@ -451,7 +454,7 @@ def whole_trace_rows(
             [
                 sys.executable,
                 "-m",
-                "dallygym.cli",
+                "dallygym.experiments.cli",
                 "trace",
                 "import",
                 "philly",
@@ -513,7 +516,7 @@ def scaling_rows(
                 [
                     sys.executable,
                     "-m",
-                    "dallygym.cli",
+                    "dallygym.experiments.cli",
                     "trace",
                     "generate",
                     "philly-like",
@@ -607,7 +610,7 @@ def time_cli(args: list[str], repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dallygym.cli", *args], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "dallygym.experiments.cli", *args], check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -619,10 +622,10 @@ TRAIN_SETUPS = (("Dally-v0", 8, 512), ("DallyQueue-v0", 4, 256))
 
 
 def train_rows(step_s: float, steps: int = 8192) -> pd.DataFrame:
-    """Early training: ``dallygym train``'s procedure (``dallygym.learn.train``) for ``steps``
+    """Early training: ``dallygym train``'s procedure (``dallygym.learning.trainer.train``) for ``steps``
     steps from a fresh network, no evaluations or checkpoints, timed whole (environment
     construction, rollouts, PPO updates, saving), and its steps/s as a ratio to CartPole's."""
-    from dallygym.learn import TrainConfig, train
+    from dallygym.learning.trainer import TrainConfig, train
 
     rows = []
     for env_id, n_envs, n_steps in TRAIN_SETUPS:
@@ -658,7 +661,7 @@ def train_rows(step_s: float, steps: int = 8192) -> pd.DataFrame:
 
 def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
     return [
-        f"`dallygym train` from a fresh network (`dallygym.learn.train`, MaskablePPO, one torch thread, "
+        f"`dallygym train` from a fresh network (`dallygym.learning.trainer.train`, MaskablePPO, one torch thread, "
         f"no evaluations), {steps:,} steps each, timed whole; `cartpole_ratio` = training steps/s / "
         "CartPole steps/s:",
         "",

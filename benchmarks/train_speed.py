@@ -11,7 +11,7 @@ stable figure):
 2. For every variant and every case -- by default ``train racks 2 4 8 16`` (``TrainConfig.train_racks``
    ``[2, 4, 8, 16]``; validation at 8 racks) and ``8 racks`` alone; ``--cases`` adds ``train racks
    2 2 4 4 8 16`` (the sizes of the headline agents) and 2, 4 or 16 racks alone -- the real
-   training procedure, :func:`dallygym.learn.train`, with a config like the
+   training procedure, :func:`dallygym.learning.trainer.train`, with a config like the
    one ``dallygym train --env-id DallyQueue-v0`` builds (a fresh ``batch-500`` draw per reset, the
    CLI's defaults unless the variant overrides them), for exactly ``--steps`` timesteps with no
    evaluation, checkpoint or progress bar during the run. steps/s = timesteps / the run's
@@ -31,7 +31,7 @@ stable figure):
 
 A variant is ``LABEL`` (the code as it is, the CLI's defaults), ``LABEL:n_epochs=2,n_envs=16``
 (``TrainConfig`` fields overridden; lists as ``2/4/8/16``), or ``LABEL@REF`` (the networks and
-rollout buffer of ``dallygym/nets.py`` at git revision ``REF``, read with ``git show``, in place
+rollout buffer of ``dallygym/learning/nets.py`` at git revision ``REF``, read with ``git show``, in place
 of the current ones: the code before a change). Default variants: ``current``.
 
 Writes ``train_speed_queue.csv`` and ``train_speed_queue.md`` to ``--out``. Speed is a benchmark,
@@ -59,8 +59,8 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 
-import dallygym.nets
-from dallygym.learn import TrainConfig, train
+import dallygym.learning.nets
+from dallygym.learning.trainer import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,30 +117,34 @@ def parse_variant(text: str) -> tuple[str, str | None, dict]:
 
 
 class nets_at:
-    """Within the block, ``train`` builds the networks and buffer of ``dallygym/nets.py`` at git
+    """Within the block, ``train`` builds the networks and buffer of ``dallygym/learning/nets.py`` at git
     revision ``ref`` (None: the current ones)."""
 
     def __init__(self, ref: str | None) -> None:
         self.ref = ref
 
     def __enter__(self):
-        self.saved = (dict(dallygym.nets.QUEUE_POLICIES), dallygym.nets.LiveRolloutBuffer)
+        self.saved = (dict(dallygym.learning.nets.QUEUE_POLICIES), dallygym.learning.nets.LiveRolloutBuffer)
         if self.ref is not None:
             source = subprocess.run(
-                ["git", "show", f"{self.ref}:dallygym/nets.py"], cwd=ROOT, check=True, capture_output=True, text=True
+                ["git", "show", f"{self.ref}:dallygym/learning/nets.py"],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
             name = f"dallygym_nets_at_{self.ref.replace('~', '_').replace('^', '_')}"
             module = types.ModuleType(name)
             sys.modules[name] = module
-            exec(compile(source, f"{self.ref}:dallygym/nets.py", "exec"), module.__dict__)
-            dallygym.nets.QUEUE_POLICIES.update(module.QUEUE_POLICIES)
-            dallygym.nets.LiveRolloutBuffer = module.LiveRolloutBuffer
+            exec(compile(source, f"{self.ref}:dallygym/learning/nets.py", "exec"), module.__dict__)
+            dallygym.learning.nets.QUEUE_POLICIES.update(module.QUEUE_POLICIES)
+            dallygym.learning.nets.LiveRolloutBuffer = module.LiveRolloutBuffer
         return self
 
     def __exit__(self, *exc):
-        dallygym.nets.QUEUE_POLICIES.clear()
-        dallygym.nets.QUEUE_POLICIES.update(self.saved[0])
-        dallygym.nets.LiveRolloutBuffer = self.saved[1]
+        dallygym.learning.nets.QUEUE_POLICIES.clear()
+        dallygym.learning.nets.QUEUE_POLICIES.update(self.saved[0])
+        dallygym.learning.nets.LiveRolloutBuffer = self.saved[1]
 
 
 def config_for(case: dict, overrides: dict, steps: int, out_dir: str) -> TrainConfig:
@@ -289,12 +293,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work; one torch thread). "
         f"CartPole-v1 raw in the same run (random actions, `gym.make`): **{cartpole:,.0f} steps/s**.",
         "",
-        f"`dallygym.learn.train` on `DallyQueue-v0` (a fresh `batch-500` draw per reset, no evaluations or "
+        f"`dallygym.learning.trainer.train` on `DallyQueue-v0` (a fresh `batch-500` draw per reset, no evaluations or "
         f"checkpoints during the run), {args.steps:,} timesteps per run; steps/s = timesteps / `wall_s` of "
         f"`meta.json` (the whole learn: resets, rollouts, updates); `cartpole_ratio` = steps/s / CartPole's; "
         f"`cartpole_around`: CartPole's raw steps/s measured for 1 s just before and just after the run "
         f"(mean), `ratio_around` = steps/s / that (the load drifts during a benchmark: this ratio follows it); "
-        f"load = 1-minute load average before and after. `nets` is the revision of `dallygym/nets.py` used "
+        f"load = 1-minute load average before and after. `nets` is the revision of `dallygym/learning/nets.py` used "
         f"(`current`: the working tree).",
         "",
         "```",

@@ -2,21 +2,30 @@
 scheduling (the Dally paper), with its reference schedulers.
 
 Data flows one way: trace -> jobs -> engine (cluster + latency model + policy) -> metrics.
+
+The code is grouped by role: ``dallygym.sim`` (the simulation core), ``dallygym.envs`` (the
+Gymnasium environments), ``dallygym.learning`` (learned agents) and ``dallygym.experiments``
+(command line, comparisons, sweeps, reports). The names below are the public ones.
 """
 
-from .cluster import ClusterError, ClusterSpec, ClusterState, Tier
-from .engine import Engine, EngineConfig, EngineError, Offer, run_policy
-from .env import DallyEnv, InvalidActionWarning, ResetNeeded
-from .heuristics import evaluate, heuristic_agent
-from .latency import LatencyModel, get_latency_model
-from .metrics import SUMMARY_KEYS, RunResult, collect
-from .models import MODEL_NAMES, ModelProfile, UnknownModelError
-from .policies import POLICIES, Policy, make_policy
-from .queue_env import DallyQueueEnv
-from .simulate import build_engine, simulate
-from .trace import TraceError, load_trace
+import sys
+
+from . import _moved
+from .envs.heuristics import evaluate, heuristic_agent
+from .envs.offer import DallyEnv, InvalidActionWarning, ResetNeeded
+from .envs.queue import DallyQueueEnv
+from .sim.cluster import ClusterError, ClusterSpec, ClusterState, Tier
+from .sim.engine import Engine, EngineConfig, EngineError, Offer, run_policy
+from .sim.latency import LatencyModel, get_latency_model
+from .sim.metrics import SUMMARY_KEYS, RunResult, collect
+from .sim.models import MODEL_NAMES, ModelProfile, UnknownModelError
+from .sim.policies import POLICIES, Policy, make_policy
+from .sim.simulate import build_engine, simulate
+from .sim.trace import TraceError, load_trace
 
 __version__ = "0.1.0"
+
+_moved.install(sys.modules[__name__])  # the former flat module paths stay importable (see dallygym._moved)
 
 
 def _register_envs() -> None:
@@ -28,10 +37,10 @@ def _register_envs() -> None:
 
     course = {"racks": 2, "machines_per_rack": 2, "gpus_per_machine": 8, "trace": "gen:small"}
     envs = {
-        "Dally-v0": ("dallygym.env:DallyEnv", {"trace": "gen:batch-500"}),
-        "DallySmall-v0": ("dallygym.env:DallyEnv", course),
-        "DallyQueue-v0": ("dallygym.queue_env:DallyQueueEnv", {"trace": "gen:batch-500", "max_candidates": 512}),
-        "DallyQueueSmall-v0": ("dallygym.queue_env:DallyQueueEnv", {**course, "max_candidates": 64}),
+        "Dally-v0": ("dallygym.envs.offer:DallyEnv", {"trace": "gen:batch-500"}),
+        "DallySmall-v0": ("dallygym.envs.offer:DallyEnv", course),
+        "DallyQueue-v0": ("dallygym.envs.queue:DallyQueueEnv", {"trace": "gen:batch-500", "max_candidates": 512}),
+        "DallyQueueSmall-v0": ("dallygym.envs.queue:DallyQueueEnv", {**course, "max_candidates": 64}),
     }
     for env_id, (entry_point, kwargs) in envs.items():
         if env_id not in gym.registry:

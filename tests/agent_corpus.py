@@ -9,7 +9,7 @@ directory), because several cases cannot be files in a repository: symbolic link
     python tests/agent_corpus.py OUT_DIR
 
 Each case is ``(name, build, expected)``: ``expected`` is ``"load"`` or a piece of the
-one-line refusal (:class:`dallygym.agent_files.AgentLoadError`) that names what is wrong.
+one-line refusal (:class:`dallygym.learning.agent_files.AgentLoadError`) that names what is wrong.
 """
 
 from __future__ import annotations

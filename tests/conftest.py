@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
-from dallygym.cluster import ClusterState  # noqa: E402
+from dallygym.sim.cluster import ClusterState  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
-from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
-from dallygym.engine import RUNNING, Engine, EngineConfig, run_policy
-from dallygym.latency import LatencyModel
-from dallygym.policies import POLICIES as SHIPPED
-from dallygym.policies import Policy
+from dallygym.sim.cluster import ClusterSpec, Tier, tier_of_shape
+from dallygym.sim.engine import RUNNING, Engine, EngineConfig, run_policy
+from dallygym.sim.latency import LatencyModel
+from dallygym.sim.policies import POLICIES as SHIPPED
+from dallygym.sim.policies import Policy
 
 # -- hand-built runs ---------------------------------------------------------------------------
 

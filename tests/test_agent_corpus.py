@@ -16,8 +16,8 @@ pytest.importorskip("sb3_contrib")
 
 import agent_corpus  # noqa: E402
 
-from dallygym.agent_files import AgentLoadError  # noqa: E402
-from dallygym.learn import LearnedAgent, load_agent  # noqa: E402
+from dallygym.learning.agent_files import AgentLoadError  # noqa: E402
+from dallygym.learning.trainer import LearnedAgent, load_agent  # noqa: E402
 
 SMALL = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small", "--format", "csv"]
 
@@ -87,7 +87,7 @@ def test_build_all_writes_every_case(tmp_path):
 
 def _two_agents(tmp_path: Path) -> tuple[Path, dict, dict]:
     """A run directory holding the offer agent, and the queue agent's state and config."""
-    from dallygym.agent_files import commit_agent
+    from dallygym.learning.agent_files import commit_agent
 
     run = tmp_path / "run"
     old_config = json.loads((agent_corpus.OFFER_AGENT / "config.json").read_text())
@@ -98,7 +98,7 @@ def _two_agents(tmp_path: Path) -> tuple[Path, dict, dict]:
 
 
 def test_commit_replaces_one_agent_by_another_whole(tmp_path):
-    from dallygym.agent_files import commit_agent
+    from dallygym.learning.agent_files import commit_agent
 
     run, new_state, new_config = _two_agents(tmp_path)
     assert LearnedAgent(run).env_id == "Dally-v0"
@@ -108,7 +108,7 @@ def test_commit_replaces_one_agent_by_another_whole(tmp_path):
 
 
 def test_a_commit_cut_short_between_its_renames_is_refused_not_mixed(tmp_path, monkeypatch):
-    from dallygym import agent_files
+    from dallygym.learning import agent_files
 
     run, new_state, new_config = _two_agents(tmp_path)
     real = agent_files.write_atomic
@@ -130,7 +130,7 @@ def test_an_older_config_without_a_hash_is_bound_before_it_is_replaced(tmp_path,
     the new parameters with it."""
     import shutil
 
-    from dallygym import agent_files
+    from dallygym.learning import agent_files
 
     run = tmp_path / "run"
     run.mkdir()
@@ -172,7 +172,7 @@ def _zip_with(tmp_path: Path, source: Path, config: bool) -> Path:
 
 
 def test_convert_without_a_config_asks_for_the_environment_and_names_the_ids_that_fit(tmp_path):
-    from dallygym.agent_files import convert_agent
+    from dallygym.learning.agent_files import convert_agent
 
     zipped = _zip_with(tmp_path, agent_corpus.QUEUE_AGENT, config=False)
     with pytest.raises(AgentLoadError, match="--env-id.*DallyQueue-v0 or DallyQueueSmall-v0"):
@@ -181,7 +181,7 @@ def test_convert_without_a_config_asks_for_the_environment_and_names_the_ids_tha
 
 
 def test_convert_with_env_id_writes_an_agent_that_evaluates(tmp_path, capsys):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     zipped = _zip_with(tmp_path, agent_corpus.OFFER_AGENT, config=False)
     assert main(["agent", "convert", str(zipped), "--env-id", "Dally-v0", "--racks", "4"]) == 0
@@ -193,7 +193,7 @@ def test_convert_with_env_id_writes_an_agent_that_evaluates(tmp_path, capsys):
 
 
 def test_convert_refuses_an_env_id_the_parameters_do_not_fit(tmp_path):
-    from dallygym.agent_files import convert_agent
+    from dallygym.learning.agent_files import convert_agent
 
     zipped = _zip_with(tmp_path, agent_corpus.QUEUE_AGENT, config=False)
     with pytest.raises(AgentLoadError, match="parameters do not fit"):
@@ -204,7 +204,7 @@ def test_convert_refuses_an_env_id_the_parameters_do_not_fit(tmp_path):
 def test_convert_refuses_a_zip_whose_policy_entry_inflates_past_the_bound(tmp_path):
     import zipfile
 
-    from dallygym.agent_files import MAX_POLICY_BYTES, convert_agent
+    from dallygym.learning.agent_files import MAX_POLICY_BYTES, convert_agent
 
     bomb = tmp_path / "model.zip"
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -215,7 +215,7 @@ def test_convert_refuses_a_zip_whose_policy_entry_inflates_past_the_bound(tmp_pa
 
 
 def test_convert_keeps_the_config_beside_the_zip_and_binds_it(tmp_path):
-    from dallygym.agent_files import convert_agent
+    from dallygym.learning.agent_files import convert_agent
 
     zipped = _zip_with(tmp_path, agent_corpus.QUEUE_AGENT, config=True)
     convert_agent(zipped)
@@ -230,8 +230,8 @@ def test_a_maskable_ppo_zip_trained_here_converts_and_evaluates(tmp_path, capsys
     import gymnasium as gym
     from sb3_contrib import MaskablePPO
 
-    from dallygym.cli import main
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.experiments.cli import main
+    from dallygym.learning.nets import JobPointerPolicy
 
     env = gym.make("dallygym:DallyQueueSmall-v0")
     model = MaskablePPO(JobPointerPolicy, env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")

@@ -24,9 +24,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("sb3_contrib")
 
-from dallygym.cli import main  # noqa: E402
-from dallygym.env import OBS_DIM  # noqa: E402
-from dallygym.learn import AgentLoadError, LearnedAgent, convert_agent, load_agent  # noqa: E402
+from dallygym.envs.offer import OBS_DIM  # noqa: E402
+from dallygym.experiments.cli import main  # noqa: E402
+from dallygym.learning.trainer import AgentLoadError, LearnedAgent, convert_agent, load_agent  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "agents" / "runs" / "ppo-hidden"

@@ -15,8 +15,8 @@ pytest.importorskip("sb3_contrib")
 
 import dallygym  # noqa: E402
 from dallygym import ClusterSpec  # noqa: E402
-from dallygym.cli import main  # noqa: E402
-from dallygym.learn import LearnedAgent, evaluate_agents, load_agent  # noqa: E402
+from dallygym.experiments.cli import main  # noqa: E402
+from dallygym.learning.trainer import LearnedAgent, evaluate_agents, load_agent  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "agents" / "runs" / "ppo-hidden"
@@ -36,7 +36,7 @@ def test_committed_agents_have_their_provenance(run):
     assert meta["timesteps"] >= config["total_timesteps"] or meta.get("stopped_by_time_limit") is True
     assert meta["wall_s"] <= 3600
     # `dallygym train ...`, or the same entry point run as `python -m dallygym train ...` or
-    # `python -m dallygym.cli train ...`.
+    # `python -m dallygym.experiments.cli train ...`.
     assert meta["command"].startswith(("dallygym train", "python -m dallygym train", "cli.py train"))
     assert f"--seed {config['seed']}" in meta["command"]
     assert (ROOT / "agents" / "runs" / run / "curve.png").exists()
@@ -46,7 +46,7 @@ def test_committed_agents_have_their_provenance(run):
 def test_a_learned_agent_is_run_on_one_torch_thread_and_the_count_restored():
     import torch
 
-    from dallygym.learn import run_agent
+    from dallygym.learning.trainer import run_agent
 
     agent = LearnedAgent(ROOT / "agents" / "runs" / "queue-small-ppo-s0")
     seen = []
@@ -70,7 +70,7 @@ def test_a_learned_agent_is_run_on_one_torch_thread_and_the_count_restored():
 
 
 def test_training_records_the_command_as_typed(monkeypatch):
-    from dallygym.learn import _command_line
+    from dallygym.learning.trainer import _command_line
 
     monkeypatch.setattr("sys.argv", ["/work/venv/lib/dallygym/__main__.py", "train", "--seed", "2"])
     assert _command_line() == "python -m dallygym train --seed 2"
@@ -170,7 +170,7 @@ def test_a_hand_written_dally_v0_agent_without_a_saved_config_runs_through_run_a
     # The report's oracle-threshold probes are such agents: attributes say how they observe.
     import numpy as np
 
-    from dallygym.learn import run_agent
+    from dallygym.learning.trainer import run_agent
 
     class AlwaysWait:
         sensitivity, reward = "hidden", "jct"

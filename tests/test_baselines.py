@@ -14,13 +14,13 @@ from helpers import TierLatency, load_script, make_trace
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
-from dallygym.bounds import fastest_run_s, fastest_shapes, lower_bound
-from dallygym.engine import Engine, EngineConfig, run_policy
-from dallygym.metrics import collect
-from dallygym.policies import POLICIES, make_policy
-from dallygym.policies.smallest_demand import SmallestDemandRemainingPolicy
-from dallygym.policies.tuned import CandidateFeatures, TunedPriorityPolicy, shipped_weights
-from dallygym.queue_env import JOB_FEATURES
+from dallygym.envs.queue import JOB_FEATURES
+from dallygym.sim.bounds import fastest_run_s, fastest_shapes, lower_bound
+from dallygym.sim.engine import Engine, EngineConfig, run_policy
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import POLICIES, make_policy
+from dallygym.sim.policies.smallest_demand import SmallestDemandRemainingPolicy
+from dallygym.sim.policies.tuned import CandidateFeatures, TunedPriorityPolicy, shipped_weights
 
 NEW = ["smallest-demand-remaining", "tuned-priority"]
 tune = load_script("agents/tune_priority.py", "tune_priority_under_test")
@@ -287,4 +287,4 @@ def test_new_orders_through_queue_picks_equal_their_native_runs(name, lease_pick
 def test_registered_for_every_entry_point():
     for name in NEW:
         assert name in POLICIES and make_policy(name).name == name
-    assert dallygym.policies.SmallestDemandRemainingPolicy is SmallestDemandRemainingPolicy
+    assert dallygym.sim.policies.SmallestDemandRemainingPolicy is SmallestDemandRemainingPolicy

@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from dallygym.cli import main
+from dallygym.experiments.cli import main
 
 SMALL = ["--trace", "small", "--racks", "2", "--machines-per-rack", "2"]
 JSON_KEYS = [
@@ -118,7 +118,7 @@ def test_bad_parameters_exit_2_naming_the_parameter(capsys, args, word):
 def test_entry_point_exit_status_and_no_traceback(tmp_path):
     path = write_trace(tmp_path, HEADER + "0,0,2,resnet50,-5,1.0\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "dallygym.cli", "simulate", "--trace", path], capture_output=True, text=True
+        [sys.executable, "-m", "dallygym.experiments.cli", "simulate", "--trace", path], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert "total_iterations" in proc.stderr and "Traceback" not in proc.stderr
@@ -134,7 +134,7 @@ def test_a_failed_out_run_leaves_the_previous_output_intact(capsys, tmp_path, mo
     out = tmp_path / "run"
     assert run_cli(capsys, "simulate", *SMALL, "--policy", "fifo", "--out", str(out))[0] == 0
     before = _checksums(out)
-    from dallygym.metrics import PLOT_FILES  # (the figures, when matplotlib is installed)
+    from dallygym.sim.metrics import PLOT_FILES  # (the figures, when matplotlib is installed)
 
     tables = {"jobs.csv", "timeline.csv", "summary.csv"}
     assert tables <= set(before) <= tables | PLOT_FILES | {"settings.json"}

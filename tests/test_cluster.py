@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dallygym.cluster import (
+from dallygym.sim.cluster import (
     ClusterError,
     ClusterSpec,
     ClusterState,
@@ -15,7 +15,7 @@ from dallygym.cluster import (
     canonical_shape,
     tier_of_shape,
 )
-from dallygym.engine import Engine
+from dallygym.sim.engine import Engine
 
 
 def occupy(state: ClusterState, used_per_machine) -> None:
@@ -76,7 +76,7 @@ def test_cluster_sizes_are_bounded_before_anything_is_allocated(kwargs, words):
     ],
 )
 def test_the_command_line_refuses_an_oversized_cluster_in_one_line(capsys, option, value, words):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     assert main(["simulate", "--trace", "small", option, value]) == 2
     err = capsys.readouterr().err

@@ -8,9 +8,9 @@ import json
 import pandas as pd
 
 from dallygym import ClusterSpec, simulate
-from dallygym.cli import main
-from dallygym.compare import COMPARE_COLUMNS, compare
-from dallygym.policies import POLICIES
+from dallygym.experiments.cli import main
+from dallygym.experiments.compare import COMPARE_COLUMNS, compare
+from dallygym.sim.policies import POLICIES
 
 SMALL = ClusterSpec(2, 2, 8)
 SMALL_ARGS = ["--trace", "small", "--racks", "2", "--machines-per-rack", "2"]
@@ -101,7 +101,7 @@ def test_compare_gives_no_note_when_policies_contend(capsys):
 
 
 def test_contention_note_for_identical_rows_with_queueing():
-    from dallygym.compare import contention_note
+    from dallygym.experiments.compare import contention_note
 
     row = {k: 1.0 for k in COMPARE_COLUMNS}
     frame = pd.DataFrame([{"policy": "a", **row}, {"policy": "b", **row}])

@@ -15,12 +15,12 @@ from helpers import make_trace, run_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dallygym.cluster import ClusterSpec, Tier, tier_of_shape
-from dallygym.engine import EngineConfig, Offer
-from dallygym.latency import LatencyModel
-from dallygym.metrics import collect
-from dallygym.policies import Policy
-from dallygym.policies.dally import (
+from dallygym.sim.cluster import ClusterSpec, Tier, tier_of_shape
+from dallygym.sim.engine import EngineConfig, Offer
+from dallygym.sim.latency import LatencyModel
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import Policy
+from dallygym.sim.policies.dally import (
     AutoTuner,
     DallyConsolidatedPolicy,
     DallyManualPolicy,
@@ -457,7 +457,7 @@ def test_record_many_refuses_what_record_refuses():
 
 
 def test_a_subclass_overriding_on_start_alone_gets_no_batch_hook():
-    from dallygym.policies.base import start_batch_hook
+    from dallygym.sim.policies.base import start_batch_hook
 
     class Counting(DallyPolicy):
         def on_start(self, view, job, tier, starvation_s, now_s):
@@ -520,7 +520,7 @@ def _never_run_case():
     [("zero", 110.0, 1010.0, 1), ("one", 1010.0, 1000.0, 0), ("best", 110.0, 1010.0, 1)],
 )
 def test_never_run_nw_sens_readings_rank_a_new_job(monkeypatch, compiled, reading, v_end, r_end, r_preempted):
-    from dallygym.cluster import ClusterState
+    from dallygym.sim.cluster import ClusterState
 
     monkeypatch.setattr(ClusterState, "compiled", compiled)
     engine = run_engine(
@@ -537,8 +537,8 @@ def test_never_run_nw_sens_readings_rank_a_new_job(monkeypatch, compiled, readin
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_never_run_nw_sens_values_before_the_run(monkeypatch, compiled):
-    from dallygym.cluster import ClusterState
-    from dallygym.engine import Engine
+    from dallygym.sim.cluster import ClusterState
+    from dallygym.sim.engine import Engine
 
     monkeypatch.setattr(ClusterState, "compiled", compiled)
     # 2 racks x 2 machines x 4 GPUs: vgg11 on 2 GPUs fits a machine (0.9); resnet50 on 8 GPUs
@@ -561,7 +561,7 @@ def test_never_run_nw_sens_values_before_the_run(monkeypatch, compiled):
 
 
 def test_best_placement_shape_fills_machines_then_racks():
-    from dallygym.policies.dally import best_placement_shape
+    from dallygym.sim.policies.dally import best_placement_shape
 
     spec = ClusterSpec(4, 2, 8)
     assert best_placement_shape(3, spec) == ((3,),)
@@ -626,8 +626,8 @@ def test_tuner_limit_reaches_the_policys_tuner_and_uses_the_scaled_limit():
     "options", [dict(never_run_nw_sens="one"), dict(never_run_nw_sens="best"), dict(tuner_limit="value")]
 )
 def test_options_compiled_and_python_runs_agree(monkeypatch, options):
-    from dallygym.cluster import ClusterState
-    from dallygym.simulate import simulate
+    from dallygym.sim.cluster import ClusterState
+    from dallygym.sim.simulate import simulate
 
     results = []
     for compiled in (True, False):

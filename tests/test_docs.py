@@ -90,7 +90,7 @@ def test_every_generated_block_is_in_step():
 
 
 def _help(argv: list[str]) -> str:
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):

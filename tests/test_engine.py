@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from helpers import TablePriority, TierLatency, make_trace, run_engine
 
-from dallygym.cluster import ClusterError, ClusterSpec, Tier
-from dallygym.engine import DONE, Engine, EngineConfig, EngineError
-from dallygym.metrics import collect
-from dallygym.policies import FifoPolicy, Policy
-from dallygym.policies.base import auto_accept_of
+from dallygym.sim.cluster import ClusterError, ClusterSpec, Tier
+from dallygym.sim.engine import DONE, Engine, EngineConfig, EngineError
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import FifoPolicy, Policy
+from dallygym.sim.policies.base import auto_accept_of
 
 NO_ROUNDS = 1e9  # a lease longer than any test run
 
@@ -270,7 +270,7 @@ def test_engine_option_bounds_are_inclusive():
     ],
 )
 def test_the_command_line_refuses_such_options_in_one_line(capsys, option, value):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     assert main(["simulate", "--trace", "small", "--racks", "2", "--machines-per-rack", "2", option, value]) == 2
     err = capsys.readouterr().err
@@ -350,8 +350,8 @@ def test_a_new_decision_kind_is_a_class_a_place_that_asks_it_and_a_policy_hook(m
     """A test-only kind of decision, in four places -- its class, the turn that asks it, the
     engine that takes its turns so, and the policy method that answers it -- is answered
     through run_policy unchanged, and an engine copied while it waits on one goes on alike."""
-    from dallygym.cluster import ClusterState
-    from dallygym.engine import run_policy, turns
+    from dallygym.sim.cluster import ClusterState
+    from dallygym.sim.engine import run_policy, turns
 
     monkeypatch.setattr(ClusterState, "compiled", False)  # (every turn is a Visit frame)
 
@@ -508,7 +508,7 @@ def test_trace_arrays_are_read_only_shared_by_engines_and_make_the_same_run():
     """An Engine given a TraceArrays (made once for a trace run many times) makes the run it
     makes from the frame; engines built on the same TraceArrays share its columns, which are
     read-only, and one run leaves nothing in them for the next."""
-    from dallygym.engine import TraceArrays
+    from dallygym.sim.engine import TraceArrays
 
     rows = [
         (3, 0.0, 2, 100, 1.0),

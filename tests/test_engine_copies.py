@@ -1,7 +1,7 @@
 """Copies of an Engine (``copy.deepcopy``, ``pickle``) before, during and after its run.
 
 A copy holds its own plain arrays with its views bound to them again (``Engine._bind``), and
-the run's frames (``dallygym.engine.turns``): driven to the end, a copy made before the run or at any
+the run's frames (``dallygym.sim.engine.turns``): driven to the end, a copy made before the run or at any
 decision of it gives exactly the original's results, and a copy of an ended engine has them too.
 """
 
@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 from helpers import TierLatency, make_trace
 
-from dallygym import kernels
-from dallygym.cluster import ClusterSpec, ClusterState
-from dallygym.engine import Engine, EngineConfig, EngineError, run_policy, speed_tables
-from dallygym.engine.speed import _SPEED_TABLES
-from dallygym.latency import get_latency_model
-from dallygym.metrics import collect
-from dallygym.policies import make_policy
-from dallygym.trace import load_trace
+from dallygym.sim import kernels
+from dallygym.sim.cluster import ClusterSpec, ClusterState
+from dallygym.sim.engine import Engine, EngineConfig, EngineError, run_policy, speed_tables
+from dallygym.sim.engine.speed import _SPEED_TABLES
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import make_policy
+from dallygym.sim.trace import load_trace
 
 SMALL_SPEC = ClusterSpec(2, 2, 4)
 SMALL_ROWS = [
@@ -271,9 +271,9 @@ def test_a_copy_unpickled_in_another_process(tmp_path):
     saved.write_bytes(pickle.dumps(engine))
     script = (
         "import pickle, sys\n"
-        "from dallygym.engine import speed_tables\n"
-        "from dallygym.engine.speed import _SPEED_TABLES\n"
-        "from dallygym.metrics import collect\n"
+        "from dallygym.sim.engine import speed_tables\n"
+        "from dallygym.sim.engine.speed import _SPEED_TABLES\n"
+        "from dallygym.sim.metrics import collect\n"
         "engine = pickle.loads(open(sys.argv[1], 'rb').read())\n"
         "assert engine.latency in _SPEED_TABLES and speed_tables(engine.latency) is engine._tables\n"
         "print(repr(collect(engine).summary))\n"

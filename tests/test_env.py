@@ -12,7 +12,7 @@ from helpers import check_holdings, play, random_masked
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
-from dallygym.env import OBS_DIM, OBS_FEATURES, DallyEnv, InvalidActionWarning
+from dallygym.envs.offer import OBS_DIM, OBS_FEATURES, DallyEnv, InvalidActionWarning
 
 ENV_IDS = ["Dally-v0", "DallySmall-v0"]
 DALLY_VARIANTS = ["dally", "dally-manual", "dally-nowait", "dally-consolidated"]
@@ -21,13 +21,13 @@ EQUIVALENT = [*DALLY_VARIANTS, "fifo"]
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=True)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_stable_baselines3_env_checker_passes(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)
@@ -174,7 +174,7 @@ def test_valid_actions_never_warn_and_strict_raises_without_warning(env_id):
             strict.step(strict.action_space.n + 1)
 
 
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")
 def test_unmasked_random_actions_never_raise():
     env = gym.make("DallySmall-v0")
     steps = play(env, 3, lambda rng, mask: int(rng.integers(-2, 6)))
@@ -341,7 +341,7 @@ def test_render_modes():
     env.reset(seed=0)
     image = env.render()
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
-    from dallygym.render import TIER_RGB
+    from dallygym.envs.render import TIER_RGB
 
     used = (image == np.array(TIER_RGB[0], dtype=np.uint8)).all(axis=2).sum()
     assert used > 0  # some GPU is held by a machine-tier job
@@ -349,7 +349,7 @@ def test_render_modes():
 
 @pytest.mark.parametrize("env_id, racks", [("DallySmall-v0", 2), ("Dally-v0", 8), ("Dally-v0", 16)])
 def test_rgb_frames_are_legible_video_frames_with_status_and_legend(env_id, racks):
-    from dallygym.render import FREE_RGB, TIER_RGB, _text
+    from dallygym.envs.render import FREE_RGB, TIER_RGB, _text
 
     env = gym.make(env_id, racks=racks, render_mode="rgb_array")
     env.reset(seed=0)

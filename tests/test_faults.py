@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dallygym import metrics
-from dallygym.cli import main
-from dallygym.metrics import OutputError, RunResult, remove_stale_staging
+from dallygym.experiments.cli import main
+from dallygym.sim import metrics
+from dallygym.sim.metrics import OutputError, RunResult, remove_stale_staging
 
 SMALL = ["--trace", "small", "--racks", "2", "--machines-per-rack", "2"]
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -108,7 +108,7 @@ def test_the_workers_of_a_killed_sweep_die_with_it(tmp_path):
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
         import endless_cells
-        from dallygym.sweep import Cell, LocalBackend, sweep
+        from dallygym.experiments.sweep import Cell, LocalBackend, sweep
         cells = [Cell("fifo", "small", 2, seed=s) for s in range(4)]
         sweep(cells, {str(tmp_path / "out")!r}, LocalBackend(2), progress=False, run=endless_cells.forever)
     """)
@@ -134,7 +134,7 @@ def test_a_worker_ends_itself_when_the_sweep_process_is_gone():
     # Run in a process of its own: the call arranges for its caller's death.
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     script = textwrap.dedent(f"""
-        from dallygym.sweep import _die_with_parent
+        from dallygym.experiments.sweep import _die_with_parent
         _die_with_parent({int(dead.stdout)})
         print("survived")
     """)
@@ -223,7 +223,7 @@ def test_a_run_killed_after_the_swap_leaves_the_new_output_and_the_next_run_clea
     script = textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from dallygym import metrics
+        from dallygym.sim import metrics
         from test_faults import _made_up
         real = metrics._exchange
         def exchange_then_die(a, b):

@@ -41,7 +41,7 @@ def test_rl_zoo3_file_has_an_entry_for_every_registered_id(env_id):
 @pytest.mark.parametrize("env_id", ["DallyQueue-v0", "DallyQueueSmall-v0"])
 def test_rl_zoo3_queue_entries_use_the_job_set_encoder(env_id):
     torch = pytest.importorskip("torch", reason="the policy's classes need the agents extra")
-    from dallygym.nets import JobSetExtractor
+    from dallygym.learning.nets import JobSetExtractor
 
     entry = _zoo_hyperparameters()[env_id]
     assert entry["policy"] == "MultiInputPolicy"  # the observation is a Dict

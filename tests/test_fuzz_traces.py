@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import dallygym
-from dallygym.trace import TRACE_COLUMNS, TraceError, import_gavel, import_trace, load_trace
+from dallygym.sim.trace import TRACE_COLUMNS, TraceError, import_gavel, import_trace, load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 FUZZ = REPO / "tests" / "data" / "fuzz"

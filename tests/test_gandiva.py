@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from helpers import make_trace, run_engine
 
-from dallygym.cluster import ClusterSpec
-from dallygym.metrics import collect
-from dallygym.policies import FifoPolicy
-from dallygym.policies.gandiva import GandivaPolicy
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import FifoPolicy
+from dallygym.sim.policies.gandiva import GandivaPolicy
 
 NO_ROUNDS = 1e9
 
@@ -102,7 +102,7 @@ def test_timeslice_two_jobs_take_turns_on_one_gpu():
     # Plain Gandiva: A runs 0-250, B 250-500. Time-slicing, one lease per turn: A 0-100, B
     # 100-200 (A suspended with 100 done), A 200-300, B 300-400 (each 200 done), A 400-450
     # (done), B resumes on the idle GPU at 450 and ends at 500. Each is suspended twice.
-    from dallygym.policies import GandivaTimeslicePolicy
+    from dallygym.sim.policies import GandivaTimeslicePolicy
 
     spec = ClusterSpec(1, 1, 1)
     trace = make_trace([(0, 0, 1, 250, 1.0), (1, 0, 1, 250, 1.0)])
@@ -118,7 +118,7 @@ def test_timeslice_swaps_with_a_job_of_the_same_size():
     # 1 machine x 4 GPUs, lease 100 s. X (2 GPUs) and Y (1 GPU) run from 0; Z (2 GPUs) arrives
     # at 10 and finds 1 idle GPU. At the boundary at 100 it takes X's two GPUs (same demand),
     # not Y's plus the idle one: X is suspended, Y keeps running.
-    from dallygym.policies import GandivaTimeslicePolicy
+    from dallygym.sim.policies import GandivaTimeslicePolicy
 
     spec = ClusterSpec(1, 1, 4)
     trace = make_trace([(0, 0, 2, 10_000, 1.0), (1, 0, 1, 10_000, 1.0), (2, 10, 2, 50, 1.0)])
@@ -129,14 +129,14 @@ def test_timeslice_swaps_with_a_job_of_the_same_size():
 
 
 def test_timeslice_running_state_constant_is_the_engines():
-    from dallygym.engine import RUNNING
-    from dallygym.policies.gandiva import _RUNNING_STATE
+    from dallygym.sim.engine import RUNNING
+    from dallygym.sim.policies.gandiva import _RUNNING_STATE
 
     assert _RUNNING_STATE == RUNNING
 
 
 def test_timeslice_is_registered():
-    from dallygym.policies import POLICIES, GandivaTimeslicePolicy, make_policy
+    from dallygym.sim.policies import POLICIES, GandivaTimeslicePolicy, make_policy
 
     assert POLICIES["gandiva-timeslice"] is GandivaTimeslicePolicy
     assert isinstance(make_policy("gandiva-timeslice"), GandivaPolicy)

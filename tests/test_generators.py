@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym.cluster import ClusterSpec
-from dallygym.trace import (
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.trace import (
     GENERATOR_VERSION,
     GENERATORS,
     ITER_TIME_S,

@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from dallygym.learn import TrainConfig, imitation_warm_start, train
-from dallygym.queue_env import protected_share_action
+from dallygym.envs.queue import protected_share_action
+from dallygym.learning.trainer import TrainConfig, imitation_warm_start, train
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,7 +30,7 @@ SMALL = TrainConfig(
 
 def teacher_keys(obs) -> np.ndarray:
     """The teacher's sort keys of the shown candidates (protected: -estimate, else estimate)."""
-    from dallygym.queue_env import JOB_FEATURES
+    from dallygym.envs.queue import JOB_FEATURES
 
     jobs = obs["jobs"][: int(obs["job_mask"].sum())]
     estimate = jobs[:, JOB_FEATURES.index("remaining_estimate")]
@@ -58,7 +58,7 @@ def agreement(model, seeds) -> float:
 
 def test_warm_start_makes_the_policy_choose_as_the_teacher_on_unseen_episodes():
     sb3_contrib = pytest.importorskip("sb3_contrib")
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.learning.nets import JobPointerPolicy
 
     config = replace(SMALL, imitate_episodes=40, imitate_epochs=30, batch_size=64)
     model = sb3_contrib.MaskablePPO(JobPointerPolicy, gym.make("DallyQueueSmall-v0"), seed=0, device="cpu")
@@ -90,7 +90,7 @@ def test_same_seed_same_warm_start():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     import torch as th
 
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.learning.nets import JobPointerPolicy
 
     states = []
     for _ in range(2):
@@ -108,8 +108,8 @@ def test_same_seed_same_warm_start():
         ({"imitate_episodes": -1}, "imitate_episodes must be >= 0"),
         ({"teacher_share": 0.0}, "teacher_share must be a share"),
         ({"teacher_share": 1.5}, "teacher_share must be a share"),
-        ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
-        ({"guard_leases": 0.0, "env_id": "DallySmall-v0"}, "guard_leases is an option of the DallyQueue ids"),
+        ({"guard_leases": 0.25, "env_id": "DallySmall-v0"}, "'guard_leases' is not an option of DallySmall-v0"),
+        ({"guard_leases": 0.0, "env_id": "DallySmall-v0"}, "'guard_leases' is not an option of DallySmall-v0"),
         ({"guard_leases": 1.5}, r"guard_leases must be None or a share in \(0, 1\]"),
         ({"guard_waiting": True}, "guard_waiting=True needs guard_leases"),
     ],
@@ -169,8 +169,8 @@ def test_teacher_share_and_guard_reach_the_warm_start(monkeypatch):
     """The warm start's teacher protects from ``teacher_share``, in environments with the
     config's ``guard_leases``."""
     sb3_contrib = pytest.importorskip("sb3_contrib")
-    import dallygym.queue_env as queue_env
-    from dallygym.nets import JobPointerPolicy
+    import dallygym.envs.queue as queue_env
+    from dallygym.learning.nets import JobPointerPolicy
 
     shares, guards = [], []
     original = queue_env.protected_share_action

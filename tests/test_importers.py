@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym.cluster import ClusterSpec
-from dallygym.trace import (
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.trace import (
     ITER_TIME_S,
     TRACE_COLUMNS,
     TraceError,
@@ -265,7 +265,7 @@ def test_import_trace_rejects_an_unknown_format_listing_the_known_ones():
 
 
 def test_imported_traces_round_trip_through_the_loader(tmp_path):
-    from dallygym.trace import load_trace, write_trace
+    from dallygym.sim.trace import load_trace, write_trace
 
     for frame in (import_tiresias(TIRESIAS), import_philly(PHILLY), import_helios(HELIOS)):
         path = write_trace(frame, tmp_path / "x.csv")
@@ -310,7 +310,7 @@ def one_job_import(fmt: str, tmp_path: Path, gpus: int, duration: float, **optio
 @pytest.mark.parametrize("fmt", ["tiresias", "philly", "helios", "gavel"])
 @pytest.mark.parametrize("gpus", [1, 4, 8, 12])
 def test_a_job_alone_finishes_in_its_recorded_duration(tmp_path, fmt, gpus):
-    from dallygym.simulate import simulate
+    from dallygym.sim.simulate import simulate
 
     frame = one_job_import(fmt, tmp_path, gpus, 3600, cluster=SMALL_CLUSTER)
     report = frame.attrs["import_report"]
@@ -337,7 +337,7 @@ def test_a_job_alone_finishes_in_its_recorded_duration(tmp_path, fmt, gpus):
 # placement choice of that policy, which is what the comparison measures.)
 @pytest.mark.parametrize("policy", ["dally", "tiresias", "fifo"])
 def test_the_recorded_duration_holds_under_best_fit_policies(tmp_path, policy):
-    from dallygym.simulate import simulate
+    from dallygym.sim.simulate import simulate
 
     frame = one_job_import("philly", tmp_path, 12, 7200.0, cluster=SMALL_CLUSTER)
     jct = simulate(frame, SMALL_CLUSTER, policy=policy).jobs["jct_s"].item()
@@ -345,7 +345,7 @@ def test_the_recorded_duration_holds_under_best_fit_policies(tmp_path, policy):
 
 
 def test_the_best_placement_is_the_engines_consolidated_one():
-    from dallygym.trace.importers import best_placement_shape
+    from dallygym.sim.trace.importers import best_placement_shape
 
     spec = ClusterSpec(racks=3, machines_per_rack=4, gpus_per_machine=8)
     assert best_placement_shape(spec, 8)[1] == ((8,),)
@@ -608,7 +608,7 @@ CANONICAL = [
 
 
 def test_load_filters_name_the_file_line_and_report(tmp_path):
-    from dallygym.trace import load_trace
+    from dallygym.sim.trace import load_trace
 
     path = write(tmp_path, CANONICAL[0], *CANONICAL[1:], name="jobs.csv")
     with pytest.raises(TraceError, match=r"jobs\.csv, line 3, column num_gpus: a job of 64 GPUs"):
@@ -632,7 +632,7 @@ def test_load_filters_name_the_file_line_and_report(tmp_path):
 
 
 def test_cli_import_reports_dropped_rows_on_stderr_and_in_the_report(tmp_path, capsys):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     src = write(tmp_path, PHILLY_HEADER, *FILTER_ROWS)
     out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
@@ -669,7 +669,7 @@ def test_cli_import_reports_dropped_rows_on_stderr_and_in_the_report(tmp_path, c
 
 
 def test_cli_import_error_is_one_line_naming_the_source_line(tmp_path, capsys):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     src = write(tmp_path, PHILLY_HEADER, *FILTER_ROWS)
     code = main(
@@ -695,7 +695,7 @@ def test_cli_import_error_is_one_line_naming_the_source_line(tmp_path, capsys):
 
 
 def test_cli_gavel_with_model_map(tmp_path, capsys):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     src = gavel_file(tmp_path, GAVEL_LINES)
     out = tmp_path / "g.csv"

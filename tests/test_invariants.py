@@ -9,8 +9,8 @@ import pytest
 from helpers import POLICIES, RandomPolicy, TierLatency, check_holdings, drive, offers_seen, small_runs
 from hypothesis import HealthCheck, given, settings
 
-from dallygym.engine import DONE, RENEWAL_MODES, Engine
-from dallygym.metrics import collect
+from dallygym.sim.engine import DONE, RENEWAL_MODES, Engine
+from dallygym.sim.metrics import collect
 
 
 @pytest.mark.parametrize("renewal", RENEWAL_MODES)

@@ -1,4 +1,4 @@
-"""The compiled kernels (dallygym.kernels) give the Python reference's answers, bit for bit."""
+"""The compiled kernels (dallygym.sim.kernels) give the Python reference's answers, bit for bit."""
 
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dallygym
-from dallygym import kernels
-from dallygym.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
-from dallygym.engine import RENEWAL_MODES, Engine, EngineConfig, run_policy
-from dallygym.latency import get_latency_model
-from dallygym.metrics import collect
-from dallygym.policies import Policy, make_policy
-from dallygym.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
-from dallygym.policies.dally import DallyManualPolicy, DallyPolicy
-from dallygym.policies.tiresias import TiresiasPolicy
-from dallygym.trace import load_trace
+from dallygym.sim import kernels
+from dallygym.sim.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState, Tier, canonical_shape
+from dallygym.sim.engine import RENEWAL_MODES, Engine, EngineConfig, run_policy
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import Policy, make_policy
+from dallygym.sim.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
+from dallygym.sim.policies.dally import DallyManualPolicy, DallyPolicy
+from dallygym.sim.policies.tiresias import TiresiasPolicy
+from dallygym.sim.trace import load_trace
 
 
 def cluster_in_state(racks, mpr, gpm, owners, marks, compiled) -> ClusterState:
@@ -265,7 +265,7 @@ def test_compiled_picked_passes_are_the_reference_episode(monkeypatch, seed, lea
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         env = gym.make("DallyQueueSmall-v0", lease_picks=lease_picks, renewal=renewal, **guard)
-        return play(env, seed, random_masked), dallygym.metrics.collect(env.unwrapped.engine)
+        return play(env, seed, random_masked), dallygym.sim.metrics.collect(env.unwrapped.engine)
 
     assert_same_episode(episode(True), episode(False))
 
@@ -288,7 +288,7 @@ def test_compiled_queue_observation_and_reward_are_the_reference_ones(monkeypatc
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
         env = gym.make(env_id, **options)
-        return play(env, 5, random_masked), dallygym.metrics.collect(env.unwrapped.engine)
+        return play(env, 5, random_masked), dallygym.sim.metrics.collect(env.unwrapped.engine)
 
     fast, plain = episode(True), episode(False)
     assert len(fast[0]) > 20
@@ -592,7 +592,7 @@ def test_compiled_sum_is_numpy_pairwise_sum_bit_for_bit(n, seed, scale):
 def test_compiled_tuned_timer_is_the_numpy_formula_bit_for_bit(n, seed, scale, repeats):
     """kernels.mean_plus_two_sd (the auto-tuner's timer) against its numpy definition, on
     starvation times of any spread, with ties (repeats) or without, in blocks past 128."""
-    from dallygym.policies.dally import _tuned_reference
+    from dallygym.sim.policies.dally import _tuned_reference
 
     rng = np.random.default_rng(seed)
     values = rng.exponential(10.0**scale, n)
@@ -606,7 +606,7 @@ def test_compiled_event_loop_calls_batched_hooks_with_the_arguments_of_each_star
     several events after the start: with that start's tier, starvation and time -- a job that
     has finished by then included (its tier is no longer its current one). The tuner's records,
     hence every timer and the whole run, are the reference's."""
-    from dallygym.policies import dally
+    from dallygym.sim.policies import dally
 
     record, record_many = dally.AutoTuner.record, dally.AutoTuner.record_many
 
@@ -662,7 +662,7 @@ def test_compiled_loop_keeps_declined_upgrades_as_the_reference_does(monkeypatch
     (Engine._declined_key). With no job waiting, it hands a boundary to Python only when that
     key matches (the same GPUs: no new offer, the rounds are skipped) and runs it itself
     otherwise. The episode is the reference's, decision for decision."""
-    from dallygym.engine import Engine as E
+    from dallygym.sim.engine import Engine as E
 
     def episode(compiled):
         monkeypatch.setattr(ClusterState, "compiled", compiled)
@@ -704,7 +704,7 @@ def test_accepted_offers_are_started_by_the_kernel_or_by_python_as_in_the_refere
     next turns are taken in Python up to the next accepted offer (or lease-expired job), which
     goes back to the loop the same way. All of these happen in a random agent's episode, which is the
     reference episode decision for decision."""
-    from dallygym.engine import turns
+    from dallygym.sim.engine import turns
 
     made = {"kernel": 0, "python": 0, "after a decline": 0}
     run_events = kernels.run_events
@@ -752,7 +752,7 @@ def test_speed_tables_find_every_shape_entered_and_no_other():
     """SpeedTables: one-machine factors in ``machine``, the others in the shape table, each
     found again through the hash index (grown as it fills), per model id; a shape not entered,
     or entered for another model, is not found."""
-    from dallygym.engine import SpeedTables
+    from dallygym.sim.engine import SpeedTables
 
     tables = SpeedTables()
     ids = tables.model_ids(["resnet50", "vgg16"], gpus_per_machine=8)
@@ -887,7 +887,7 @@ def test_the_event_loop_leaves_the_arrays_it_borrows_as_it_found_them():
 
 #: Compiles two small kernels (a second or two), in a fresh process.
 COMPILE_TWO = (
-    "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3)); "
+    "import numpy as np; from dallygym.sim import kernels; kernels.vector_key(np.arange(3)); "
     "kernels._any_below_best(np.zeros(1, dtype=np.int64), 0, np.zeros((10, 1), dtype=np.int64))"
 )
 
@@ -923,9 +923,9 @@ def test_a_compile_from_an_empty_cache_is_announced_once_and_a_cached_run_is_qui
     assert "compiling the simulator's kernels once" in first[0] and str(cache) in first[0]
     assert not notices(run_python(COMPILE_TWO, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)  # all cached
     # A kernel the cache has not seen yet: a shorter notice, or none when asked for quiet.
-    other = "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3.0))"
+    other = "import numpy as np; from dallygym.sim import kernels; kernels.vector_key(np.arange(3.0))"
     assert not notices(run_python(other, tmp_path, NUMBA_CACHE_DIR=str(cache), DALLYGYM_QUIET="1").stderr)
-    other = "import numpy as np; from dallygym import kernels; kernels.vector_key(np.arange(3, dtype=np.int32))"
+    other = "import numpy as np; from dallygym.sim import kernels; kernels.vector_key(np.arange(3, dtype=np.int32))"
     partial = notices(run_python(other, tmp_path, NUMBA_CACHE_DIR=str(cache)).stderr)
     assert len(partial) == 1 and "not yet in the cache" in partial[0]
     assert not notices(
@@ -956,10 +956,10 @@ def test_an_installed_copy_that_cannot_cache_beside_itself_caches_in_the_user_di
     any of them is defined."""
     site = tmp_path / "site"
     shutil.copytree(Path(dallygym.__file__).parent, site / "dallygym", ignore=shutil.ignore_patterns("__pycache__"))
-    (site / "dallygym" / "kernels" / "__pycache__").write_text("")
+    (site / "dallygym" / "sim" / "kernels" / "__pycache__").write_text("")
     xdg = tmp_path / "xdg"
     code = (
-        "import numba; from dallygym import kernels; "
+        "import numba; from dallygym.sim import kernels; "
         "print(numba.config.CACHE_DIR); print(kernels.run_events._cache._cache_path)"
     )
     out = run_python(code, tmp_path, PYTHONPATH=str(site), XDG_CACHE_HOME=str(xdg)).stdout.splitlines()

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import dallygym.latency as latency_mod
-from dallygym.cluster import Tier, canonical_shape
-from dallygym.latency import (
+import dallygym.sim.latency as latency_mod
+from dallygym.sim.cluster import Tier, canonical_shape
+from dallygym.sim.latency import (
     LATENCY_PRESETS,
     MODEL_CALIBRATION,
     NETWORK_SWITCH,
@@ -27,7 +27,7 @@ from dallygym.latency import (
     table_i_frame,
     within_table_i_tolerance,
 )
-from dallygym.models import MODEL_NAMES, ModelProfile, UnknownModelError
+from dallygym.sim.models import MODEL_NAMES, ModelProfile, UnknownModelError
 
 MAX_RACKS, MAX_MACHINES, MAX_GPUS = 4, 8, 8
 

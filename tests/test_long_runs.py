@@ -10,16 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym import kernels, simulate
-from dallygym.cli import main
-from dallygym.cluster import ClusterSpec, ClusterState
-from dallygym.engine import RUNNING, Engine, EngineConfig, JobSet, run_policy
-from dallygym.engine.state import _add_exact
-from dallygym.latency import get_latency_model
-from dallygym.metrics import collect
-from dallygym.policies import make_policy
-from dallygym.simulate import ProgressLine
-from dallygym.trace import GENERATORS, generate_trace, load_trace, scaled_spec
+from dallygym import simulate
+from dallygym.experiments.cli import main
+from dallygym.sim import kernels
+from dallygym.sim.cluster import ClusterSpec, ClusterState
+from dallygym.sim.engine import RUNNING, Engine, EngineConfig, JobSet, run_policy
+from dallygym.sim.engine.state import _add_exact
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import make_policy
+from dallygym.sim.simulate import ProgressLine
+from dallygym.sim.trace import GENERATORS, generate_trace, load_trace, scaled_spec
 
 
 @pytest.mark.parametrize("compiled", [False, True])

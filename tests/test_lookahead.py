@@ -1,4 +1,4 @@
-"""dallygym.lookahead: the planning baseline that tries the base order's first picks on copies.
+"""dallygym.envs.lookahead: the planning baseline that tries the base order's first picks on copies.
 
 The hand-built cases run on one machine of 8 GPUs with a lease longer than the run (so no round
 boundary asks anything), ``fifo`` offers (the slots in arrival order) and speed 1 on a machine,
@@ -16,8 +16,8 @@ import pytest
 from helpers import TierLatency, load_script, make_trace
 
 import dallygym  # noqa: F401 - registers the ids
-from dallygym.heuristics import QueueHeuristicAgent, evaluate, heuristic_agent
-from dallygym.lookahead import (
+from dallygym.envs.heuristics import QueueHeuristicAgent, evaluate, heuristic_agent
+from dallygym.envs.lookahead import (
     LookaheadAgent,
     _BaseOrder,
     parse_lookahead,
@@ -25,8 +25,8 @@ from dallygym.lookahead import (
     spec_label,
     teacher_order,
 )
-from dallygym.queue_env import DallyQueueEnv, protected_share_action
-from dallygym.trace import generate_trace
+from dallygym.envs.queue import DallyQueueEnv, protected_share_action
+from dallygym.sim.trace import generate_trace
 
 HOUR = 3600.0
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dallygym import ClusterSpec
-from dallygym.cluster import ClusterState
-from dallygym.engine import Engine, EngineConfig, run_policy
-from dallygym.latency import get_latency_model
-from dallygym.metrics import SUMMARY_KEYS, collect, queue_times, summarize
-from dallygym.policies import POLICIES, FifoPolicy, make_policy
+from dallygym.sim.cluster import ClusterState
+from dallygym.sim.engine import Engine, EngineConfig, run_policy
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.metrics import SUMMARY_KEYS, collect, queue_times, summarize
+from dallygym.sim.policies import POLICIES, FifoPolicy, make_policy
 
 
 def test_summary_of_a_hand_worked_run():

@@ -15,8 +15,8 @@ pytest.importorskip("sb3_contrib")
 
 import gymnasium as gym  # noqa: E402
 
-from dallygym.nets import JobPointerPolicy, JobSetPolicy  # noqa: E402
-from dallygym.queue_env import CLUSTER_DIM, JOB_DIM  # noqa: E402
+from dallygym.envs.queue import CLUSTER_DIM, JOB_DIM  # noqa: E402
+from dallygym.learning.nets import JobPointerPolicy, JobSetPolicy  # noqa: E402
 
 
 def spaces_of(slots: int):
@@ -168,7 +168,7 @@ def test_parameters_trained_at_one_slot_count_act_the_same_at_another():
 def test_minibatches_without_the_empty_slots_give_the_network_the_same_outputs():
     from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
 
-    from dallygym.nets import LiveRolloutBuffer
+    from dallygym.learning.nets import LiveRolloutBuffer
 
     slots, steps, envs = 64, 8, 2
     obs_space, action_space = spaces_of(slots)
@@ -207,8 +207,8 @@ def test_minibatches_without_the_empty_slots_give_the_network_the_same_outputs()
 
 
 def test_the_config_names_the_network_and_an_old_config_builds_the_pointer_one():
-    from dallygym.agent_files import AgentLoadError, check_config
-    from dallygym.learn import TrainConfig, _queue_policy_network
+    from dallygym.learning.agent_files import AgentLoadError, check_config
+    from dallygym.learning.trainer import TrainConfig, _queue_policy_network
 
     base = {"env_id": "DallyQueueSmall-v0"}
     assert TrainConfig().queue_net == "set"
@@ -220,13 +220,13 @@ def test_the_config_names_the_network_and_an_old_config_builds_the_pointer_one()
     with pytest.raises(AgentLoadError, match="queue_net"):
         check_config({**base, "queue_net": 3}, "test")
     with pytest.raises(ValueError, match="queue_net"):
-        from dallygym.learn import train
+        from dallygym.learning.trainer import train
 
         train(TrainConfig(env_id="DallyQueueSmall-v0", queue_net="transformer", out_dir="/nonexistent/x"))
 
 
 def test_the_command_line_chooses_the_network():
-    from dallygym.cli import _train_config, build_parser
+    from dallygym.experiments.cli import _train_config, build_parser
 
     parse = build_parser().parse_args
     assert _train_config(parse(["train", "--env-id", "DallyQueue-v0"])).queue_net == "set"
@@ -234,7 +234,7 @@ def test_the_command_line_chooses_the_network():
 
 
 def _train_small(out, seed: int = 3) -> None:
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     code = main(tiny_train_args("DallyQueueSmall-v0", out, "--batch-size", "32", "--seed", str(seed), total=192))
     assert code == 0
@@ -242,8 +242,8 @@ def _train_small(out, seed: int = 3) -> None:
 
 @pytest.mark.slow
 def test_training_the_set_network_is_reproducible_and_its_agent_evaluates(tmp_path, capsys):
-    from dallygym.cli import main
-    from dallygym.learn import LearnedAgent
+    from dallygym.experiments.cli import main
+    from dallygym.learning.trainer import LearnedAgent
 
     first, second = tmp_path / "a", tmp_path / "b"
     _train_small(first)
@@ -285,8 +285,8 @@ def test_training_the_set_network_is_reproducible_and_its_agent_evaluates(tmp_pa
 def test_a_zip_converted_without_its_config_gets_the_network_its_parameters_fill(tmp_path, policy_class, name):
     from sb3_contrib import MaskablePPO
 
-    from dallygym.agent_files import convert_agent
-    from dallygym.learn import LearnedAgent
+    from dallygym.learning.agent_files import convert_agent
+    from dallygym.learning.trainer import LearnedAgent
 
     model = MaskablePPO(
         policy_class,

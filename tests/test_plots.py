@@ -1,4 +1,4 @@
-"""The figures of dallygym.plots, and the files `simulate --out` / `compare --out` write."""
+"""The figures of dallygym.experiments.plots, and the files `simulate --out` / `compare --out` write."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from dallygym import plots  # noqa: E402
-from dallygym.cli import PLOTS_NOTE, main  # noqa: E402
-from dallygym.cluster import ClusterSpec  # noqa: E402
-from dallygym.metrics import PLOT_FILES, RunResult  # noqa: E402
-from dallygym.simulate import simulate  # noqa: E402
+from dallygym.experiments import plots  # noqa: E402
+from dallygym.experiments.cli import PLOTS_NOTE, main  # noqa: E402
+from dallygym.sim.cluster import ClusterSpec  # noqa: E402
+from dallygym.sim.metrics import PLOT_FILES, RunResult  # noqa: E402
+from dallygym.sim.simulate import simulate  # noqa: E402
 
 HOUR = 3600.0
 TINY = ClusterSpec(racks=1, machines_per_rack=2, gpus_per_machine=4)
@@ -340,10 +340,10 @@ def test_occupancy_aggregates_at_the_default_thresholds():
 def test_frames_paint_the_charts_tier_colours():
     import gymnasium as gym
 
-    from dallygym import render
-    from dallygym.render import gpu_tiers
+    from dallygym.envs import render
+    from dallygym.envs.render import gpu_tiers
 
-    # One palette: the frame's colours are the chart's, imported from dallygym.plots.
+    # One palette: the frame's colours are the chart's, imported from dallygym.experiments.plots.
     assert render.TIER_RGB is plots.TIER_RGB and render.FREE_RGB is plots.FREE_RGB
     assert [plots.hex_rgb(plots.TIER_COLOURS[t]) for t in plots.TIER_NAMES] == list(plots.TIER_RGB)
     assert plots.TIER_RGB == ((0x56, 0xB4, 0xE9), (0xD5, 0x5E, 0x00), (0x00, 0x00, 0x00))

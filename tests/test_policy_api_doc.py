@@ -17,8 +17,8 @@ import pytest
 
 import dallygym
 from dallygym import ClusterSpec, EngineConfig, Policy, build_engine
-from dallygym.cluster import ClusterState
-from dallygym.engine import Engine, JobGpus, Offer, Pick
+from dallygym.sim.cluster import ClusterState
+from dallygym.sim.engine import Engine, JobGpus, Offer, Pick
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "policy-api.md"
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -1,4 +1,4 @@
-"""Profiles (dallygym.profiles): each profile's readings, their application to policies,
+"""Profiles (dallygym.sim.profiles): each profile's readings, their application to policies,
 configs, sweeps, environments and the CLI, and the default profile equal to no profile."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import dataclasses
 import gymnasium as gym
 import pytest
 
-from dallygym.cluster import ClusterSpec
-from dallygym.compare import compare
-from dallygym.engine import EngineConfig
-from dallygym.policies import (
+from dallygym.experiments.compare import compare
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.engine import EngineConfig
+from dallygym.sim.policies import (
     DallyConsolidatedPolicy,
     DallyManualPolicy,
     DallyNoWaitPolicy,
@@ -20,8 +20,16 @@ from dallygym.policies import (
     GandivaTimeslicePolicy,
     TiresiasPolicy,
 )
-from dallygym.profiles import PROFILES, READINGS, SOURCES, make_profile_policy, profile_config, profile_renewal, resolve
-from dallygym.simulate import simulate
+from dallygym.sim.profiles import (
+    PROFILES,
+    READINGS,
+    SOURCES,
+    make_profile_policy,
+    profile_config,
+    profile_renewal,
+    resolve,
+)
+from dallygym.sim.simulate import simulate
 
 
 def test_every_profile_gives_every_reading_a_valid_value_and_a_source():
@@ -158,7 +166,7 @@ def test_compare_takes_a_profile():
 
 
 def test_sweep_grid_takes_a_profile():
-    from dallygym.sweep import CELL_KEYS, grid, run_cell
+    from dallygym.experiments.sweep import CELL_KEYS, grid, run_cell
 
     assert "profile" in CELL_KEYS
     cells = grid(["dally"], ["small"], [2], profile="reference", renewal=None)
@@ -194,7 +202,7 @@ def test_environments_take_a_profile():
 
 
 def _cli(capsys, args):
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     code = main(args)
     return code, capsys.readouterr()
@@ -245,7 +253,7 @@ def test_cli_simulate_profile_equals_the_api(capsys):
 
 
 def test_cli_sweep_accepts_a_profile(capsys, tmp_path):
-    from dallygym.sweep import read_results
+    from dallygym.experiments.sweep import read_results
 
     code, out = _cli(
         capsys,

@@ -9,8 +9,8 @@ import pandas as pd
 from helpers import load_script
 
 from dallygym import ClusterSpec, simulate
-from dallygym.policies import POLICIES
-from dallygym.trace import generate_trace
+from dallygym.sim.policies import POLICIES
+from dallygym.sim.trace import generate_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 baselines = load_script("agents/queue_baselines.py", "queue_baselines_under_test")

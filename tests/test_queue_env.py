@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
-from dallygym.engine import Engine, EngineConfig, EngineError, Pick
-from dallygym.env import InvalidActionWarning
-from dallygym.latency import get_latency_model
-from dallygym.metrics import collect
-from dallygym.policies import POLICIES, make_policy
-from dallygym.policies.protected import ProtectedRemainingPolicy
-from dallygym.queue_env import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
-from dallygym.queue_obs import QueueObservation
-from dallygym.trace import load_trace
+from dallygym.envs.offer import InvalidActionWarning
+from dallygym.envs.queue import CLUSTER_FEATURES, JOB_FEATURES, DallyQueueEnv, protected_share_action
+from dallygym.envs.queue_obs import QueueObservation
+from dallygym.sim.engine import Engine, EngineConfig, EngineError, Pick
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import POLICIES, make_policy
+from dallygym.sim.policies.protected import ProtectedRemainingPolicy
+from dallygym.sim.trace import load_trace
 
 QUEUE_IDS = ["DallyQueue-v0", "DallyQueueSmall-v0"]
 ORDERS = ["dally", "tiresias", "fifo"]
@@ -122,7 +122,7 @@ def test_a_guarded_lease_is_renewed_before_any_pick():
         env = one_gpu_env(rows, lease_s=50.0, guard_leases=share)
         env.reset(seed=0)
         assert env._done and env.pick is None
-        summary = dallygym.metrics.summarize(env.engine)
+        summary = dallygym.sim.metrics.summarize(env.engine)
         assert summary["jct_mean_s"] == pytest.approx(95.0) and summary["preemptions"] == 0
 
 
@@ -358,7 +358,7 @@ def test_picked_passes_renewing_leases_together_equal_one_by_one(monkeypatch, se
         monkeypatch.setattr(Engine, "renew_together", together)
         env = gym.make("DallyQueueSmall-v0", lease_picks=lease_picks, renewal=renewal, **guard)
         steps = play(env, seed, random_masked)
-        return steps, dallygym.metrics.collect(env.unwrapped.engine)
+        return steps, dallygym.sim.metrics.collect(env.unwrapped.engine)
 
     assert_same_episode(episode(True), episode(False))
 
@@ -486,11 +486,11 @@ def test_protected_share_action_serves_only_shown_candidates_and_never_stops():
 
 
 def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
-    from dallygym.policies.dally import DallyConsolidatedPolicy
+    from dallygym.sim.policies.dally import DallyConsolidatedPolicy
 
     policy = make_policy("protected-remaining")
     assert isinstance(policy, DallyConsolidatedPolicy)  # offers: wait for the best tier
-    assert "at least ½ of the largest" in dallygym.policies.protected.__doc__
+    assert "at least ½ of the largest" in dallygym.sim.policies.protected.__doc__
     assert simulate("small", ClusterSpec(2, 2, 8), policy="protected-remaining").summary["jobs"] == 60
 
 
@@ -498,13 +498,13 @@ def test_protected_remaining_is_a_named_policy_that_waits_for_the_best_tier():
 
 
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=True)
 
 
 @pytest.mark.parametrize("env_id", QUEUE_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_stable_baselines3_env_checker_passes(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)
@@ -684,7 +684,7 @@ def test_bad_arguments_name_the_problem(kwargs, word):
 
 def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp_path):
     sb3_contrib = pytest.importorskip("sb3_contrib")
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.learning.nets import JobPointerPolicy
 
     env = gym.make("DallyQueueSmall-v0")
     model = sb3_contrib.MaskablePPO(
@@ -701,7 +701,7 @@ def test_maskable_ppo_trains_with_the_job_pointer_policy_and_saves_and_loads(tmp
 def test_job_set_extractor_gives_the_same_features_with_the_empty_tail_cut_off():
     th = pytest.importorskip("torch")
     sb3_contrib = pytest.importorskip("sb3_contrib")
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.learning.nets import JobPointerPolicy
 
     env = gym.make("DallyQueueSmall-v0")
     model = sb3_contrib.MaskablePPO(JobPointerPolicy, env, seed=0, device="cpu")

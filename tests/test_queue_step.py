@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dallygym  # noqa: F401  (registers the ids)
-from dallygym.cluster import ClusterState
+from dallygym.sim.cluster import ClusterState
 
 #: Keys the last step's info gained after the hashes were recorded (the makespan against its limit,
 #: tested in test_rewards.py); left out, so the hashes still hold everything else bit for bit.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from helpers import TierLatency, make_trace, run_engine
 
-from dallygym.cluster import ClusterSpec, Tier
-from dallygym.engine import DONE, Engine, EngineConfig, Offer, run_policy
-from dallygym.metrics import collect
-from dallygym.policies.random_policy import RandomPolicy
+from dallygym.sim.cluster import ClusterSpec, Tier
+from dallygym.sim.engine import DONE, Engine, EngineConfig, Offer, run_policy
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies.random_policy import RandomPolicy
 
 
 def _offer(tiers, best_possible):

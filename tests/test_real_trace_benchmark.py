@@ -38,7 +38,7 @@ def _trace(jobs: list[tuple[float, int]], hours: float = 10.0) -> pd.DataFrame:
 
 
 def test_real_trace_names_default_to_every_shipped_real_trace_in_order(bench):
-    from dallygym.trace.real import REAL_TRACES
+    from dallygym.sim.trace.real import REAL_TRACES
 
     names = [t.name for t in REAL_TRACES]
     assert bench.real_trace_names() == names

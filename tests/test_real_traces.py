@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym.cli import main
-from dallygym.latency import get_latency_model
-from dallygym.trace import best_speed_factors, load_trace, sha256_of, shipped_traces
-from dallygym.trace.importers import DEFAULT_IMPORT_CLUSTER
-from dallygym.trace.real import IMPORTED_MANIFEST, REAL_TRACES, regenerate_real
+from dallygym.experiments.cli import main
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.trace import best_speed_factors, load_trace, sha256_of, shipped_traces
+from dallygym.sim.trace.importers import DEFAULT_IMPORT_CLUSTER
+from dallygym.sim.trace.real import IMPORTED_MANIFEST, REAL_TRACES, regenerate_real
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "traces"

@@ -15,10 +15,10 @@ import pytest
 from helpers import TierLatency, make_trace
 
 import dallygym
-from dallygym.cluster import ClusterSpec, ClusterState, Tier
-from dallygym.engine import RENEWAL_MODES, Engine, EngineConfig, EngineError, run_policy
-from dallygym.latency import get_latency_model
-from dallygym.policies import DallyManualPolicy, DallyPolicy, GandivaPolicy, Policy, make_policy
+from dallygym.sim.cluster import ClusterSpec, ClusterState, Tier
+from dallygym.sim.engine import RENEWAL_MODES, Engine, EngineConfig, EngineError, run_policy
+from dallygym.sim.latency import get_latency_model
+from dallygym.sim.policies import DallyManualPolicy, DallyPolicy, GandivaPolicy, Policy, make_policy
 
 H = 3600.0
 SPEC3 = ClusterSpec(racks=2, machines_per_rack=1, gpus_per_machine=4)
@@ -247,8 +247,8 @@ def test_gandiva_migrates_a_spread_job_once_a_machine_frees():
 def test_env_and_native_runs_agree_under_every_renewal_mode(renewal):
     # Through Dally-v0, the Dally agent answers renewal offers (feature 31 marks them) with the
     # policy's own decide: the summary is the native one.
-    from dallygym.env import OBS_FEATURES, DallyEnv
-    from dallygym.heuristics import evaluate, heuristic_agent
+    from dallygym.envs.heuristics import evaluate, heuristic_agent
+    from dallygym.envs.offer import OBS_FEATURES, DallyEnv
 
     env = DallyEnv(racks=2, trace="small", priority="dally-nowait", renewal=renewal)
     summary = evaluate(env, heuristic_agent("dally-nowait", env))
@@ -258,7 +258,7 @@ def test_env_and_native_runs_agree_under_every_renewal_mode(renewal):
 
 
 def test_env_shows_renewal_offers_with_the_current_tier():
-    from dallygym.env import DallyEnv
+    from dallygym.envs.offer import DallyEnv
 
     trace = three_jobs()
     env = DallyEnv(racks=2, machines_per_rack=1, gpus_per_machine=4, trace=trace, priority="dally-nowait")
@@ -280,7 +280,7 @@ def test_env_shows_renewal_offers_with_the_current_tier():
 def test_cli_renewal_flag_reaches_the_engine(capsys, tmp_path):
     import json
 
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     path = tmp_path / "three.csv"
     three_jobs().to_csv(path, index=False)

@@ -22,10 +22,10 @@ matplotlib.use("Agg")
 import matplotlib.image as mpimg  # noqa: E402
 
 import dallygym  # noqa: E402
-from dallygym import report  # noqa: E402
-from dallygym.cli import main  # noqa: E402
-from dallygym.cluster import ClusterSpec  # noqa: E402
-from dallygym.metrics import SUMMARY_KEYS  # noqa: E402
+from dallygym.experiments import report  # noqa: E402
+from dallygym.experiments.cli import main  # noqa: E402
+from dallygym.sim.cluster import ClusterSpec  # noqa: E402
+from dallygym.sim.metrics import SUMMARY_KEYS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "agents" / "runs" / "ppo-hidden"

@@ -17,8 +17,8 @@ from helpers import TierLatency, make_trace
 
 import dallygym
 from dallygym import heuristic_agent
-from dallygym.env import MAKESPAN_PENALTY, RELATIVE_JCT, DallyEnv, ReferenceRun
-from dallygym.queue_env import DallyQueueEnv, protected_share_action
+from dallygym.envs.offer import MAKESPAN_PENALTY, RELATIVE_JCT, DallyEnv, ReferenceRun
+from dallygym.envs.queue import DallyQueueEnv, protected_share_action
 
 ENV_IDS = ["Dally-v0", "DallyQueue-v0", "DallySmall-v0", "DallyQueueSmall-v0"]
 
@@ -321,13 +321,13 @@ def test_the_old_rewards_have_no_reference_run():
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_gymnasium_env_checker_passes_with_the_default_reward(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=True)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-@pytest.mark.filterwarnings("ignore::dallygym.env.InvalidActionWarning")  # (the checkers send random actions)
+@pytest.mark.filterwarnings("ignore::dallygym.envs.offer.InvalidActionWarning")  # (the checkers send random actions)
 def test_stable_baselines3_env_checker_passes_with_the_default_reward(env_id):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(gym.make(env_id), warn=True)

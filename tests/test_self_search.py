@@ -36,7 +36,7 @@ class _FixedPolicy:
 
 def test_a_learned_policy_as_base_orders_the_candidates_by_its_probabilities():
     pytest.importorskip("sb3_contrib")
-    from dallygym.lookahead import LookaheadAgent, ModelOrder
+    from dallygym.envs.lookahead import LookaheadAgent, ModelOrder
 
     env = gym.make("DallyQueueSmall-v0")
     obs, info = env.reset(seed=4)
@@ -61,10 +61,10 @@ def test_a_learned_policy_as_base_orders_the_candidates_by_its_probabilities():
 
 def test_self_search_trains_from_the_policy_s_own_improved_picks_and_the_agent_evaluates(tmp_path):
     pytest.importorskip("sb3_contrib")
-    from dallygym.cli import main
-    from dallygym.cluster import ClusterSpec
-    from dallygym.learn import LearnedAgent, run_agent
-    from dallygym.trace import load_trace
+    from dallygym.experiments.cli import main
+    from dallygym.learning.trainer import LearnedAgent, run_agent
+    from dallygym.sim.cluster import ClusterSpec
+    from dallygym.sim.trace import load_trace
 
     out = tmp_path / "search"
     extra = ("--search-rounds", "2", "--search-episodes", "1", "--search-horizon", "3", "--n-epochs", "1")
@@ -82,7 +82,7 @@ def test_self_search_trains_from_the_policy_s_own_improved_picks_and_the_agent_e
 
 
 def test_the_search_options_are_checked():
-    from dallygym.learn import TrainConfig, check_train_config
+    from dallygym.learning.trainer import TrainConfig, check_train_config
 
     for bad, match in (
         ({"env_id": "Dally-v0", "search_rounds": 1}, "DallyQueue id"),

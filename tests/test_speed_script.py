@@ -22,7 +22,7 @@ def test_the_training_speed_part_trains_each_environment_and_writes_its_table(tm
 def test_the_whole_trace_part_runs_every_policy_and_reports_a_stopped_run(tmp_path):
     from pathlib import Path
 
-    from dallygym.policies import POLICIES
+    from dallygym.sim.policies import POLICIES
 
     speed = load_script("benchmarks/speed.py", "bench_speed")
     source = str(Path(__file__).parent / "data" / "philly_small.csv")

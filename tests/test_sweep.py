@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import dallygym
-from dallygym.cli import main
-from dallygym.sweep import (
+from dallygym.experiments.cli import main
+from dallygym.experiments.sweep import (
     CELL_KEYS,
     RESULT_COLUMNS,
     BackendError,
@@ -227,7 +227,7 @@ def test_ray_backend_without_ray_installed_is_a_clear_error(monkeypatch, capsys)
 def test_the_core_and_the_local_backend_do_not_import_ray(tmp_path):
     code = (
         "import sys\n"
-        "from dallygym.cli import main\n"
+        "from dallygym.experiments.cli import main\n"
         f"rc = main(['sweep', '--policies', 'fifo', '--traces', 'small', '--racks', '2', '--machines-per-rack', '2',"
         f" '--workers', '2', '--no-progress', '--out', {str(tmp_path)!r}])\n"
         "assert rc == 0, rc\n"

@@ -7,10 +7,10 @@ import pytest
 from helpers import TierLatency, check_holdings, drive, make_trace, run_engine, small_runs
 from hypothesis import HealthCheck, given, settings
 
-from dallygym.cluster import ClusterSpec, ClusterState
-from dallygym.engine import DONE, Engine
-from dallygym.metrics import collect
-from dallygym.policies.tiresias import (
+from dallygym.sim.cluster import ClusterSpec, ClusterState
+from dallygym.sim.engine import DONE, Engine
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies.tiresias import (
     DEFAULT_QUEUE_LIMITS_GPU_S,
     TiresiasPolicy,
     consolidated_placement,

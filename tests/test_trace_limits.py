@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dallygym
-from dallygym.cli import main
-from dallygym.cluster import ClusterSpec
-from dallygym.trace import TRACE_COLUMNS, TraceError, load_trace
+from dallygym.experiments.cli import main
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.trace import TRACE_COLUMNS, TraceError, load_trace
 
 HEADER = ",".join(TRACE_COLUMNS)
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dallygym.cluster import ClusterSpec
-from dallygym.trace import (
+from dallygym.sim.cluster import ClusterSpec
+from dallygym.sim.trace import (
     TRACE_COLUMNS,
     TraceError,
     check_trace_fits,

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 from helpers import tiny_train_args
 
-from dallygym.learn import rollout_steps
+from dallygym.learning.trainer import rollout_steps
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_a_total_that_is_not_a_multiple_of_the_environments_is_refused():
 
 
 def test_train_racks_on_the_command_line_reach_the_config():
-    from dallygym.cli import _train_config, build_parser
+    from dallygym.experiments.cli import _train_config, build_parser
 
     args = build_parser().parse_args(["train", "--env-id", "DallyQueue-v0", "--train-racks", "4", "8", "8", "16"])
     assert _train_config(args).train_racks == [4, 8, 8, 16]
@@ -42,7 +42,7 @@ def test_train_racks_on_the_command_line_reach_the_config():
 
 
 def test_guard_and_teacher_share_on_the_command_line_reach_the_config_and_the_environment():
-    from dallygym.cli import _train_config, build_parser
+    from dallygym.experiments.cli import _train_config, build_parser
 
     args = build_parser().parse_args(
         ["train", "--env-id", "DallyQueue-v0", "--guard-leases", "0.25", "--teacher-share", "0.3"]
@@ -64,7 +64,7 @@ def test_guard_and_teacher_share_on_the_command_line_reach_the_config_and_the_en
 @pytest.mark.slow
 def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path, capsys):
     pytest.importorskip("sb3_contrib")
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     out = tmp_path / "run"
     code = main(tiny_train_args("DallySmall-v0", out, n_steps=40))
@@ -98,9 +98,9 @@ def test_train_runs_exactly_the_requested_steps_and_its_agent_evaluates(tmp_path
 @pytest.mark.slow
 def test_train_on_dally_queue_saves_a_pointer_agent_that_evaluate_runs_in_its_environment(tmp_path, capsys):
     pytest.importorskip("sb3_contrib")
-    from dallygym.cli import main
-    from dallygym.learn import load_agent
-    from dallygym.nets import JobPointerPolicy
+    from dallygym.experiments.cli import main
+    from dallygym.learning.nets import JobPointerPolicy
+    from dallygym.learning.trainer import load_agent
 
     out = tmp_path / "queue"
     code = main(tiny_train_args("DallyQueueSmall-v0", out))
@@ -150,7 +150,7 @@ def test_train_on_dally_queue_saves_a_pointer_agent_that_evaluate_runs_in_its_en
     ],
 )
 def test_the_training_curve_says_what_its_return_is(tmp_path, config, label):
-    from dallygym.learn import _return_label
+    from dallygym.learning.trainer import _return_label
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert _return_label(tmp_path) == label
@@ -166,8 +166,8 @@ def test_a_training_killed_in_a_directory_holding_an_agent_leaves_that_agent_who
 
     from sb3_contrib import MaskablePPO
 
-    from dallygym.cli import main
-    from dallygym.learn import LearnedAgent
+    from dallygym.experiments.cli import main
+    from dallygym.learning.trainer import LearnedAgent
 
     committed = Path(__file__).resolve().parents[1] / "agents" / "runs" / "ppo-hidden"
     out = tmp_path / "run"
@@ -191,7 +191,7 @@ def test_a_training_killed_in_a_directory_holding_an_agent_leaves_that_agent_who
 
 
 def test_the_multiplier_takes_one_step_of_projected_dual_ascent_per_rollout():
-    from dallygym.learn import MakespanMultiplier
+    from dallygym.learning.trainer import MakespanMultiplier
 
     dual = MakespanMultiplier(penalty=3.0, lr=0.5, budget_pct=0.5)
     assert dual.update(100) is None and dual.history == []  # no episode ended: unchanged
@@ -210,18 +210,18 @@ def test_the_multiplier_takes_one_step_of_projected_dual_ascent_per_rollout():
 
 
 def test_the_dual_options_are_checked_and_reach_the_config_and_the_validation():
-    from dallygym.cli import _train_config, build_parser
-    from dallygym.learn import TrainConfig, train
+    from dallygym.experiments.cli import _train_config, build_parser
+    from dallygym.learning.trainer import TrainConfig, train
 
     args = ["train", "--env-id", "DallyQueue-v0", "--makespan-dual", "0.2", "--makespan-budget", "1"]
     config = _train_config(build_parser().parse_args([*args, "--validation-makespan-penalty", "100"]))
     assert (config.makespan_dual_lr, config.makespan_budget_pct, config.validation_makespan_penalty) == (0.2, 1.0, 100)
     assert "makespan_penalty" not in config.env_kwargs()
-    assert config.validation_env_kwargs(8, ["t"])["makespan_penalty"] == 100
-    assert config.validation_env_kwargs(8, ["t"])["trace"] == ["t"]
+    assert config.validation_env_config(8, ["t"]).options["makespan_penalty"] == 100
+    assert config.validation_env_config(8, ["t"]).options["trace"] == ["t"]
     default = _train_config(build_parser().parse_args(["train"]))
     assert default.makespan_dual_lr is None and default.validation_makespan_penalty is None
-    assert "makespan_penalty" not in default.validation_env_kwargs(8, ["t"])
+    assert "makespan_penalty" not in default.validation_env_config(8, ["t"]).options
     for bad, match in (
         ({"makespan_dual_lr": 0.0}, "makespan_dual_lr"),
         ({"makespan_dual_lr": float("nan")}, "makespan_dual_lr"),
@@ -237,8 +237,8 @@ def test_training_with_the_dual_writes_the_multipliers_path(tmp_path):
     pytest.importorskip("sb3_contrib")
     import pandas as pd
 
-    from dallygym.cli import main
-    from dallygym.learn import MakespanMultiplier
+    from dallygym.experiments.cli import main
+    from dallygym.learning.trainer import MakespanMultiplier
 
     out = tmp_path / "dual"
     # Small episodes (a few tens of picks), so that several end in each rollout.
@@ -264,10 +264,10 @@ def test_training_with_the_dual_writes_the_multipliers_path(tmp_path):
 
 def test_an_agent_trained_with_limit_features_loads_and_acts_in_the_environment_it_saw(tmp_path):
     pytest.importorskip("sb3_contrib")
-    from dallygym.cli import main
-    from dallygym.cluster import ClusterSpec
-    from dallygym.learn import LearnedAgent, TrainConfig, run_agent, train
-    from dallygym.trace import load_trace
+    from dallygym.experiments.cli import main
+    from dallygym.learning.trainer import LearnedAgent, TrainConfig, run_agent, train
+    from dallygym.sim.cluster import ClusterSpec
+    from dallygym.sim.trace import load_trace
 
     out = tmp_path / "limit"
     assert main(tiny_train_args("DallyQueue-v0", out, "--limit-features", "--n-epochs", "1")) == 0
@@ -281,7 +281,7 @@ def test_an_agent_trained_with_limit_features_loads_and_acts_in_the_environment_
     # Off by default, and omitted from the environment's keywords when off.
     assert "limit_features" not in TrainConfig(env_id="DallyQueue-v0").env_kwargs()
     for bad, match in (
-        ({"env_id": "Dally-v0"}, "DallyQueue ids"),
+        ({"env_id": "Dally-v0"}, "is not an option of Dally-v0"),
         ({"env_id": "DallyQueue-v0", "reward": "jct"}, "makespan limit"),
     ):
         with pytest.raises(ValueError, match=match):

@@ -17,8 +17,8 @@ pytest.importorskip("sb3_contrib")
 
 import gymnasium as gym  # noqa: E402
 
-from dallygym.nets import JobSetPolicy  # noqa: E402
-from dallygym.queue_env import CLUSTER_DIM, JOB_DIM  # noqa: E402
+from dallygym.envs.queue import CLUSTER_DIM, JOB_DIM  # noqa: E402
+from dallygym.learning.nets import JobSetPolicy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_the_fused_score_is_the_unfused_one():
 
 
 def _train(out, n_epochs: int, batch_size: int):
-    from dallygym.learn import LearnedAgent, TrainConfig, train
+    from dallygym.learning.trainer import LearnedAgent, TrainConfig, train
 
     train(
         TrainConfig(
@@ -135,7 +135,7 @@ def _benchmark_module():
 
 
 def test_the_benchmark_builds_the_command_lines_config():
-    from dallygym.cli import _train_config, build_parser
+    from dallygym.experiments.cli import _train_config, build_parser
 
     bench = _benchmark_module()
     label, ref, overrides = bench.parse_variant("fewer@HEAD~1:n_epochs=2,n_envs=16,train_racks=2/4")
@@ -176,11 +176,11 @@ def test_the_benchmark_builds_the_command_lines_config():
 
 
 def test_the_benchmark_puts_the_current_networks_back():
-    import dallygym.nets
+    import dallygym.learning.nets
 
     bench = _benchmark_module()
-    before = (dict(dallygym.nets.QUEUE_POLICIES), dallygym.nets.LiveRolloutBuffer)
+    before = (dict(dallygym.learning.nets.QUEUE_POLICIES), dallygym.learning.nets.LiveRolloutBuffer)
     with bench.nets_at("HEAD"):
-        assert dallygym.nets.QUEUE_POLICIES["set"] is not before[0]["set"]
-        assert dallygym.nets.LiveRolloutBuffer is not before[1]
-    assert dallygym.nets.QUEUE_POLICIES == before[0] and dallygym.nets.LiveRolloutBuffer is before[1]
+        assert dallygym.learning.nets.QUEUE_POLICIES["set"] is not before[0]["set"]
+        assert dallygym.learning.nets.LiveRolloutBuffer is not before[1]
+    assert dallygym.learning.nets.QUEUE_POLICIES == before[0] and dallygym.learning.nets.LiveRolloutBuffer is before[1]

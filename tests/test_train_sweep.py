@@ -10,8 +10,8 @@ import pytest
 from helpers import tiny_run_args
 
 import dallygym
-from dallygym.learn import TrainConfig, run_name, train_sweep
-from dallygym.sweep import LocalBackend, make_backend
+from dallygym.experiments.sweep import LocalBackend, make_backend
+from dallygym.learning.trainer import TrainConfig, run_name, train_sweep
 
 pytestmark = [pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def _tiny(out, seed: int, **changes) -> TrainConfig:
 
 def test_train_sweep_command_gathers_every_run_and_its_evaluation(tmp_path, capsys):
     pytest.importorskip("sb3_contrib")
-    from dallygym.cli import main
+    from dallygym.experiments.cli import main
 
     assert main(["train-sweep", *TINY, "--seeds", "0", "1", "--workers", "2", "--out", str(tmp_path)]) == 0
     runs = pd.read_csv(tmp_path / "runs.csv")

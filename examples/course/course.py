@@ -20,7 +20,7 @@ import pandas as pd
 
 import dallygym  # noqa: F401  (registers the environments)
 from dallygym import ClusterSpec
-from dallygym.trace import generate_trace
+from dallygym.sim.trace import generate_trace
 
 ENV_ID = "DallyQueueSmall-v0"
 #: The course cluster: the registered size of ``DallyQueueSmall-v0``.

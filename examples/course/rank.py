@@ -10,7 +10,7 @@ training; see ``examples/course/course.py``) on the course cluster (2 racks x 2 
 GPUs):
 
 * each shipped policy and each ``--policy`` (a ``FILE.py:ClassName`` whose class is a
-  ``dallygym.Policy``), natively: ``dallygym.simulate``;
+  ``dallygym.Policy``), natively: ``dallygym.sim.simulate``;
 * each ``--agent`` (an ``agent.pt`` saved by ``examples/course/ppo_masked.py``) choosing the
   picks of the course environment, ``DallyQueueSmall-v0``, whose offers Dally answers:
   ``dallygym.evaluate``;
@@ -20,7 +20,7 @@ GPUs):
   A learned agent that does not beat random picks has not learned much; one that equals
   constant 0 has learned nothing.
 
-Both paths end in the same engine and the same metrics (``dallygym.metrics.summarize``). The
+Both paths end in the same engine and the same metrics (``dallygym.sim.metrics.summarize``). The
 table has one row per entry, sorted by mean JCT: the means over the traces of mean JCT,
 makespan and mean communication latency (hours), mean JCT and makespan relative to ``dally``
 (ratio of the means, in %), and on how many traces the entry's mean JCT is below Dally's.

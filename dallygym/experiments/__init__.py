@@ -1,0 +1,1 @@
+"""Orchestration: the command line, policy comparisons, Ray sweeps, reports and plots."""

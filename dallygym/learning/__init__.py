@@ -1,0 +1,2 @@
+"""Learned agents: training (PPO, imitation, self-search), the policy networks, and the agent
+files that ``evaluate`` loads."""

@@ -1,0 +1,116 @@
+"""A linear priority over the ``DallyQueue-v0`` candidate features, weights tuned off line.
+
+The key of a job is ``w . f``: ``f`` its row of job features exactly as the queue
+environment's observation shows them (:data:`dallygym.envs.queue.JOB_FEATURES`, computed by the
+environment's own code), ``w`` a weight vector. The shipped weights were found by the
+cross-entropy method on training draws only (``agents/tune_priority.py``) and are package data
+(``dallygym/data/tuned_priority.json``). It is the black-box-tuned yardstick a learned
+job-ordering agent has to beat: the same information, a fixed linear rule.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import ClassVar
+
+import numpy as np
+
+from .dally import DallyPolicy
+
+#: Package-data file of the shipped weights.
+WEIGHTS_FILE = "tuned_priority.json"
+
+
+def shipped_weights() -> dict:
+    """The committed tuning result: ``features`` (names), ``weights``, ``settings``, ``history``."""
+    ref = resources.files("dallygym") / "data" / WEIGHTS_FILE
+    return json.loads(ref.read_text(encoding="utf-8"))
+
+
+class CandidateFeatures:
+    """The queue environment's per-candidate features, for an engine run natively.
+
+    It borrows :meth:`dallygym.envs.queue_obs.QueueObservation._job_features` (the readable numpy
+    reference of the observation's job rows) and the helpers it calls, with the scratch state
+    they read set up for ``engine``, so a policy computes the very numbers an agent observes.
+    Features 14-16 (speed factors) are 0, as under the default ``sensitivity="hidden"``.
+    """
+
+    def __init__(self, engine, policy: DallyPolicy) -> None:
+        from ...envs.queue_obs import QueueObservation  # (not at import: queue_obs imports the policies)
+
+        cls = QueueObservation
+        self._job_features = cls._job_features.__get__(self)
+        self._demand_tables = cls._demand_tables.__get__(self)
+        self._time = cls._time.__get__(self)
+        self.largest_estimate_s = cls.largest_estimate_s.__get__(self)
+        spec = engine.spec
+        size = spec.num_gpus + 1
+        self.engine = engine
+        self.spec_cluster = spec
+        self._lease_s = float(engine.config.lease_s)
+        self._num_gpus = float(spec.num_gpus)
+        self._log_cluster = float(np.log2(1 + spec.num_gpus))
+        self._timers = policy.timers
+        self._largest_estimate = None
+        self._demand_best = np.zeros(size, dtype=np.int64)
+        self._demand_seen = np.zeros(size, dtype=bool)
+        self._demand_free = np.zeros(size, dtype=bool)
+        self._demand_limits = np.zeros((size, 2))
+
+    def __call__(self, jobs: np.ndarray) -> np.ndarray:
+        """The feature rows (float32, ``len(jobs)`` x ``JOB_DIM``) of ``jobs`` now."""
+        from ...envs.queue import JOB_DIM
+
+        rows = np.zeros((jobs.size, JOB_DIM), dtype=np.float32)
+        if jobs.size:
+            self._job_features(jobs, self.engine.now_s, rows)
+        return rows
+
+
+class TunedPriorityPolicy(DallyPolicy):
+    """Priority ``w . f`` (lower first) over the queue features; offers as auto-tuned ``dally``.
+
+    * Priority key of a job (waiting, or running when the engine orders lease-expired jobs at
+      a round boundary): the dot product of ``weights`` with its 20 job features of
+      ``DallyQueue-v0`` (:data:`~dallygym.envs.queue.JOB_FEATURES`: the normalised, log-scaled
+      values of the observation, sensitivity hidden), computed over the jobs being ordered at
+      the engine's current state. Ties: earlier arrival, then job index (the engine's rule).
+    * Offers, lease renewal and the auto-tuner: :class:`~dallygym.sim.policies.dally.DallyPolicy`
+      unchanged (the queue environment's ``offer_rule="dally"``), so only the order differs.
+
+    Args:
+        weights: 20 numbers in ``JOB_FEATURES`` order; None (default) loads the shipped ones.
+    """
+
+    name: ClassVar[str] = "tuned-priority"
+    priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
+
+    def __init__(self, weights=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        from ...envs.queue import JOB_DIM
+
+        if weights is None:
+            weights = shipped_weights()["weights"]
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (JOB_DIM,) or not np.all(np.isfinite(w)):
+            raise ValueError(f"weights must be {JOB_DIM} finite numbers (JOB_FEATURES order), got shape {w.shape}")
+        self.weights = w
+        self._features: CandidateFeatures | None = None
+
+    def reset(self, view, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        self._features = CandidateFeatures(view, self)
+
+    def features(self, view, jobs: np.ndarray) -> np.ndarray:
+        """The queue features of ``jobs`` at ``view``'s current state."""
+        if self._features is None or self._features.engine is not view:
+            self._features = CandidateFeatures(view, self)
+        return self._features(np.asarray(jobs, dtype=np.int64))
+
+    def priority(self, view, jobs: np.ndarray) -> np.ndarray:
+        return self.features(view, jobs).astype(np.float64) @ self.weights
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(weights={np.round(self.weights, 4).tolist()})"
