@@ -63,3 +63,28 @@ def test_test_modules_import_helpers_only_from_the_helper_module():
         for line, name in _imported_test_modules(path)
     ]
     assert not bad, "\n".join(bad)
+
+
+def _compiled(node: ast.FunctionDef) -> bool:
+    """Whether a function is a numba kernel (decorated with ``njit``/``jit``, called or not)."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("njit", "jit"):
+            return True
+    return False
+
+
+def test_no_class_over_500_lines_and_no_python_function_over_80():
+    """The package's size limits: a class is read whole, a function on one screen; the numba
+    kernels (whose loops cannot call back into Python cheaply) are exempt from the second."""
+    too_long = []
+    for path in sorted((ROOT / "dallygym").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ClassDef) and lines > 500:
+                too_long.append(f"{where}: class {node.name} has {lines} lines (at most 500)")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > 80 and not _compiled(node):
+                too_long.append(f"{where}: function {node.name} has {lines} lines (at most 80)")
+    assert not too_long, "\n".join(too_long)
