@@ -48,6 +48,7 @@ __all__ = [
     "LatencyModel",
     "TierLink",
     "collective_cost",
+    "cross_link_traffic",
     "fit_calibration",
     "get_latency_model",
     "table_i_frame",
@@ -180,6 +181,33 @@ def collective_cost(
     if racks > 1:
         per_byte = max(per_byte, _ring_traffic(racks) / network.bandwidth_bytes_per_s)
     return latency_s, per_byte
+
+
+def cross_link_traffic(
+    shape: Shape, rack: TierLink = RACK_RING, network: TierLink = NETWORK_SWITCH
+) -> tuple[float, float, float]:
+    """What one all-reduce on ``shape`` asks of the links between machines, per byte of data:
+    ``(seconds_per_byte, machine_link_bytes, rack_uplink_bytes)``.
+
+    ``seconds_per_byte`` is the cross-machine part of :func:`collective_cost`'s bandwidth term
+    (0 on one machine); ``machine_link_bytes`` = ``2 (M - 1) / M`` is what each of the job's
+    ``M`` machines sends over its own link (0 on one machine), ``rack_uplink_bytes`` =
+    ``2 (r - 1) / r`` what each of its ``r`` racks sends over its uplink to the spine (0 in one
+    rack). Alone, a job pushes ``bytes / seconds_per_byte`` bytes per second through each such
+    link while it communicates: the rates a contention model shares out
+    (:mod:`dallygym.sim.contention`).
+    """
+    machines = sum(len(r) for r in shape)
+    racks = len(shape)
+    if machines < 2:
+        return 0.0, 0.0, 0.0
+    machine_bytes = _ring_traffic(machines)
+    per_byte = machine_bytes / rack.bandwidth_bytes_per_s
+    uplink_bytes = 0.0
+    if racks > 1:
+        uplink_bytes = _ring_traffic(racks)
+        per_byte = max(per_byte, uplink_bytes / network.bandwidth_bytes_per_s)
+    return per_byte, machine_bytes, uplink_bytes
 
 
 def _check_links(machine: TierLink, rack: TierLink, network: TierLink) -> None:
@@ -492,6 +520,37 @@ class DallyPaperLatency(LatencyModel):
     def exposed_comm_pct(self, model: str, shape: Shape) -> float:
         """Exposed communication, % of compute (computed directly, without rounding via s)."""
         return 100.0 * self.exposed_comm_ms(model, shape) / self.compute_ms(model)
+
+    def link_rates(self, shape: Shape) -> tuple[float, float]:
+        """Bytes per second a job on ``shape`` pushes, alone, through each of its machines' links
+        and each of its racks' uplinks while it communicates (0 where it uses none):
+        :func:`cross_link_traffic` at this model's tier links."""
+        per_byte, machine_bytes, uplink_bytes = cross_link_traffic(_checked_shape(shape), *self.links[1:])
+        if per_byte == 0.0:
+            return 0.0, 0.0
+        return machine_bytes / per_byte, uplink_bytes / per_byte
+
+    def shared_speed_factor(self, model: str, shape: Shape, share: float) -> float:
+        """Speed factor of ``model`` on ``shape`` when its links between machines carry only
+        ``share`` (in (0, 1]) of the rate they would give it alone: the cross-machine bandwidth
+        term of every all-reduce is divided by ``share``, hop latencies and the NVSwitch term
+        are unchanged. ``share == 1`` is :meth:`speed_factor` itself, bit for bit."""
+        if share == 1.0:
+            return self.speed_factor(model, shape)
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"share must be in (0, 1], got {share!r}")
+        shape = _checked_shape(shape)
+        sched = self._schedule_of(model)
+        compute_ms = self.compute_ms(model)
+        if sum(len(r) for r in shape) < 2:
+            return self.speed_factor(model, shape)  # nothing leaves the machine
+        cal = self.calibration(model)
+        latency_s, per_byte_s = collective_cost(shape, *self.links)
+        cross_s = cross_link_traffic(shape, *self.links[1:])[0]
+        per_byte_s = max(per_byte_s, cross_s / share)
+        exposed_s = _exposed_s(sched, latency_s * cal.latency_scale, per_byte_s * cal.bytes_scale)
+        exposed_s += cal.overhead_pct / 100.0 * sched.compute_s
+        return compute_ms / (compute_ms + exposed_s * 1e3)
 
 
 def _checked_shape(shape: Iterable[Iterable[int]]) -> Shape:
