@@ -10,6 +10,7 @@ builds its observation with a component of its own (:mod:`dallygym.envs.offer_ob
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import math
 import numbers
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..sim.cluster import ClusterSpec
+from ..sim.contention import Contention
 from ..sim.engine import Engine, EngineConfig, Offer, TraceArrays, run_policy
 from ..sim.latency import LatencyModel, get_latency_model
 from ..sim.metrics import summarize
@@ -46,6 +48,8 @@ _SHARED_CHECKS = (
     "strict",
     "makespan_reference",
     "latency",
+    "contention",
+    "oversubscription",
 )
 
 #: Times are shown as log1p(t / lease) / log1p(LONG_LEASES): 0 at 0, 1 at 10,000 leases.
@@ -254,6 +258,8 @@ class EnvBase(gym.Env):
         "render_mode",
         "profile",
         "makespan_reference",
+        "contention",
+        "oversubscription",
     )
 
     def __init__(
@@ -275,12 +281,20 @@ class EnvBase(gym.Env):
         render_mode: str | None,
         profile: str | None,
         makespan_reference: str | None,
+        contention: str,
+        oversubscription: float,
     ) -> None:
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         from ..sim.profiles import make_profile_policy, profile_renewal
 
         renewal = profile_renewal(profile, renewal)  # an explicit renewal wins over the profile's
-        self.config = EngineConfig(lease_s=lease_s, restart_overhead_s=restart_overhead_s, renewal=renewal)
+        self.config = EngineConfig(
+            lease_s=lease_s,
+            restart_overhead_s=restart_overhead_s,
+            renewal=renewal,
+            contention=contention,
+            oversubscription=oversubscription,
+        )
         self.latency = get_latency_model(latency) if isinstance(latency, str) else latency
         self._priority = priority
         if profile is not None:  # the profile's readings (docs/profiles.md); a Policy instance stands
@@ -360,8 +374,11 @@ class EnvBase(gym.Env):
         strict,
         makespan_reference,
         latency,
+        contention,
+        oversubscription,
     ) -> None:
         """The options both environments take, those not checked where they are used."""
+        Contention(contention, oversubscription)
         if sensitivity not in SENSITIVITY_MODES:
             raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
         if render_mode is not None and render_mode not in cls.metadata["render_modes"]:
@@ -471,12 +488,7 @@ class EnvBase(gym.Env):
         engine's configuration, with a seed drawn from :attr:`np_random` after the trace."""
         trace = self._next_trace()
         self.policy = make_policy(self._priority) if isinstance(self._priority, str) else self._priority
-        config = EngineConfig(
-            lease_s=self.config.lease_s,
-            restart_overhead_s=self.config.restart_overhead_s,
-            seed=int(self.np_random.integers(2**31 - 1)),
-            renewal=self.config.renewal,
-        )
+        config = dataclasses.replace(self.config, seed=int(self.np_random.integers(2**31 - 1)))
         return trace, config
 
     def _run_to_first_decision(self) -> None:

@@ -243,6 +243,8 @@ class DallyEnv(EnvBase):
         render_mode: str | None = None,
         profile: str | None = None,
         makespan_reference: str | None = None,
+        contention: str = "none",
+        oversubscription: float = 1.0,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.check_options(**self._init_kwargs)

@@ -10,6 +10,7 @@ the configured offer rule. What it shares with ``Dally-v0`` is in
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -424,6 +425,8 @@ class DallyQueueEnv(EnvBase):
         profile: str | None = None,
         makespan_reference: str | None = None,
         limit_features: bool = False,
+        contention: str = "none",
+        oversubscription: float = 1.0,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.check_options(**self._init_kwargs)
@@ -449,16 +452,7 @@ class DallyQueueEnv(EnvBase):
 
     @classmethod
     def _check_own_options(cls, options: dict[str, object]) -> None:
-        check_queue_options(
-            options["guard_leases"],
-            options["guard_waiting"],
-            options["limit_features"],
-            options["reward"],
-            makespan_weight=options["makespan_weight"],
-            max_candidates=options["max_candidates"],
-            makespan_credit=options["makespan_credit"],
-            lease_picks=options["lease_picks"],
-        )
+        check_queue_options(**{name: options[name] for name in inspect.signature(check_queue_options).parameters})
         resolve_offer_rule(options["offer_rule"])
 
     # --- Gymnasium API ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ exits with status 2, without a traceback. A sweep whose cells all ran but some f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -67,6 +68,28 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     )
     _profile_arg(p)
     p.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+    _contention_args(p)
+
+
+def _contention_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    from ..sim.contention import CONTENTION_MODES
+
+    p.add_argument(
+        "--contention",
+        choices=CONTENTION_MODES,
+        default="none",
+        help="jobs sharing links: none (each placement priced alone; default) or fair-share (jobs "
+        "crossing the same machine link or rack uplink get max-min fair shares of it)",
+    )
+    p.add_argument(
+        "--oversubscription",
+        type=float,
+        nargs="+" if many else None,
+        default=[1.0] if many else 1.0,
+        metavar="X",
+        help="rack uplinks carry their machines' link bandwidth / X under --contention fair-share (default 1)"
+        + ("; several values: one cell each" if many else ""),
+    )
 
 
 def _profile_arg(p: argparse.ArgumentParser) -> None:
@@ -529,6 +552,7 @@ def _add_run_commands(sub) -> None:
         "--restart-overhead-s", type=float, nargs="+", default=[0.0], help="restart overheads in seconds (default 0)"
     )
     sw.add_argument("--latency", default="dally-paper", help="latency model preset (default dally-paper)")
+    _contention_args(sw, many=True)
     _backend_args(sw)
     sw.add_argument("--out", required=True, metavar="DIR", help="directory of results.csv (created if missing)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar or lines on stderr")
@@ -605,6 +629,7 @@ def _add_learning_commands(sub) -> None:
     _cluster_args(ev)
     ev.add_argument("--seed", type=int, default=0)
     _profile_arg(ev)
+    _contention_args(ev)
     ev.add_argument("--format", choices=FORMATS, default="table")
     ev.add_argument("--out", metavar="CSV", help="also save the table as CSV")
     _add_agent_command(sub)
@@ -753,7 +778,12 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
 
     args.renewal = profile_renewal(args.profile, args.renewal)  # an explicit --renewal wins over the profile
     return EngineConfig(
-        lease_s=args.lease_s, restart_overhead_s=args.restart_overhead_s, seed=args.seed, renewal=args.renewal
+        lease_s=args.lease_s,
+        restart_overhead_s=args.restart_overhead_s,
+        seed=args.seed,
+        renewal=args.renewal,
+        contention=args.contention,
+        oversubscription=args.oversubscription,
     )
 
 
@@ -780,7 +810,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"policy {args.policy} on trace {args.trace}, {spec.racks} racks x {spec.machines_per_rack} "
             f"machines x {spec.gpus_per_machine} GPUs ({spec.num_gpus} GPUs), lease {args.lease_s:g} s, "
-            f"renewal {args.renewal}" + (f", profile {args.profile}" if args.profile else "")
+            f"renewal {args.renewal}"
+            + (f", profile {args.profile}" if args.profile else "")
+            + (f", contention {args.contention} at {args.oversubscription:g}:1" if args.contention != "none" else "")
         )
         print(_summary_table(result.summary).to_string(index=False))
     return 0
@@ -801,6 +833,8 @@ def _settings(args: argparse.Namespace, spec: ClusterSpec, policy) -> dict:
         "renewal": args.renewal,
         "restart_overhead_s": args.restart_overhead_s,
         "seed": args.seed,
+        "contention": args.contention,
+        "oversubscription": args.oversubscription,
     }
 
 
@@ -892,6 +926,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         gpus_per_machine=args.gpus_per_machine,
         latency=args.latency,
         profile=args.profile or "default",
+        contention=args.contention,
+        oversubscription=args.oversubscription,
     )
     with make_backend(args.backend, args.workers, args.address) as backend:
         if not args.no_progress:
@@ -951,10 +987,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .compare import hours_table
 
     spec = ClusterSpec(args.racks, args.machines_per_rack, args.gpus_per_machine)
+    from ..sim.contention import Contention
+
+    contention = Contention(args.contention, args.oversubscription)
     if args.profile is None:
-        frame = evaluate_agents(args.agent, args.trace, spec, seed=args.seed)
+        frame = evaluate_agents(args.agent, args.trace, spec, seed=args.seed, contention=contention)
     else:
-        frame = _evaluate_under_profile(args.agent, args.trace, spec, args.profile)
+        frame = _evaluate_under_profile(args.agent, args.trace, spec, args.profile, contention)
     if len(args.trace) == 1:
         frame = frame.drop(columns="trace")
     if args.out:
@@ -964,7 +1003,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_under_profile(agents: list[str], traces: list[str], spec: ClusterSpec, profile: str) -> pd.DataFrame:
+def _evaluate_under_profile(
+    agents: list[str], traces: list[str], spec: ClusterSpec, profile: str, contention
+) -> pd.DataFrame:
     """``evaluate_agents`` for heuristic agents run under ``profile``'s readings. A learned agent
     acts in the environment saved with it, which a profile does not change: it is refused."""
     from ..learning.trainer import load_agent
@@ -984,9 +1025,10 @@ def _evaluate_under_profile(agents: list[str], traces: list[str], spec: ClusterS
     rows = []
     for agent, given in zip(loaded, agents):
         for trace_name, frame in frames.items():
-            summary = simulate(
-                frame, spec, policy=make_profile_policy(agent, profile), config=profile_config(None, profile)
-            ).summary
+            config = dataclasses.replace(
+                profile_config(None, profile), contention=contention.mode, oversubscription=contention.oversubscription
+            )
+            summary = simulate(frame, spec, policy=make_profile_policy(agent, profile), config=config).summary
             rows.append({"agent": given, "trace": trace_name, **{k: summary[k] for k in SUMMARY_KEYS}})
     return pd.DataFrame(rows)
 

@@ -356,6 +356,8 @@ class Cell:
     renewal: str = "upgrade"
     latency: str = "dally-paper"
     profile: str = "default"  # readings of the papers' open points (dallygym.sim.profiles)
+    contention: str = "none"  # dallygym.sim.contention
+    oversubscription: float = 1.0
 
     def keys(self) -> dict:
         return asdict(self)
@@ -389,12 +391,16 @@ def grid(
     gpus_per_machine: int = 8,
     latency: str = "dally-paper",
     profile: str = "default",
+    contention: str = "none",
+    oversubscription: Sequence[float] = (1.0,),
 ) -> list[Cell]:
     """Every combination, checked before anything runs (``ValueError`` naming the bad value).
 
-    Order: policy, trace, racks, seed, lease, renewal, restart overhead (the last varies
-    fastest); repeated values are dropped. A trace that is not a shipped name is a CSV path,
-    made absolute (workers may run in another directory) and checked to load. ``profile``
+    Order: policy, trace, racks, seed, lease, renewal, restart overhead, oversubscription (the
+    last varies fastest); repeated values are dropped. ``contention`` (one for the whole grid)
+    and each ``oversubscription`` are keys of every cell (:mod:`dallygym.sim.contention`). A
+    trace that is not a shipped name is a CSV path, made absolute (workers may run in another
+    directory) and checked to load. ``profile``
     (one for the whole grid, a :data:`dallygym.sim.profiles.PROFILES` name) is a key of every cell:
     each policy name runs under its readings. ``renewal=None`` takes the profile's renewal
     mode; given modes are used as they are (explicit options win over the profile).
@@ -403,7 +409,6 @@ def grid(
     from ..sim.engine import EngineConfig
     from ..sim.latency import get_latency_model
     from ..sim.policies import make_policy
-    from ..sim.trace import load_trace, shipped_traces
 
     def unique(values, what):
         values = list(dict.fromkeys(values))
@@ -420,6 +425,7 @@ def grid(
     check_profile(profile)
     renewal = unique([profile_renewal(profile)] if renewal is None else renewal, "renewal modes")
     restart_overhead_s = unique((float(x) for x in restart_overhead_s), "restart overheads")
+    oversubscription = unique((float(x) for x in oversubscription), "oversubscriptions")
     for name in policies:
         if not isinstance(name, str):
             raise ValueError(f"a sweep takes policy names, got {name!r}")
@@ -427,23 +433,46 @@ def grid(
     get_latency_model(latency)
     for r in racks:
         ClusterSpec(r, machines_per_rack, gpus_per_machine)
-    for s, lease, mode, restart in itertools.product(seeds, lease_s, renewal, restart_overhead_s):
-        EngineConfig(lease_s=lease, restart_overhead_s=restart, seed=s, renewal=mode)
+    for s, lease, mode, restart, x in itertools.product(seeds, lease_s, renewal, restart_overhead_s, oversubscription):
+        EngineConfig(
+            lease_s=lease, restart_overhead_s=restart, seed=s, renewal=mode, contention=contention, oversubscription=x
+        )
+    resolved = _resolved_traces(traces)
+    return [
+        Cell(
+            p,
+            t,
+            int(r),
+            int(machines_per_rack),
+            int(gpus_per_machine),
+            int(s),
+            lease,
+            restart,
+            mode,
+            latency,
+            profile,
+            contention,
+            x,
+        )
+        for p, t, r, s, lease, mode, restart, x in itertools.product(
+            policies, resolved, racks, seeds, lease_s, renewal, restart_overhead_s, oversubscription
+        )
+    ]
+
+
+def _resolved_traces(traces: Sequence[str]) -> list[str]:
+    """Shipped trace names as they are, other names as absolute CSV paths (workers may run in
+    another directory), each checked to load (its fit to each cluster is the cell's business)."""
+    from ..sim.trace import load_trace, shipped_traces
+
     shipped = set(shipped_traces())
     resolved = []
     for trace in traces:
         if trace not in shipped:
             trace = str(Path(trace).resolve())
-        load_trace(trace)  # the file's format; its fit to each cluster is the cell's business
+        load_trace(trace)
         resolved.append(trace)
-    return [
-        Cell(
-            p, t, int(r), int(machines_per_rack), int(gpus_per_machine), int(s), lease, restart, mode, latency, profile
-        )
-        for p, t, r, s, lease, mode, restart in itertools.product(
-            policies, resolved, racks, seeds, lease_s, renewal, restart_overhead_s
-        )
-    ]
+    return resolved
 
 
 def run_cell(cell: Cell) -> dict:
@@ -454,7 +483,12 @@ def run_cell(cell: Cell) -> dict:
 
     spec = ClusterSpec(cell.racks, cell.machines_per_rack, cell.gpus_per_machine)
     config = EngineConfig(
-        lease_s=cell.lease_s, restart_overhead_s=cell.restart_overhead_s, seed=cell.seed, renewal=cell.renewal
+        lease_s=cell.lease_s,
+        restart_overhead_s=cell.restart_overhead_s,
+        seed=cell.seed,
+        renewal=cell.renewal,
+        contention=cell.contention,
+        oversubscription=cell.oversubscription,
     )
     policy = cell.policy
     if cell.profile != "default":  # the policy's readings; the renewal is the cell's own

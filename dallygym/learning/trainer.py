@@ -27,6 +27,8 @@ import pandas as pd
 from ..envs.config import EnvConfig
 from ..envs.offer import RELATIVE_JCT
 from ..sim.cluster import ClusterSpec
+from ..sim.contention import Contention
+from ..sim.engine import EngineConfig
 from ..sim.metrics import SUMMARY_KEYS
 from ..sim.policies import POLICIES
 from ..sim.simulate import simulate
@@ -1063,20 +1065,26 @@ def load_agent(name_or_path: str) -> str | LearnedAgent:
     return LearnedAgent(path)
 
 
-def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int = 0):
+def run_agent(
+    agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int = 0, contention: Contention | None = None
+):
     """Full results (:class:`~dallygym.sim.metrics.RunResult`) of one agent on one trace.
 
     A heuristic name runs natively (its own priority and decisions: exactly ``simulate``); a
     learned agent acts in the environment it was trained in (its saved config: ``Dally-v0``
     offers under its priority rule, or ``DallyQueue-v0`` picks under its offer rule), with its
-    observation settings, on this trace and cluster.
+    observation settings, on this trace and cluster. ``contention`` (None: none) runs either
+    with jobs sharing links (:mod:`dallygym.sim.contention`).
     """
 
     from ..envs.heuristics import evaluate
     from ..sim.metrics import collect
 
+    shared = (
+        {} if contention is None else {"contention": contention.mode, "oversubscription": contention.oversubscription}
+    )
     if isinstance(agent, str):
-        return simulate(trace, cluster, policy=agent)
+        return simulate(trace, cluster, policy=agent, config=EngineConfig(**shared) if shared else None)
     config = getattr(agent, "config", None)
     if config is None:  # a hand-written Dally-v0 agent (e.g. a probe): its attributes say how it observes
         settings = {
@@ -1093,6 +1101,7 @@ def run_agent(agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int 
         "machines_per_rack": cluster.machines_per_rack,
         "gpus_per_machine": cluster.gpus_per_machine,
         "trace": trace,
+        **shared,
     }
     env = EnvConfig(env_id, kwargs).make().unwrapped
     with one_torch_thread():
@@ -1260,13 +1269,16 @@ def _sweep_rows(name: str, config: TrainConfig, value: dict) -> tuple[list[dict]
     return rows, curves
 
 
-def evaluate_agents(agents: list[str], traces: list[str], cluster: ClusterSpec, seed: int = 0) -> pd.DataFrame:
-    """One row per (agent, trace): ``agent, trace`` and the summary keys of ``simulate``."""
+def evaluate_agents(
+    agents: list[str], traces: list[str], cluster: ClusterSpec, seed: int = 0, contention: Contention | None = None
+) -> pd.DataFrame:
+    """One row per (agent, trace): ``agent, trace`` and the summary keys of ``simulate``
+    (``contention``: as :func:`run_agent`'s)."""
     loaded = [load_agent(a) for a in agents]
     frames = {t: load_trace(t, cluster=cluster) for t in traces}
     rows = []
     for agent, given in zip(loaded, agents):
         for trace_name, frame in frames.items():
-            summary = run_agent(agent, frame, cluster, seed=seed).summary
+            summary = run_agent(agent, frame, cluster, seed=seed, contention=contention).summary
             rows.append({"agent": given, "trace": trace_name, **{k: summary[k] for k in SUMMARY_KEYS}})
     return pd.DataFrame(rows)

@@ -69,11 +69,10 @@ class LatencyModel(abc.ABC):
     that use the same model object, too (an environment's episodes) -- so a model must be a
     pure function of its arguments, and must not be changed once it has been used.
 
-    Only the job's own shape is seen here. A later model that also depends on the other jobs'
-    placements (e.g. congestion between jobs sharing rack uplinks) would subclass this, add its
-    own context-taking method, and the engine would have to stop caching by (model, shape) for
-    it; nothing in this base class assumes the context-free case beyond ``speed_factor``'s
-    signature.
+    Only the job's own shape is seen by ``speed_factor``. Jobs sharing links
+    (:mod:`dallygym.sim.contention`) need three more answers, which a model gives by overriding
+    :meth:`machine_link_bytes_per_s`, :meth:`link_rates` and :meth:`shared_speed_factor` (the
+    engine refuses a contention model with a latency model that does not).
     """
 
     #: Preset name (shown by the CLI and in results).
@@ -89,6 +88,22 @@ class LatencyModel(abc.ABC):
         This is the unit of the paper's Table I.
         """
         return 100.0 * (1.0 / self.speed_factor(model, shape) - 1.0)
+
+    # A model that prices links shared between jobs (a contention model, see
+    # dallygym.sim.contention) also answers these three; the base class has no links.
+
+    def machine_link_bytes_per_s(self) -> float:
+        """Bandwidth of a machine's link to its rack, bytes per second."""
+        raise NotImplementedError(f"{type(self).__name__} does not model the links between machines")
+
+    def link_rates(self, shape: Shape) -> tuple[float, float]:
+        """Bytes per second a job on ``shape`` pushes alone through each of its machines' links and
+        each of its racks' uplinks while it communicates."""
+        raise NotImplementedError(f"{type(self).__name__} does not model the links between machines")
+
+    def shared_speed_factor(self, model: str, shape: Shape, share: float) -> float:
+        """Speed factor when the job's links between machines give it ``share`` of its alone rate."""
+        raise NotImplementedError(f"{type(self).__name__} does not model the links between machines")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -520,6 +535,10 @@ class DallyPaperLatency(LatencyModel):
     def exposed_comm_pct(self, model: str, shape: Shape) -> float:
         """Exposed communication, % of compute (computed directly, without rounding via s)."""
         return 100.0 * self.exposed_comm_ms(model, shape) / self.compute_ms(model)
+
+    def machine_link_bytes_per_s(self) -> float:
+        """The rack tier's link bandwidth: a machine's link to its rack."""
+        return self.links[1].bandwidth_bytes_per_s
 
     def link_rates(self, shape: Shape) -> tuple[float, float]:
         """Bytes per second a job on ``shape`` pushes, alone, through each of its machines' links

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..contention import Contention
+
 if TYPE_CHECKING:
     pass
 
@@ -64,6 +66,11 @@ class EngineConfig:
               its own GPUs free for it. Accepting its current tier gives it back the same GPUs
               at no cost; another tier moves it (restart overhead); waiting leaves it waiting
               (a preemption), so delay timers apply again.
+        contention: ``"none"`` (default: each placement is priced alone) or ``"fair-share"``:
+            jobs crossing the same machine link or rack uplink share it
+            (:mod:`dallygym.sim.contention`); the run then takes the Python reference paths.
+        oversubscription: ``X`` > 0, the rack uplinks' oversubscription under a contention
+            model: an uplink carries its rack's machines' link bandwidth / ``X`` (default 1).
     """
 
     lease_s: float = 3600.0
@@ -71,6 +78,13 @@ class EngineConfig:
     seed: int = 0
     max_idle_rounds: int = 1000
     renewal: str = "upgrade"
+    contention: str = "none"
+    oversubscription: float = 1.0
+
+    @property
+    def contention_model(self) -> Contention:
+        """``contention`` and ``oversubscription`` as a :class:`~dallygym.sim.contention.Contention`."""
+        return Contention(self.contention, self.oversubscription)
 
     def __post_init__(self) -> None:
         if not (_is_real(self.lease_s) and MIN_LEASE_S <= self.lease_s <= MAX_LEASE_S):
@@ -100,6 +114,7 @@ class EngineConfig:
             )
         if self.renewal not in RENEWAL_MODES:
             raise ValueError(f"unknown renewal mode {self.renewal!r}; choose one of {', '.join(RENEWAL_MODES)}")
+        self.contention_model  # noqa: B018  (its checks: a ValueError naming the field)
 
 
 #: Shortest lease, seconds. A run passes every round boundary at which a job waits, so the

@@ -22,6 +22,7 @@ from .compiled import CompiledPath
 from .decisions import WAITING, EngineError, Offer, Pick
 from .passes import Passes
 from .setup import EngineSetup
+from .shared import SharedLinks
 from .state import JobState
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ from .jobs import TraceArrays
 _FIRST_CALL = object()  # Engine.next_decision's auto_accept when left out
 
 
-class Engine(EngineSetup, CompiledPath, Passes, JobState):
+class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
     """Discrete-event simulation of one trace on one cluster under one policy.
 
     Args:
@@ -97,6 +98,7 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState):
 
         self._take_trace(trace, cluster)
         self._init_jobs(cluster, latency)
+        self._init_links()
         self._init_run_state(policy)
         self._init_policy_traits(policy)
         self._init_compiled_state()

@@ -85,6 +85,9 @@ class JobState:
         self.rate[j] = 0.0
         self.finish_s[j] = np.inf
         self.tier[j] = -1
+        if self._links is not None:
+            self._leave_links(j)
+            self._reshare()
 
     def _machine_of(self, j: int) -> int:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
@@ -216,6 +219,9 @@ class JobState:
         self.finish_s[j] = finish
         if self._finish_heap is not None:
             heapq.heappush(self._finish_heap, (finish, j))
+        if self._links is not None:
+            self._join_links(j, gpus, shape)
+            self._reshare()
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1

@@ -1,0 +1,107 @@
+"""Jobs that share links slow each other (:mod:`dallygym.sim.contention`): the engine's part.
+
+With a contention model on (``EngineConfig.contention``), every start and every end of a
+placement that crosses machines changes the set of jobs on some link, and so possibly every
+such job's share. The shares are found again once the event's changes are all made, before time
+moves on (:meth:`SharedLinks._reshare`, called when the next event is chosen); a job whose speed
+changes closes its run segment at that instant and opens one at the new rate, so progress is
+integrated exactly between events. The whole run takes the Python reference paths (the
+compiled kernels start and finish jobs without telling the links).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ..contention import Links, fair_shares
+from ..latency import LatencyModel
+from .decisions import EngineError
+
+
+class SharedLinks:
+    """The parts of :class:`~dallygym.sim.engine.Engine` that share links between jobs."""
+
+    def _init_links(self) -> None:
+        """The links and their users (None without a contention model), set before the job sets
+        are made: with a model on, the run takes the Python paths."""
+        contention = self.config.contention_model
+        self._links: Links | None = None
+        if not contention.on:
+            return
+        latency = self.latency
+        if type(latency).shared_speed_factor is LatencyModel.shared_speed_factor:
+            raise EngineError(
+                f"contention {contention.mode!r} needs a latency model that prices shared links "
+                f"(link_rates and shared_speed_factor); {latency!r} has none"
+            )
+        self.cluster.compiled = False
+        self._links = Links(self.spec, latency.machine_link_bytes_per_s(), contention)
+        #: The links each running job that crosses machines uses, and its alone rate on each.
+        self._on_links: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: Each such job's share of its alone rate (1 if it asks nothing of a shared link).
+        self.link_share = np.ones(self.n)
+        self._shared_speeds: dict[tuple[int, object, float], float] = {}
+        self._links_changed = False
+
+    def _join_links(self, j: int, gpus: np.ndarray, shape) -> None:
+        """Job ``j`` started on ``gpus`` (of ``shape``): the links it crosses, if any."""
+        machine_links, uplinks = self._links.of(gpus)
+        if not machine_links.size:
+            return
+        machine_rate, uplink_rate = self.latency.link_rates(shape)
+        self._on_links[j] = (
+            np.concatenate([machine_links, uplinks]),
+            np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]),
+        )
+        self._links_changed = True
+
+    def _leave_links(self, j: int) -> None:
+        """Job ``j``'s placement ended: its links are free of it."""
+        if self._on_links.pop(j, None) is not None:
+            self._links_changed = True
+        self.link_share[j] = 1.0
+
+    def _reshare(self) -> None:
+        """The shares of every job on a shared link after the event's changes, and a new run
+        segment at ``now_s`` for each job whose speed they change."""
+        if not self._links_changed:
+            return
+        self._links_changed = False
+        jobs = sorted(self._on_links)
+        if not jobs:
+            return
+        used = [self._on_links[j] for j in jobs]
+        shares = fair_shares([u[0] for u in used], [u[1] for u in used], self._links.capacity)
+        for j, share in zip(jobs, shares.tolist()):
+            self.link_share[j] = share
+            speed = self._speed_at_share(j, share)
+            if speed != self.speed.item(j):
+                self._resegment(j, speed)
+
+    def _speed_at_share(self, j: int, share: float) -> float:
+        shape = self.last_shape[j]
+        if share == 1.0:
+            return self._speed_factor(j, shape)
+        key = (self._model_index_list[j], shape, share)
+        speed = self._shared_speeds.get(key)
+        if speed is None:
+            speed = self._shared_speeds[key] = float(self.latency.shared_speed_factor(self.model[j], shape, share))
+        return speed
+
+    def _resegment(self, j: int, speed: float) -> None:
+        """Job ``j`` runs at ``speed`` from ``now_s``: the iterations of its segment so far are
+        banked, and its finish time follows the new rate."""
+        t = self.now_s
+        start = self.seg_start_s.item(j)
+        if t > start:  # (before ``start`` it is still restoring its checkpoint: nothing done yet)
+            self.seg_done0[j] = self.seg_done0.item(j) + self.rate.item(j) * (t - start)
+            self.seg_start_s[j] = start = t
+        rate = speed / self._iter_time_list[j]
+        self.speed[j] = speed
+        self.rate[j] = rate
+        finish = start + (self._total_iterations_list[j] - self.seg_done0.item(j)) / rate
+        self.finish_s[j] = finish
+        if self._finish_heap is not None:
+            heapq.heappush(self._finish_heap, (finish, j))

@@ -1,0 +1,136 @@
+"""Contention in the engine: a run's speeds follow the shared links, exactly between events."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dallygym import ClusterSpec, simulate
+from dallygym.sim.engine import Engine, EngineConfig, EngineError, run_policy
+from dallygym.sim.latency import DallyPaperLatency, LatencyModel
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies import make_policy
+
+LATENCY = DallyPaperLatency()
+FAIR = EngineConfig(contention="fair-share")
+
+
+def _trace(*jobs: tuple[float, int, str, int]) -> pd.DataFrame:
+    """Jobs (arrival_s, num_gpus, model, total_iterations), 1 s per iteration."""
+    return pd.DataFrame(
+        {
+            "job_id": range(1, len(jobs) + 1),
+            "arrival_s": [j[0] for j in jobs],
+            "num_gpus": [j[1] for j in jobs],
+            "model": [j[2] for j in jobs],
+            "total_iterations": [j[3] for j in jobs],
+            "iter_time_s": [1.0] * len(jobs),
+        }
+    )
+
+
+def _ends(trace, spec, config, policy="fifo") -> list[float]:
+    return simulate(trace, spec, policy=policy, config=config).jobs["end_s"].tolist()
+
+
+def test_two_jobs_sharing_a_machine_link_worked_on_paper():
+    # One rack of three 8-GPU machines; two 12-GPU VGG11 jobs at 0 s. The first takes machine 0
+    # and 4 GPUs of machine 1, the second the other 4 of machine 1 and machine 2: both cross
+    # machine 1's 200 GB/s link, each asking 200 GB/s, so each gets half. Job 1 (1,000
+    # iterations) runs at h = s(share 1/2) and ends at 1000 / h; job 2 (3,000) has then done
+    # 1000 iterations too, and finishes the other 2,000 alone at a = s(share 1).
+    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 3000))
+    spec = ClusterSpec(1, 3, 8)
+    a = LATENCY.speed_factor("vgg11", ((8, 4),))
+    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+    assert h < a
+    first = 1000 / h
+    assert _ends(trace, spec, FAIR) == pytest.approx([first, first + 2000 / a], rel=1e-12)
+    assert _ends(trace, spec, EngineConfig()) == pytest.approx([1000 / a, 3000 / a], rel=1e-12)
+
+
+def test_a_job_that_starts_later_slows_one_running():
+    # Job 1 (12 GPUs: machine 0 and half of 1) runs alone for 500 s at a, then job 2 takes the
+    # rest of machine 1 and machine 2 and both run at h until job 1 is done.
+    trace = _trace((0.0, 12, "vgg11", 1000), (500.0, 12, "vgg11", 1000))
+    spec = ClusterSpec(1, 3, 8)
+    a = LATENCY.speed_factor("vgg11", ((8, 4),))
+    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+    done_1 = 500 * a  # iterations of job 1 when job 2 arrives
+    end_1 = 500 + (1000 - done_1) / h
+    done_2 = (end_1 - 500) * h
+    end_2 = end_1 + (1000 - done_2) / a
+    assert _ends(trace, spec, FAIR) == pytest.approx([end_1, end_2], rel=1e-12)
+
+
+def test_with_nothing_shared_a_fair_share_run_is_the_run_without_contention():
+    # 1-GPU jobs cross no link; multi-machine jobs that never overlap in time each have all
+    # they ask (they end long before the next arrives).
+    small = _trace(*[(30.0 * k, 1, "resnet50", 500 + 37 * k) for k in range(40)])
+    spread = _trace(*[(1e5 * k, 12 + 4 * (k % 3), ("vgg11", "bert_large")[k % 2], 900 + k) for k in range(6)])
+    spec = ClusterSpec(2, 2, 8)
+    for trace in (small, spread):
+        for policy in ("fifo", "dally", "tiresias"):
+            assert _ends(trace, spec, FAIR, policy) == _ends(trace, spec, EngineConfig(), policy)
+
+
+def _run_to_the_end(engine, decision) -> None:
+    while decision is not None:
+        decision = engine.answer(decision, engine.policy.answer(decision, engine))
+
+
+def test_a_contended_run_is_deterministic_and_copies_continue_identically():
+    from dallygym.sim.trace import load_trace
+
+    config = EngineConfig(contention="fair-share", oversubscription=4.0, seed=3)
+    spec = ClusterSpec(2, 8, 8)
+    first = simulate("batch-500", spec, policy="dally", config=config).summary
+    assert simulate("batch-500", spec, policy="dally", config=config).summary == first
+    trace = load_trace("batch-500", cluster=spec)
+    engines = []
+    for copied in (False, True):
+        engine = Engine(trace, spec, make_policy("dally"), LATENCY, config)
+        decision = engine.next_decision()
+        for _ in range(200):
+            decision = engine.answer(decision, engine.policy.answer(decision, engine))
+        if copied:
+            engine = copy.deepcopy(engine)
+            decision = engine.next_decision()
+        _run_to_the_end(engine, decision)
+        engines.append(collect(engine).summary)
+    assert engines[0] == engines[1]
+
+
+def test_contention_changes_a_contended_run():
+    spec = ClusterSpec(2, 8, 8)
+    alone = simulate("batch-500", spec, policy="dally").summary
+    shared = simulate("batch-500", spec, policy="dally", config=FAIR).summary
+    assert shared != alone
+    assert shared["jobs"] == alone["jobs"]
+
+
+def test_a_latency_model_without_links_is_refused_under_contention():
+    class Flat(LatencyModel):
+        name = "flat"
+
+        def speed_factor(self, model, shape):
+            return 0.5 if sum(map(sum, shape)) > 1 else 1.0
+
+    trace = _trace((0.0, 12, "vgg11", 10))
+    with pytest.raises(EngineError, match="needs a latency model that prices shared links"):
+        Engine(trace, ClusterSpec(1, 3, 8), make_policy("fifo"), Flat(), FAIR)
+    engine = Engine(trace, ClusterSpec(1, 3, 8), make_policy("fifo"), Flat(), EngineConfig())
+    run_policy(engine)
+    assert np.isfinite(engine.end_s).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"contention": "max-min"}, "unknown contention"), ({"oversubscription": -1.0}, "oversubscription must be")],
+)
+def test_engine_config_checks_the_contention_fields(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**kwargs)
