@@ -150,7 +150,17 @@ class ReferenceRun:
     :meth:`area_until` evaluates from sorted arrivals and completions and their prefix sums.
     """
 
-    __slots__ = ("area_s", "makespan_s", "first_arrival_s", "n", "_arrivals", "_arrival_sums", "_ends", "_end_sums")
+    __slots__ = (
+        "area_s",
+        "makespan_s",
+        "first_arrival_s",
+        "n",
+        "_arrivals",
+        "_arrival_sums",
+        "_ends",
+        "_end_sums",
+        "_last_area",
+    )
 
     def __init__(self, engine: Engine) -> None:
         """From an engine that has run to the end."""
@@ -166,6 +176,7 @@ class ReferenceRun:
         self._arrival_sums = np.concatenate(([0.0], np.cumsum(arrivals)))
         self._ends = ends
         self._end_sums = np.concatenate(([0.0], np.cumsum(ends)))
+        self._last_area = (None, 0.0)  # (t, area_until(t)) of the last call: a pass asks at one time
 
     @classmethod
     def of(
@@ -178,11 +189,17 @@ class ReferenceRun:
 
     def area_until(self, t: float) -> float:
         """Job-seconds spent in the system up to time ``t``; the whole run's from its end on."""
+        last = self._last_area
+        if last[0] == t:
+            return last[1]
         arrived = int(np.searchsorted(self._arrivals, t, side="right"))
         ended = int(np.searchsorted(self._ends, t, side="right"))
         if ended == self.n:
-            return self.area_s
-        return (arrived * t - float(self._arrival_sums[arrived])) - (ended * t - float(self._end_sums[ended]))
+            area = self.area_s
+        else:
+            area = (arrived * t - float(self._arrival_sums[arrived])) - (ended * t - float(self._end_sums[ended]))
+        self._last_area = (t, area)
+        return area
 
 
 class GeneratedTraces:

@@ -124,6 +124,8 @@ class QueueObservation:
         self._demand_free = np.zeros(size, dtype=bool)
         self._demand_limits = np.zeros((size, 2))
         self._demand_list = np.zeros(size, dtype=np.int64)
+        self._demand_best_list = np.zeros(size, dtype=np.int64)
+        self._stale = np.zeros(max_candidates, dtype=np.int64)  # candidates whose kept row is old
         self._estimates = np.zeros(max_candidates)
         # The observation's buffers, rewritten in place at each pick (only the shown rows, and
         # the rows shown before but not now cleared).
@@ -174,8 +176,9 @@ class QueueObservation:
         jobs = self._jobs_buf
         mask = self._mask_buf
         shown_before = self._shown
-        if e.cluster.compiled:
-            demand_all = self._job_features_cached(c, every, now, jobs, mask)
+        cl = e.cluster
+        if cl.compiled:
+            demand_all, idle, most_machine, most_rack = self._job_features_cached(c, every, now, jobs, mask)
         else:
             if self._shown > k:  # rows shown at the previous pick and empty now
                 jobs[k : self._shown] = 0.0
@@ -184,20 +187,22 @@ class QueueObservation:
             self._job_features(c, now, jobs)
             mask[:k] = 1.0
             demand_all = int(np.add.reduce(e.num_gpus[every]))
+            idle = int(np.add.reduce(cl.idle_per_machine))
+            most_machine = int(np.maximum.reduce(cl.free_per_machine))
+            most_rack = int(np.maximum.reduce(cl.free_per_rack))
         self._shown = k
         if self.sensitivity != "hidden":
             jobs[:k, 14:17] = self._job_speeds(c)
 
-        cl = e.cluster
         free = cl.free_total
         elapsed = now - e.first_arrival_s
         lease = self._lease_s
         cluster = np.array(
             (
                 free / self._num_gpus,
-                float(np.add.reduce(cl.idle_per_machine)) / self._num_gpus,
-                cl.free_per_machine.max() / spec.gpus_per_machine,
-                cl.free_per_rack.max() / spec.gpus_per_rack,
+                idle / self._num_gpus,
+                most_machine / spec.gpus_per_machine,
+                most_rack / spec.gpus_per_rack,
                 math.log1p(every.size) / _LOG_1000,
                 min(demand_all / max(free, 1), 10.0) / 10.0,
                 math.log1p(e.n_waiting) / _LOG_1000,
@@ -280,9 +285,9 @@ class QueueObservation:
         timers = self._timers
         for demand, best_tier in zip(demands, best_tiers):
             tiers = e._offer_tiers(demand)
-            free_of[demand] = bool(tiers) and int(tiers[0]) == best_tier
+            free_of[demand] = bool(tiers) and tiers[0] == best_tier
             if timers is not None:
-                limits_of[demand] = timers(demand, now)
+                limits_of[demand, 0], limits_of[demand, 1] = timers(demand, now)
         return timers is not None
 
     def _job_features(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
@@ -379,10 +384,11 @@ class QueueObservation:
 
     def _job_features_cached(
         self, c: np.ndarray, every: np.ndarray, now: float, jobs: np.ndarray, mask: np.ndarray
-    ) -> int:
+    ) -> tuple[int, int, int, int]:
         """The job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``,
         1 in ``mask`` there, and the rows shown at the previous pick but empty now cleared;
-        returns the summed GPU demand of ``every`` (all the candidates, shown or not).
+        returns the summed GPU demand of ``every`` (all the candidates, shown or not), the idle
+        GPUs, and the most free GPUs of a machine and of a rack.
 
         The rows are not rebuilt at every pick. During a pass (same engine pass, same time) a
         candidate's features change only when it is served, and then it is no longer a
@@ -404,36 +410,48 @@ class QueueObservation:
         elif stamp_key != self._stamp_key:
             self._stamp += 1
             self._stamp_key = stamp_key
-        # Per distinct demand of the shown candidates: is its best tier free, and the timers.
-        demands = self._demand_list
-        m = kernels.queue_demands(c, e._jobi, self._demand_best, self._demand_seen, demands)
-        listed = demands[:m]
-        timed = self._demand_tables(listed.tolist(), self._demand_best[listed].tolist(), now)
-        stale = c[self._row_stamp[c] != self._stamp]
-        if stale.size:
+        # Per distinct demand of the shown candidates: is its best tier free, and the timers;
+        # and the shown candidates whose row is not of this pass yet (stale).
+        m, n_stale = kernels.queue_demands(
+            c,
+            e._jobi,
+            self._demand_best,
+            self._demand_seen,
+            self._demand_list,
+            self._demand_best_list,
+            self._row_stamp,
+            self._stamp,
+            self._stale,
+        )
+        timed = self._demand_tables(self._demand_list[:m].tolist(), self._demand_best_list[:m].tolist(), now)
+        if n_stale:
+            stale = self._stale[:n_stale]
             block = np.zeros((stale.size, JOB_DIM), dtype=np.float32)
             self._job_features_compiled(stale, now, block, timed)
             self._rows[stale] = block
             self._row_estimate[stale] = self._estimates[: stale.size]
             self._row_stamp[stale] = self._stamp
-        return int(
-            kernels.queue_shown_rows(
-                c,
-                every,
-                self._rows,
-                self._row_estimate,
-                now,
-                self.largest_estimate_s(),
-                e._jobf,
-                e._jobi,
-                self._demand_free,
-                self._demand_limits,
-                timed,
-                jobs,
-                mask,
-                self._shown,
-            )
+        cl = e.cluster
+        demand, idle, most_machine, most_rack = kernels.queue_shown_rows(
+            c,
+            every,
+            self._rows,
+            self._row_estimate,
+            now,
+            self.largest_estimate_s(),
+            e._jobf,
+            e._jobi,
+            self._demand_free,
+            self._demand_limits,
+            timed,
+            jobs,
+            mask,
+            self._shown,
+            cl.idle_per_machine,
+            cl.free_per_machine,
+            cl.free_per_rack,
         )
+        return int(demand), int(idle), int(most_machine), int(most_rack)
 
     def _elapsed_shown(self, now: float, elapsed: float) -> float:
         """Cluster feature 10 (time_elapsed), computed once per time (numpy's log1p, as in

@@ -775,7 +775,7 @@ class Picked(Frame):
         self.n_waiting = int(np.count_nonzero(waiting))
         self.lease_demand = int(np.add.reduce(g, where=leases))
         self.demand = self.lease_demand + int(np.add.reduce(g, where=waiting))
-        self.biggest_waiting = int(np.max(g, where=waiting, initial=0))
+        self.biggest_waiting = int(np.maximum.reduce(g, where=waiting, initial=0))
         e._queue_position[q] = np.arange(q.size)
 
     def _turn(self, e: Engine):
@@ -791,8 +791,8 @@ class Picked(Frame):
             waiting &= g <= free
             self.n_waiting = int(np.count_nonzero(waiting))
             self.demand = self.lease_demand + int(np.add.reduce(g, where=waiting))
-            self.biggest_waiting = int(np.max(g, where=waiting, initial=0))
-        at_cand = np.flatnonzero(waiting | leases if pick_leases else waiting)
+            self.biggest_waiting = int(np.maximum.reduce(g, where=waiting, initial=0))
+        at_cand = (waiting | leases if pick_leases else waiting).nonzero()[0]
         n_cand = at_cand.size
         # One candidate is a choice only between serving it and stopping (waiting picks).
         may_stop = self.demand > free and (n_cand > 1 or not pick_leases) and e._may_stop()
@@ -801,9 +801,10 @@ class Picked(Frame):
             done(e)  # (the rest is the pass's: this frame's caller gets what InOrder returns)
             call(e, InOrder(q[alive], leases[alive], self.t))
             return None
-        candidates = q[at_cand].tolist()
+        jobs = q[at_cand]
+        candidates = jobs.tolist()
         self.pick = pick = Pick(self.t, tuple(candidates), may_stop, self.boundary)
-        e._pick_jobs = (pick, q[at_cand])  # for the environment's observation
+        e._pick_jobs = (pick, jobs)  # for the environment's observation
         answer = None if e.pick_guard is None else e.pick_guard(e, candidates)
         if answer is None:
             self.pc = self.ANSWERED
@@ -840,7 +841,7 @@ class Picked(Frame):
         # take their turns with nothing between them (the jobs ranked between two of them wait
         # or were served already), together where they can be.
         if not pick_leases:
-            ahead = np.flatnonzero(leases[:at])
+            ahead = leases[:at].nonzero()[0]
             if ahead.size:
                 leases[ahead] = False
                 self.n_leases -= ahead.size

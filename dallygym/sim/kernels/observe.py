@@ -116,21 +116,29 @@ def offer_observation(
 
 
 @njit(cache=True, nogil=True)
-def queue_demands(c, jobi, best_of, present, demands):
-    """The distinct GPU demands of candidates ``c``, increasing, into ``demands`` (returns how
-    many), with each one's best possible tier in ``best_of[demand]``. ``present`` (indexed by
-    demand) is all False on entry and left so."""
+def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, stale):
+    """The distinct GPU demands of candidates ``c``, increasing, into ``demands`` and each one's
+    best possible tier into ``bests`` (and ``best_of[demand]``); ``present`` (indexed by
+    demand) is all False on entry and left so. Also the candidates whose kept row is not of
+    ``stamp`` (``row_stamp[j] != stamp``), in the order of ``c``, into ``stale``. Returns how
+    many demands and how many stale candidates."""
+    n_stale = 0
     for r in range(c.size):
-        g = jobi[I_GPUS, c[r]]
-        best_of[g] = jobi[I_BEST, c[r]]
+        j = c[r]
+        g = jobi[I_GPUS, j]
+        best_of[g] = jobi[I_BEST, j]
         present[g] = True
+        if row_stamp[j] != stamp:
+            stale[n_stale] = j
+            n_stale += 1
     m = 0
     for g in range(present.size):
         if present[g]:
             present[g] = False
             demands[m] = g
+            bests[m] = best_of[g]
             m += 1
-    return m
+    return m, n_stale
 
 
 @njit(cache=True, nogil=True)
@@ -216,14 +224,31 @@ def queue_job_features(
 
 @njit(cache=True, nogil=True)
 def queue_shown_rows(
-    c, every, rows, row_estimate, now, largest, jobf, jobi, free_of, limits_of, timed, jobs, mask, shown
+    c,
+    every,
+    rows,
+    row_estimate,
+    now,
+    largest,
+    jobf,
+    jobi,
+    free_of,
+    limits_of,
+    timed,
+    jobs,
+    mask,
+    shown,
+    idle_per_machine,
+    free_per_machine,
+    free_per_rack,
 ):
     """QueueObservation.observe's job rows at a pick from rows kept by job (see
     QueueObservation._job_features_cached): candidate ``c[r]``'s kept row into row ``r`` of
     ``jobs``, with what the pick changes computed as :func:`queue_job_features` does (feature 4
     from ``free_of``, 17-18 from ``limits_of`` if ``timed``, 19 from ``row_estimate`` and
     ``largest``); ``mask`` 1 there. Rows ``c.size`` to ``shown`` (shown before, empty now) are
-    cleared. Returns the summed GPU demand of ``every`` (all the candidates, shown or not)."""
+    cleared. Returns the summed GPU demand of ``every`` (all the candidates, shown or not) and,
+    for the cluster features, the idle GPUs, the most free GPUs of a machine and of a rack."""
     k = c.size
     width = rows.shape[1]
     most = -np.inf
@@ -257,7 +282,10 @@ def queue_shown_rows(
     demand = 0
     for i in range(every.size):
         demand += jobi[I_GPUS, every[i]]
-    return demand
+    idle = 0
+    for m in range(idle_per_machine.size):
+        idle += idle_per_machine[m]
+    return demand, idle, free_per_machine.max(), free_per_rack.max()
 
 
 @njit(cache=True, nogil=True)

@@ -189,9 +189,11 @@ class AutoTuner:
         # (tier, g) -> (window start, window end, tuned timer) of the last computation.
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._last_s = -math.inf
-        #: How many entries were ever recorded: whoever remembers timers (DallyPolicy.timers)
-        #: knows from it whether they may have changed.
+        #: How many entries were ever recorded.
         self.stamp = 0
+        #: GPU demand -> how many entries its lists kept: a demand's timers change only when
+        #: time moves or this count does (DallyPolicy.timers remembers them in between).
+        self.kept: dict[int, int] = {}
         if floors:
             self._floor = {
                 int(Tier.MACHINE): FLOOR_MACHINE_LEASES * self.lease_s,
@@ -222,6 +224,7 @@ class AutoTuner:
             self._values[key] = []
         times.append(float(now_s))
         self._values[key].append(float(starvation_s))
+        self.kept[key[1]] = self.kept.get(key[1], 0) + 1
 
     def record_many(self, tiers: np.ndarray, num_gpus: np.ndarray, starvation_s: np.ndarray, now_s: np.ndarray) -> None:
         """:meth:`record` for each entry of the arrays, in order (the same checks, the same
@@ -230,6 +233,7 @@ class AutoTuner:
         tuned, values = self._times, self._values
         last = self._last_s
         by_value, limit = self._by_value, self.history_s
+        kept = self.kept
         try:
             for level, g, waited, at in zip(
                 np.asarray(tiers).tolist(),
@@ -254,6 +258,7 @@ class AutoTuner:
                     values[key] = []
                 listed.append(at)
                 values[key].append(waited)
+                kept[g] = kept.get(g, 0) + 1
                 self.stamp += 1
         finally:
             self._last_s = last
@@ -421,11 +426,9 @@ class DallyPolicy(Policy):
         self._forget()
 
     def _forget(self) -> None:
-        # The tuned timers by demand at time _memo_at, while the tuner's stamp is _memo_stamp
-        # (see timers).
-        self._memo: dict[int, tuple[float, float]] = {}
+        # GPU demand -> (the tuner's kept count for it, its timers) at time _memo_at (see timers).
+        self._memo: dict[int, tuple[int, tuple[float, float]]] = {}
         self._memo_at = None
-        self._memo_stamp = -1
 
     def priority(self, view: Engine, jobs: np.ndarray) -> np.ndarray:
         # §IV-B1: offers in increasing order of Nw_sens (never-run jobs: never_run_nw_sens_of).
@@ -464,15 +467,15 @@ class DallyPolicy(Policy):
         if tuner is not None:
             # The environment's observation and the agent's decision ask the same question in
             # a row, and DallyQueue's observation asks it for every demand among the candidates
-            # at each pick: the answers hold until time moves or the tuner records an entry.
-            if now_s == self._memo_at and tuner.stamp == self._memo_stamp:
-                value = self._memo.get(num_gpus)
-                if value is not None:
-                    return value
-            else:
+            # at each pick: a demand's answer holds until time moves or the tuner keeps an
+            # entry for that demand (its two lists are the only ones the answer reads).
+            if now_s != self._memo_at:
                 self._memo = {}
                 self._memo_at = now_s
-                self._memo_stamp = tuner.stamp
+            kept = tuner.kept.get(num_gpus, 0)
+            memo = self._memo.get(num_gpus)
+            if memo is not None and memo[0] == kept:
+                return memo[1]
         elif self._gpus_per_machine is None:
             raise RuntimeError(f"{self.name}: timers() needs the cluster; call reset(view, rng) first")
         if num_gpus > self._gpus_per_rack:
@@ -481,7 +484,7 @@ class DallyPolicy(Policy):
             t_machine, t_rack = self.base_timers(num_gpus, now_s)
             value = (0.0, t_rack) if num_gpus > self._gpus_per_machine else (t_machine, t_rack)
         if tuner is not None:
-            self._memo[num_gpus] = value
+            self._memo[num_gpus] = (kept, value)
         return value
 
     def decide(self, offer: Offer, view: Engine) -> Tier | None:
