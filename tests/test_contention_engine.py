@@ -134,3 +134,42 @@ def test_a_latency_model_without_links_is_refused_under_contention():
 def test_engine_config_checks_the_contention_fields(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EngineConfig(**kwargs)
+
+
+# --- link-aware placement --------------------------------------------------------------------
+
+
+def test_link_aware_placement_avoids_a_loaded_machine_link():
+    # Racks of four 8-GPU machines. Job 1 (12 GPUs) takes machine 0 and 4 GPUs of machine 1.
+    # Job 2 (12 GPUs): the engine's best fit is rack 0 again (20 free < 32), machine 2 whole
+    # and the other 4 GPUs of machine 1, whose link job 1 already uses: both run at half rate.
+    # Placed by the links, job 2 goes to rack 1 (machines 4 and 5), and both run as alone.
+    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000))
+    spec = ClusterSpec(2, 4, 8)
+    a = LATENCY.speed_factor("vgg11", ((8, 4),))
+    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+    assert _ends(trace, spec, FAIR, "fifo") == pytest.approx([1000 / h, 1000 / h + 1000 / a], rel=1e-12)
+    assert _ends(trace, spec, FAIR, "fifo+links") == pytest.approx([1000 / a, 2000 / a], rel=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["dally", "tiresias", "gandiva"])
+def test_without_contention_link_aware_placement_changes_nothing(policy):
+    spec = ClusterSpec(4, 8, 8)
+    plain = simulate("batch-500", spec, policy=policy).summary
+    assert simulate("batch-500", spec, policy=f"{policy}+links").summary == plain
+
+
+def test_a_link_aware_policy_is_named_copied_and_pickled():
+    import pickle
+
+    from dallygym.sim.policies.dally import DallyPolicy
+    from dallygym.sim.policies.links import LinkAwarePlacement, link_aware
+
+    policy = make_policy("dally+links")
+    assert policy.name == "dally+links"
+    assert isinstance(policy, DallyPolicy) and isinstance(policy, LinkAwarePlacement)
+    assert type(pickle.loads(pickle.dumps(policy))) is type(policy) is type(copy.deepcopy(policy))
+    assert link_aware(policy) is policy
+    assert type(link_aware(make_policy("dally"))) is type(policy)
+    with pytest.raises(ValueError, match="unknown policy 'nope\\+links'"):
+        make_policy("nope+links")

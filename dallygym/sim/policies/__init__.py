@@ -39,15 +39,24 @@ POLICIES: dict[str, type[Policy]] = {
 
 
 def make_policy(policy: str | Policy, **kwargs) -> Policy:
-    """A policy instance from a shipped name, or ``policy`` itself if already one."""
+    """A policy instance from a shipped name, or ``policy`` itself if already one. A name
+    ending in ``+links`` (``"dally+links"``) is that policy with link-aware placement
+    (:mod:`dallygym.sim.policies.links`)."""
     if isinstance(policy, Policy):
         if kwargs:
             raise TypeError("options are for policy names, not for a policy instance")
         return policy
+    from .links import LINK_AWARE_SUFFIX, link_aware
+
+    if isinstance(policy, str) and policy.endswith(LINK_AWARE_SUFFIX) and policy[: -len(LINK_AWARE_SUFFIX)] in POLICIES:
+        return link_aware(make_policy(policy[: -len(LINK_AWARE_SUFFIX)], **kwargs))
     try:
         cls = POLICIES[policy]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown policy {policy!r}; known policies: {', '.join(POLICIES)}") from None
+        raise ValueError(
+            f"unknown policy {policy!r}; known policies: {', '.join(POLICIES)} "
+            f"(any of them with {LINK_AWARE_SUFFIX} places by the links' load)"
+        ) from None
     return cls(**kwargs)
 
 
