@@ -68,7 +68,7 @@ class EngineConfig:
               (a preemption), so delay timers apply again.
         contention: ``"none"`` (default: each placement is priced alone) or ``"fair-share"``:
             jobs crossing the same machine link or rack uplink share it
-            (:mod:`dallygym.sim.contention`); the run then takes the Python reference paths.
+            (:mod:`dallygym.sim.contention`); the run then goes without the compiled event loop.
         oversubscription: ``X`` > 0, the rack uplinks' oversubscription under a contention
             model: an uplink carries its rack's machines' link bandwidth / ``X`` (default 1).
     """

@@ -2,11 +2,11 @@
 
 With a contention model on (``EngineConfig.contention``), every start and every end of a
 placement that crosses machines changes the set of jobs on some link, and so possibly every
-such job's share. The shares are found again once the event's changes are all made, before time
-moves on (:meth:`SharedLinks._reshare`, called when the next event is chosen); a job whose speed
-changes closes its run segment at that instant and opens one at the new rate, so progress is
-integrated exactly between events. The whole run takes the Python reference paths (the
-compiled kernels start and finish jobs without telling the links).
+such job's share. The shares are found again after each such change (:meth:`SharedLinks._reshare`);
+a job whose speed changes closes its run segment at that instant and opens one at the new rate,
+so progress is integrated exactly between events. The compiled event loop and compiled pass
+turns, which start and end placements inside the kernels, are not used while links are shared;
+the compiled placement, offer and bookkeeping kernels are.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ class SharedLinks:
     """The parts of :class:`~dallygym.sim.engine.Engine` that share links between jobs."""
 
     def _init_links(self) -> None:
-        """The links and their users (None without a contention model), set before the job sets
-        are made: with a model on, the run takes the Python paths."""
+        """The links and their users (None without a contention model)."""
         contention = self.config.contention_model
         self._links: Links | None = None
         if not contention.on:
@@ -36,7 +35,6 @@ class SharedLinks:
                 f"contention {contention.mode!r} needs a latency model that prices shared links "
                 f"(link_rates and shared_speed_factor); {latency!r} has none"
             )
-        self.cluster.compiled = False
         self._links = Links(self.spec, latency.machine_link_bytes_per_s(), contention)
         #: The links each running job that crosses machines uses, and its alone rate on each.
         self._on_links: dict[int, tuple[np.ndarray, np.ndarray]] = {}

@@ -116,7 +116,11 @@ class JobState:
             for j in jobs:  # the rest of _close_segment and _set_state
                 self._let_go(j)
                 self._note_state(j, RUNNING, DONE)
+                if self._links is not None:
+                    self._leave_links(j)
             self.finished += len(jobs)
+            if self._links is not None:
+                self._reshare()
             return
         for j in jobs:
             self.cluster.release(self.gpus[j], self._machine_of(j))
