@@ -173,3 +173,16 @@ def test_a_link_aware_policy_is_named_copied_and_pickled():
     assert type(link_aware(make_policy("dally"))) is type(policy)
     with pytest.raises(ValueError, match="unknown policy 'nope\\+links'"):
         make_policy("nope+links")
+
+
+@pytest.mark.parametrize("policy", ["dally", "tiresias", "gandiva", "dally+links"])
+def test_a_contended_run_is_the_same_with_the_compiled_kernels_and_without(policy, monkeypatch):
+    from dallygym.sim.cluster import ClusterState
+
+    config = EngineConfig(contention="fair-share", oversubscription=4.0)
+    spec = ClusterSpec(2, 8, 8)
+    compiled = simulate("batch-500", spec, policy=policy, config=config)
+    monkeypatch.setattr(ClusterState, "compiled", False)
+    reference = simulate("batch-500", spec, policy=policy, config=config)
+    assert compiled.summary == reference.summary
+    assert compiled.jobs.equals(reference.jobs)
