@@ -186,3 +186,43 @@ def test_a_contended_run_is_the_same_with_the_compiled_kernels_and_without(polic
     reference = simulate("batch-500", spec, policy=policy, config=config)
     assert compiled.summary == reference.summary
     assert compiled.jobs.equals(reference.jobs)
+
+
+def test_load_aware_offers_wait_for_an_unloaded_rack():
+    # One rack of three 8-GPU machines; two 12-GPU VGG11 jobs at 0 s, Dally with fixed timers
+    # (12 h, 24 h: a 12-GPU job's machine timer is 0, its rack timer 24 h). Job 2's only rack
+    # placement crosses machine 1's link, which job 1 uses: plain Dally takes it (both at half
+    # rate); with +load it waits, and starts alone when job 1 is done (at 1000 / a).
+    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000))
+    spec = ClusterSpec(1, 3, 8)
+    a = LATENCY.speed_factor("vgg11", ((8, 4),))
+    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+    assert _ends(trace, spec, FAIR, "dally-manual") == pytest.approx([1000 / h, 1000 / h + 1000 / a], rel=1e-12)
+    assert _ends(trace, spec, FAIR, "dally-manual+load") == pytest.approx([1000 / a, 3000 / a], rel=1e-12)
+    # Without contention +load is the policy itself.
+    assert _ends(trace, spec, EngineConfig(), "dally-manual+load") == _ends(trace, spec, EngineConfig(), "dally-manual")
+
+
+def test_load_aware_offers_are_for_dally_policies_only():
+    assert make_policy("dally+load").name == "dally+load"
+    with pytest.raises(ValueError, match=r"\+load applies to Dally's policies"):
+        make_policy("tiresias+load")
+
+
+def test_update_shares_brings_a_pass_s_starts_up_to_date():
+    # An agent picks the jobs of the first pass in turn. After jobs 1 and 2 (12 GPUs each, the
+    # second across machine 1's link that the first uses) have started, the pick of job 3
+    # comes in the same pass: both still show their speed alone until update_shares.
+    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000), (0.0, 4, "vgg11", 500))
+    spec = ClusterSpec(1, 4, 8)
+    engine = Engine(trace, spec, make_policy("fifo"), LATENCY, FAIR, agent_picks=True, lease_picks="waiting")
+    decision = engine.next_decision()
+    while engine.n_running < 2:
+        decision = engine.answer(decision, engine.policy.answer(decision, engine))
+    assert decision is not None and engine.now_s == 0.0  # the same pass
+    a = LATENCY.speed_factor("vgg11", ((8, 4),))
+    assert engine.speed[:2].tolist() == [a, a]
+    engine.update_shares()
+    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+    assert engine.link_share[:2].tolist() == [0.5, 0.5]
+    assert engine.speed[:2].tolist() == [h, h]

@@ -478,6 +478,7 @@ class DallyPaperLatency(LatencyModel):
 
         self._schedules: dict[str, _Schedule] = {}
         self._cache: dict[tuple[str, Shape], float] = {}
+        self._shared_parts: dict[tuple[str, Shape], object] = {}  # see shared_speed_factor
 
     # --- per-model data --------------------------------------------------------------------
 
@@ -558,18 +559,35 @@ class DallyPaperLatency(LatencyModel):
             return self.speed_factor(model, shape)
         if not 0.0 < share < 1.0:
             raise ValueError(f"share must be in (0, 1], got {share!r}")
-        shape = _checked_shape(shape)
-        sched = self._schedule_of(model)
-        compute_ms = self.compute_ms(model)
-        if sum(len(r) for r in shape) < 2:
+        parts = self._shared_parts.get((model, shape))
+        if parts is None:
+            parts = self._shared_parts[model, shape] = self._parts_of(model, _checked_shape(shape))
+        if parts is True:
             return self.speed_factor(model, shape)  # nothing leaves the machine
+        sched, latency_s, per_byte_s, cross_s, bytes_scale, overhead_s, compute_ms = parts
+        per_byte_s = max(per_byte_s, cross_s / share)
+        exposed_s = _exposed_s(sched, latency_s, per_byte_s * bytes_scale) + overhead_s
+        return compute_ms / (compute_ms + exposed_s * 1e3)
+
+    def _parts_of(self, model: str, shape: Shape):
+        """What :meth:`shared_speed_factor` needs of ``(model, shape)`` whatever the share (True
+        for a shape on one machine)."""
+        sched = self._schedule_of(model)
+        if sum(len(r) for r in shape) < 2:
+            return True
         cal = self.calibration(model)
         latency_s, per_byte_s = collective_cost(shape, *self.links)
         cross_s = cross_link_traffic(shape, *self.links[1:])[0]
-        per_byte_s = max(per_byte_s, cross_s / share)
-        exposed_s = _exposed_s(sched, latency_s * cal.latency_scale, per_byte_s * cal.bytes_scale)
-        exposed_s += cal.overhead_pct / 100.0 * sched.compute_s
-        return compute_ms / (compute_ms + exposed_s * 1e3)
+        overhead_s = cal.overhead_pct / 100.0 * sched.compute_s
+        return (
+            sched,
+            latency_s * cal.latency_scale,
+            per_byte_s,
+            cross_s,
+            cal.bytes_scale,
+            overhead_s,
+            self.compute_ms(model),
+        )
 
 
 def _checked_shape(shape: Iterable[Iterable[int]]) -> Shape:

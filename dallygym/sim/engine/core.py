@@ -253,6 +253,8 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
         """The next event (taken by :class:`dallygym.sim.engine.turns.Run`): time moves to it (arrival, finish or
         round boundary, whichever comes first), jobs finish and arrive. Returns its time and
         whether it is a round boundary; its pass and timeline record come next."""
+        if self._links is not None:
+            self._reshare()  # the last event's placements, before time moves on
         n = self.n
         lease = self.config.lease_s
         first = self.first_arrival_s

@@ -2,9 +2,12 @@
 
 With a contention model on (``EngineConfig.contention``), every start and every end of a
 placement that crosses machines changes the set of jobs on some link, and so possibly every
-such job's share. The shares are found again after each such change (:meth:`SharedLinks._reshare`);
-a job whose speed changes closes its run segment at that instant and opens one at the new rate,
-so progress is integrated exactly between events. The compiled event loop and compiled pass
+such job's share. The shares are found again once per event, after all its changes and before
+time moves on (:meth:`SharedLinks._reshare`, called when the next event is chosen); a job whose
+speed changes closes its run segment at that instant and opens one at the new rate, so progress
+is integrated exactly between events. (Within a pass, a job just started shows its speed alone
+until then: :meth:`SharedLinks.update_shares` brings ``speed`` and ``link_share`` up to date
+on demand.) The compiled event loop and compiled pass
 turns, which start and end placements inside the kernels, are not used while links are shared;
 the compiled placement, offer and bookkeeping kernels are.
 """
@@ -27,6 +30,8 @@ class SharedLinks:
         """The links and their users (None without a contention model)."""
         contention = self.config.contention_model
         self._links: Links | None = None
+        #: Each job's share of its alone rate on the links it crosses (1 without contention).
+        self.link_share = np.ones(self.n)
         if not contention.on:
             return
         latency = self.latency
@@ -38,8 +43,6 @@ class SharedLinks:
         self._links = Links(self.spec, latency.machine_link_bytes_per_s(), contention)
         #: The links each running job that crosses machines uses, and its alone rate on each.
         self._on_links: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        #: Each such job's share of its alone rate (1 if it asks nothing of a shared link).
-        self.link_share = np.ones(self.n)
         self._shared_speeds: dict[tuple[int, object, float], float] = {}
         self._links_changed = False
 
@@ -61,9 +64,15 @@ class SharedLinks:
             self._links_changed = True
         self.link_share[j] = 1.0
 
+    def update_shares(self) -> None:
+        """Bring every running job's ``link_share`` and ``speed`` up to date with the placements
+        made since the last event (the engine does it itself before time moves on)."""
+        if self._links is not None:
+            self._reshare()
+
     def _reshare(self) -> None:
         """The shares of every job on a shared link after the event's changes, and a new run
-        segment at ``now_s`` for each job whose speed they change."""
+        segment at ``now_s`` for each job whose share they change."""
         if not self._links_changed:
             return
         self._links_changed = False
@@ -72,8 +81,11 @@ class SharedLinks:
             return
         used = [self._on_links[j] for j in jobs]
         shares = fair_shares([u[0] for u in used], [u[1] for u in used], self._links.capacity)
+        link_share = self.link_share
         for j, share in zip(jobs, shares.tolist()):
-            self.link_share[j] = share
+            if share == link_share.item(j):  # (a job that joined runs at its speed alone: share 1)
+                continue
+            link_share[j] = share
             speed = self._speed_at_share(j, share)
             if speed != self.speed.item(j):
                 self._resegment(j, speed)

@@ -87,7 +87,6 @@ class JobState:
         self.tier[j] = -1
         if self._links is not None:
             self._leave_links(j)
-            self._reshare()
 
     def _machine_of(self, j: int) -> int:
         """The machine holding all of job ``j``'s current GPUs, or -1 if they span machines."""
@@ -119,8 +118,6 @@ class JobState:
                 if self._links is not None:
                     self._leave_links(j)
             self.finished += len(jobs)
-            if self._links is not None:
-                self._reshare()
             return
         for j in jobs:
             self.cluster.release(self.gpus[j], self._machine_of(j))
@@ -225,7 +222,6 @@ class JobState:
             heapq.heappush(self._finish_heap, (finish, j))
         if self._links is not None:
             self._join_links(j, gpus, shape)
-            self._reshare()
         if math.isnan(self.first_start_s.item(j)):
             self.first_start_s[j] = t
         self.placements_by_tier[level] += 1

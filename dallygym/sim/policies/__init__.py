@@ -40,22 +40,24 @@ POLICIES: dict[str, type[Policy]] = {
 
 def make_policy(policy: str | Policy, **kwargs) -> Policy:
     """A policy instance from a shipped name, or ``policy`` itself if already one. A name
-    ending in ``+links`` (``"dally+links"``) is that policy with link-aware placement
+    ending in ``+links`` (``"dally+links"``) is that policy with link-aware placement, one in
+    ``+load`` (``"dally+load"``) a Dally policy whose offers are judged by the links' load too
     (:mod:`dallygym.sim.policies.links`)."""
     if isinstance(policy, Policy):
         if kwargs:
             raise TypeError("options are for policy names, not for a policy instance")
         return policy
-    from .links import LINK_AWARE_SUFFIX, link_aware
+    from .links import SUFFIXES, link_aware
 
-    if isinstance(policy, str) and policy.endswith(LINK_AWARE_SUFFIX) and policy[: -len(LINK_AWARE_SUFFIX)] in POLICIES:
-        return link_aware(make_policy(policy[: -len(LINK_AWARE_SUFFIX)], **kwargs))
+    for suffix, mixin in SUFFIXES.items():
+        if isinstance(policy, str) and policy.endswith(suffix) and policy[: -len(suffix)] in POLICIES:
+            return link_aware(make_policy(policy[: -len(suffix)], **kwargs), mixin)
     try:
         cls = POLICIES[policy]
     except (KeyError, TypeError):
         raise ValueError(
             f"unknown policy {policy!r}; known policies: {', '.join(POLICIES)} "
-            f"(any of them with {LINK_AWARE_SUFFIX} places by the links' load)"
+            f"(any of them with +links places by the links' load; Dally's with +load judges offers by it too)"
         ) from None
     return cls(**kwargs)
 

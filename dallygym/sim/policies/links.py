@@ -2,7 +2,8 @@
 is expected to run fastest under the links' current load (:mod:`dallygym.sim.contention`).
 
 Any policy takes it: ``link_aware(policy)`` (or the name ``"<policy>+links"`` wherever a policy
-name is accepted, e.g. ``dally+links``). Without a contention model, or at machine tier (no link
+name is accepted, e.g. ``dally+links``); a Dally policy can judge its offers by the links' load
+too (:class:`LoadAwareOffers`, ``"dally+load"``). Without a contention model, or at machine tier (no link
 is crossed), the engine's own best fit is used, so the policy runs exactly as without it.
 
 The candidates at rack tier are the best-fit split of every rack that can hold the job; at
@@ -23,13 +24,15 @@ from .base import Policy
 
 #: The suffix of a policy name that asks for link-aware placement (``"dally+links"``).
 LINK_AWARE_SUFFIX = "+links"
+#: The suffix that asks for load-aware offers too (:class:`LoadAwareOffers`, ``"dally+load"``).
+LOAD_AWARE_SUFFIX = "+load"
 
 
 class LinkAwarePlacement:
     """The mixin: :meth:`place` chooses among the tier's candidates by the job's expected speed."""
 
     def __reduce__(self):
-        return _rebuild, (self._base, self.__dict__)
+        return _rebuild, (self._base, next(m for m in type(self).__mro__ if m in SUFFIXES.values()), self.__dict__)
 
     def place(self, view, job: int, tier: Tier) -> np.ndarray | None:
         if getattr(view, "_links", None) is None or tier == Tier.MACHINE:
@@ -42,6 +45,52 @@ class LinkAwarePlacement:
             return None
         speeds = [expected_speed(view, job, gpus) for gpus in candidates]
         return candidates[int(np.argmax(speeds))]  # (argmax: the first of ties)
+
+
+class LoadAwareOffers(LinkAwarePlacement):
+    """Dally's offers (Algorithm 1) judged by the speed a tier would give under the links' load,
+    with :class:`LinkAwarePlacement`'s placements (the name suffix ``+load``: ``dally+load``).
+
+    A rack or network tier whose expected speed (:func:`expected_speed` at its best candidate)
+    is below the job's speed there alone counts as not free: Algorithm 1 runs on the other
+    offered tiers, so a job past its machine-level delay waits for a rack where it would not be
+    slowed, rather than taking a loaded one. Once it is past its rack-level delay too (it would
+    take any tier), it takes the offered tier where it is expected to run fastest. A renewal
+    offer, an offer at machine tier, and any offer without a contention model are answered as
+    Dally answers them."""
+
+    def decide(self, offer, view):
+        if getattr(view, "_links", None) is None or offer.renewal == "upgrade" or Tier.MACHINE in offer.tiers:
+            return super().decide(offer, view)
+        expected = {tier: _best_expected(view, offer.job, tier) for tier in offer.tiers}
+        free = tuple(tier for tier in offer.tiers if expected[tier][0] >= expected[tier][1])
+        answer = super().decide(_with_tiers(offer, free), view) if free else None
+        if answer is not None:
+            return answer
+        _, t_rack = self.timers(offer.num_gpus, offer.now_s)
+        if offer.starvation_s < t_rack:
+            return None
+        return max(offer.tiers, key=lambda tier: (expected[tier][0], -int(tier)))
+
+
+def _best_expected(view, job: int, tier: Tier) -> tuple[float, float]:
+    """``(expected speed under the load, speed alone)`` of ``job`` at its best candidate of ``tier``."""
+    best = None
+    for gpus in link_candidates(view, int(view.num_gpus[job]), tier):
+        speed = expected_speed(view, job, gpus)
+        if best is None or speed > best[0]:
+            best = (speed, view.latency.speed_factor(view.model[job], view.spec.shape_of(gpus)))
+    return best
+
+
+def _with_tiers(offer, tiers: tuple) -> object:
+    """A copy of ``offer`` offering ``tiers`` only."""
+    copy = object.__new__(type(offer))
+    for name in type(offer).__slots__:
+        setattr(copy, name, getattr(offer, name))
+    copy.tiers = tiers
+    copy.best_tier = tiers[0]
+    return copy
 
 
 def link_candidates(view, num_gpus: int, tier: Tier) -> list[np.ndarray]:
@@ -107,35 +156,42 @@ def _same(gpus: np.ndarray, candidates: list[np.ndarray]) -> bool:
     return any(np.array_equal(key, np.sort(c)) for c in candidates)
 
 
-#: Base policy class -> its link-aware subclass (made once, so instances share one class).
-_AWARE: dict[type, type] = {}
+#: The name suffixes and the mixin each asks for.
+SUFFIXES = {LINK_AWARE_SUFFIX: LinkAwarePlacement, LOAD_AWARE_SUFFIX: LoadAwareOffers}
+#: (base policy class, mixin) -> the subclass (made once, so instances share one class).
+_AWARE: dict[tuple[type, type], type] = {}
 
 
-def link_aware_class(cls: type) -> type:
-    """The subclass of policy class ``cls`` that places by :class:`LinkAwarePlacement`, named
-    ``<name>+links``."""
-    aware = _AWARE.get(cls)
+def aware_class(cls: type, mixin: type = LinkAwarePlacement) -> type:
+    """The subclass of policy class ``cls`` with ``mixin`` (:class:`LinkAwarePlacement`, named
+    ``<name>+links``, or :class:`LoadAwareOffers`, ``<name>+load``)."""
+    aware = _AWARE.get((cls, mixin))
     if aware is None:
-        aware = _AWARE[cls] = type(
-            f"{cls.__name__}LinkAware",
-            (LinkAwarePlacement, cls),
-            {"name": cls.name + LINK_AWARE_SUFFIX, "__module__": __name__, "_base": cls},
+        suffix = next(s for s, m in SUFFIXES.items() if m is mixin)
+        aware = _AWARE[cls, mixin] = type(
+            f"{cls.__name__}{mixin.__name__}",
+            (mixin, cls),
+            {"name": cls.name + suffix, "__module__": __name__, "_base": cls},
         )
     return aware
 
 
-def _rebuild(cls: type, state: dict) -> Policy:
-    """An instance of ``cls``'s link-aware subclass with ``state`` (how such a policy unpickles:
-    its class is made at run time, so pickle names the base class instead)."""
-    policy = link_aware_class(cls).__new__(link_aware_class(cls))
+def _rebuild(cls: type, mixin: type, state: dict) -> Policy:
+    """An instance of ``aware_class(cls, mixin)`` with ``state`` (how such a policy unpickles:
+    its class is made at run time, so pickle names the base class and the mixin instead)."""
+    policy = object.__new__(aware_class(cls, mixin))
     policy.__dict__.update(state)
     return policy
 
 
-def link_aware(policy: Policy) -> Policy:
-    """``policy`` placing its jobs by :class:`LinkAwarePlacement`: an instance of
-    :func:`link_aware_class` of its class with the same state (``policy`` itself if it
-    already is one)."""
-    if isinstance(policy, LinkAwarePlacement):
+def link_aware(policy: Policy, mixin: type = LinkAwarePlacement) -> Policy:
+    """``policy`` with ``mixin`` (link-aware placement by default): an instance of
+    :func:`aware_class` of its class with the same state (``policy`` itself if it already is
+    one). :class:`LoadAwareOffers` needs a Dally policy (its offers are Algorithm 1's)."""
+    if isinstance(policy, mixin):
         return policy
-    return _rebuild(type(policy), dict(policy.__dict__))
+    if isinstance(policy, LinkAwarePlacement):
+        raise ValueError(f"{policy.name!r} already places by the links")
+    if mixin is LoadAwareOffers and not hasattr(policy, "timers"):
+        raise ValueError(f"{LOAD_AWARE_SUFFIX} applies to Dally's policies (Algorithm 1's offers), not {policy.name!r}")
+    return _rebuild(type(policy), mixin, dict(policy.__dict__))
