@@ -49,6 +49,12 @@ def test_two_jobs_sharing_a_machine_link_worked_on_paper():
     assert h < a
     first = 1000 / h
     assert _ends(trace, spec, FAIR) == pytest.approx([first, first + 2000 / a], rel=1e-12)
+    # Every second held is run time, none of it restart overhead; communication is what is
+    # not compute (1 s per iteration).
+    jobs = simulate(trace, spec, policy="fifo", config=FAIR).jobs
+    assert jobs["overhead_s"].tolist() == [0.0, 0.0]
+    assert jobs["run_s"].tolist() == pytest.approx([first, first + 2000 / a], rel=1e-12)
+    assert jobs["comm_s"].tolist() == pytest.approx([first - 1000, first + 2000 / a - 3000], rel=1e-12)
     assert _ends(trace, spec, EngineConfig()) == pytest.approx([1000 / a, 3000 / a], rel=1e-12)
 
 
@@ -226,3 +232,19 @@ def test_update_shares_brings_a_pass_s_starts_up_to_date():
     h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
     assert engine.link_share[:2].tolist() == [0.5, 0.5]
     assert engine.speed[:2].tolist() == [h, h]
+
+
+@pytest.mark.parametrize("restart_s", [0.0, 600.0])
+def test_a_contended_run_keeps_its_time_accounting(restart_s):
+    # Changing a job's speed never counts as restart overhead: with none configured there is
+    # none; with some, each job has at most one overhead per placement it took after its first.
+    config = EngineConfig(contention="fair-share", oversubscription=4.0, restart_overhead_s=restart_s)
+    result = simulate("batch-500", ClusterSpec(2, 8, 8), policy="tiresias", config=config)
+    jobs = result.jobs
+    assert (jobs["comm_s"] >= -1e-6 * jobs["ideal_s"]).all()
+    if restart_s == 0.0:
+        assert (jobs["overhead_s"] == 0.0).all()
+    else:
+        assert (
+            jobs["overhead_s"] <= restart_s * (jobs["preemptions"] + jobs["migrations"] + jobs["upgrades"]) + 1e-6
+        ).all()

@@ -101,17 +101,20 @@ class SharedLinks:
         return speed
 
     def _resegment(self, j: int, speed: float) -> None:
-        """Job ``j`` runs at ``speed`` from ``now_s``: the iterations of its segment so far are
-        banked, and its finish time follows the new rate."""
+        """Job ``j`` runs at ``speed`` from ``now_s``: its segment keeps its start (the end of
+        any restart overhead, which the time accounting reads) and its iterations so far, and
+        goes on at the new rate; its finish time follows."""
         t = self.now_s
         start = self.seg_start_s.item(j)
-        if t > start:  # (before ``start`` it is still restoring its checkpoint: nothing done yet)
-            self.seg_done0[j] = self.seg_done0.item(j) + self.rate.item(j) * (t - start)
-            self.seg_start_s[j] = start = t
         rate = speed / self._iter_time_list[j]
+        if t > start:
+            done = self.seg_done0.item(j) + self.rate.item(j) * (t - start)
+            self.seg_done0[j] = done - rate * (t - start)  # (so that done(t') = done + rate (t' - t))
+            finish = t + (self._total_iterations_list[j] - done) / rate
+        else:  # still restoring its checkpoint: nothing done yet
+            finish = start + (self._total_iterations_list[j] - self.seg_done0.item(j)) / rate
         self.speed[j] = speed
         self.rate[j] = rate
-        finish = start + (self._total_iterations_list[j] - self.seg_done0.item(j)) / rate
         self.finish_s[j] = finish
         if self._finish_heap is not None:
             heapq.heappush(self._finish_heap, (finish, j))
