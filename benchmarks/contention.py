@@ -29,6 +29,9 @@ from dallygym.experiments.sweep import grid, make_backend, sweep
 from dallygym.sim.policies import POLICIES
 from dallygym.sim.trace import generate_trace
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import _md  # noqa: E402
+
 OUT = Path(__file__).resolve().parent / "results"
 RACKS = (2, 4, 8, 16)
 TRACES = ("batch-500", "poisson-411")
@@ -85,10 +88,6 @@ def cost(jobs_100k: int = 100_000) -> pd.DataFrame:
     return frame
 
 
-def _md(frame: pd.DataFrame, floatfmt: str = ".3f") -> str:
-    return frame.to_markdown(index=False, floatfmt=floatfmt)
-
-
 def directions_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per setting: of the paper's directions on every (trace, racks) cell, how many hold."""
     rows = []
@@ -106,10 +105,10 @@ def directions_table(frame: pd.DataFrame) -> pd.DataFrame:
 def change_table(frame: pd.DataFrame, policies=("dally", "tiresias", "gandiva", "dally-consolidated")) -> pd.DataFrame:
     """Each policy's metric under each oversubscription over its own run without contention
     (geometric mean over the trace x racks cells)."""
-    base = frame[frame["setting"] == "none"].set_index(["policy", "trace", "racks"])
+    base = frame[frame["setting"] == "none"].set_index(["policy", "trace", "racks"]).sort_index()
     rows = []
     for setting in [s for s in frame["setting"].unique() if s != "none"]:
-        part = frame[frame["setting"] == setting].set_index(["policy", "trace", "racks"])
+        part = frame[frame["setting"] == setting].set_index(["policy", "trace", "racks"]).sort_index()
         for policy in policies:
             ratio = {}
             for metric in ("makespan_s", "jct_mean_s", "comm_mean_s"):
@@ -159,7 +158,7 @@ def report(frame: pd.DataFrame, costs: pd.DataFrame) -> str:
         "",
         "Each metric over the same policy's without contention, geometric mean over the 8 trace x racks cells:",
         "",
-        _md(change_table(frame)),
+        _md(change_table(frame), ".3f"),
         "",
         "## The paper's directions under congestion",
         "",
