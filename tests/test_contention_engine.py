@@ -16,6 +16,20 @@ from dallygym.sim.policies import make_policy
 
 LATENCY = DallyPaperLatency()
 FAIR = EngineConfig(contention="fair-share")
+#: A 12-GPU VGG11 job on one machine and half of another: alone (A) and at half its rate (H).
+A = LATENCY.speed_factor("vgg11", ((8, 4),))
+H = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
+#: Two 12-GPU VGG11 jobs at 0 s, of 1,000 and 2,000 iterations.
+TWO_JOBS = pd.DataFrame(
+    {
+        "job_id": [1, 2],
+        "arrival_s": [0.0, 0.0],
+        "num_gpus": [12, 12],
+        "model": ["vgg11", "vgg11"],
+        "total_iterations": [1000, 2000],
+        "iter_time_s": [1.0, 1.0],
+    }
+)
 
 
 def _trace(*jobs: tuple[float, int, str, int]) -> pd.DataFrame:
@@ -150,12 +164,9 @@ def test_link_aware_placement_avoids_a_loaded_machine_link():
     # Job 2 (12 GPUs): the engine's best fit is rack 0 again (20 free < 32), machine 2 whole
     # and the other 4 GPUs of machine 1, whose link job 1 already uses: both run at half rate.
     # Placed by the links, job 2 goes to rack 1 (machines 4 and 5), and both run as alone.
-    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000))
     spec = ClusterSpec(2, 4, 8)
-    a = LATENCY.speed_factor("vgg11", ((8, 4),))
-    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
-    assert _ends(trace, spec, FAIR, "fifo") == pytest.approx([1000 / h, 1000 / h + 1000 / a], rel=1e-12)
-    assert _ends(trace, spec, FAIR, "fifo+links") == pytest.approx([1000 / a, 2000 / a], rel=1e-12)
+    assert _ends(TWO_JOBS, spec, FAIR, "fifo") == pytest.approx([1000 / H, 1000 / H + 1000 / A], rel=1e-12)
+    assert _ends(TWO_JOBS, spec, FAIR, "fifo+links") == pytest.approx([1000 / A, 2000 / A], rel=1e-12)
 
 
 @pytest.mark.parametrize("policy", ["dally", "tiresias", "gandiva"])
@@ -199,14 +210,12 @@ def test_load_aware_offers_wait_for_an_unloaded_rack():
     # (12 h, 24 h: a 12-GPU job's machine timer is 0, its rack timer 24 h). Job 2's only rack
     # placement crosses machine 1's link, which job 1 uses: plain Dally takes it (both at half
     # rate); with +load it waits, and starts alone when job 1 is done (at 1000 / a).
-    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000))
     spec = ClusterSpec(1, 3, 8)
-    a = LATENCY.speed_factor("vgg11", ((8, 4),))
-    h = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
-    assert _ends(trace, spec, FAIR, "dally-manual") == pytest.approx([1000 / h, 1000 / h + 1000 / a], rel=1e-12)
-    assert _ends(trace, spec, FAIR, "dally-manual+load") == pytest.approx([1000 / a, 3000 / a], rel=1e-12)
+    assert _ends(TWO_JOBS, spec, FAIR, "dally-manual") == pytest.approx([1000 / H, 1000 / H + 1000 / A], rel=1e-12)
+    assert _ends(TWO_JOBS, spec, FAIR, "dally-manual+load") == pytest.approx([1000 / A, 3000 / A], rel=1e-12)
     # Without contention +load is the policy itself.
-    assert _ends(trace, spec, EngineConfig(), "dally-manual+load") == _ends(trace, spec, EngineConfig(), "dally-manual")
+    plain = EngineConfig()
+    assert _ends(TWO_JOBS, spec, plain, "dally-manual+load") == _ends(TWO_JOBS, spec, plain, "dally-manual")
 
 
 def test_load_aware_offers_are_for_dally_policies_only():
@@ -248,3 +257,52 @@ def test_a_contended_run_keeps_its_time_accounting(restart_s):
         assert (
             jobs["overhead_s"] <= restart_s * (jobs["preemptions"] + jobs["migrations"] + jobs["upgrades"]) + 1e-6
         ).all()
+
+
+# --- the links' load in the environments -------------------------------------------------------
+
+
+def test_the_queue_observation_shows_each_link_s_load():
+    # One rack of four 8-GPU machines, three 12-GPU jobs at 0 s (36 GPUs asked of 32: the order
+    # matters). Links: machines 0-3, then the rack's uplink. At the first pick nothing runs; once
+    # job 1 runs on machine 0 and half of machine 1 it asks 200 GB/s of each of their 200 GB/s
+    # links: load 1, shown as min(load, 2) / 2 = 0.5.
+    import gymnasium as gym
+
+    trace = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000), (0.0, 12, "vgg11", 500))
+    env = gym.make(
+        "DallyQueue-v0",
+        racks=1,
+        machines_per_rack=4,
+        gpus_per_machine=8,
+        trace=trace,
+        offer_rule="fifo",
+        max_candidates=4,
+        contention="fair-share",
+        link_load=True,
+    )
+    obs, _ = env.reset(seed=0)
+    assert obs["links"].tolist() == [0.0] * 5
+    obs, _, terminated, _, _ = env.step(0)
+    assert not terminated
+    assert obs["links"].tolist() == [0.5, 0.5, 0.0, 0.0, 0.0]
+    assert env.unwrapped.engine.link_load().tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("env_id", ["DallySmall-v0", "DallyQueueSmall-v0"])
+def test_both_environments_pass_the_checker_with_the_links_load(env_id):
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make(env_id, contention="fair-share", oversubscription=2.0, link_load=True)
+    check_env(env.unwrapped, skip_render_check=True)
+    from dallygym.envs.offer_obs import OBS_DIM
+
+    links = 2 * 2 + 2  # the small ids: 2 racks of 2 machines, then the 2 racks' uplinks
+    space = env.observation_space
+    if env_id.startswith("DallyQueue"):
+        assert space["links"].shape == (links,)
+    else:
+        assert space.shape == (OBS_DIM + links,)
+    with pytest.raises(ValueError, match="link_load=True shows the links' load under a contention model"):
+        gym.make(env_id, link_load=True)

@@ -50,6 +50,7 @@ _SHARED_CHECKS = (
     "latency",
     "contention",
     "oversubscription",
+    "link_load",
 )
 
 #: Times are shown as log1p(t / lease) / log1p(LONG_LEASES): 0 at 0, 1 at 10,000 leases.
@@ -277,6 +278,7 @@ class EnvBase(gym.Env):
         "makespan_reference",
         "contention",
         "oversubscription",
+        "link_load",
     )
 
     def __init__(
@@ -300,6 +302,7 @@ class EnvBase(gym.Env):
         makespan_reference: str | None,
         contention: str,
         oversubscription: float,
+        link_load: bool,
     ) -> None:
         self.spec_cluster = ClusterSpec(racks, machines_per_rack, gpus_per_machine)
         from ..sim.profiles import make_profile_policy, profile_renewal
@@ -393,9 +396,16 @@ class EnvBase(gym.Env):
         latency,
         contention,
         oversubscription,
+        link_load,
     ) -> None:
         """The options both environments take, those not checked where they are used."""
         Contention(contention, oversubscription)
+        if not isinstance(link_load, bool):
+            raise TypeError(f"link_load must be True or False, got {type(link_load).__name__} {link_load!r}")
+        if link_load and contention == "none":
+            raise ValueError(
+                "link_load=True shows the links' load under a contention model; contention='none' has none"
+            )
         if sensitivity not in SENSITIVITY_MODES:
             raise ValueError(f"unknown sensitivity {sensitivity!r}; choose one of {', '.join(SENSITIVITY_MODES)}")
         if render_mode is not None and render_mode not in cls.metadata["render_modes"]:

@@ -192,7 +192,7 @@ class DallyEnv(EnvBase):
     trace="batch-500", priority="dally", latency="dally-paper", lease_s=3600.0,
     restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", reward_scale_s=None,
     makespan_penalty=3.0, sensitivity="hidden", strict=False, render_mode=None, profile=None,
-    makespan_reference=None)``
+    makespan_reference=None, contention="none", oversubscription=1.0, link_load=False)``
 
     * ``trace``: a shipped trace name or CSV path; a DataFrame; a generator name prefixed with
       ``"gen:"`` (e.g. ``"gen:batch-500"``), or any callable ``rng -> DataFrame``, to draw a
@@ -205,6 +205,13 @@ class DallyEnv(EnvBase):
       ``"dally"`` (Nw_sens, and the auto-tuner whose timers are observed). Its native run is
       the ``"relative-jct"`` reward's reference.
     * ``reward``, ``reward_scale_s``, ``makespan_penalty``, ``makespan_reference``: see Rewards.
+    * ``contention``, ``oversubscription``: jobs sharing machine links and rack uplinks
+      (:mod:`dallygym.sim.contention`; ``"none"`` by default), as ``dallygym simulate
+      --contention``. ``link_load=True`` (needs a contention model) appends to the observation
+      each shared link's load: what the running jobs ask of it over its capacity, shown as
+      min(load, 2) / 2 (0.5: asked exactly its capacity), machine links first, then the racks'
+      uplinks; the observation then has ``32 + machines + racks`` features, so its size follows
+      the cluster.
     * The rest as in ``dallygym simulate``.
 
     The baseline to beat is the constant policy "always wait" (action 0): it equals
@@ -221,7 +228,8 @@ class DallyEnv(EnvBase):
     * v0: initial version. Before the engine's lease-renewal offers (SPEC §4) it had 31
       features and running jobs never got offers; agents saved then need retraining. The
       default reward was ``"jct"`` before ``"relative-jct"`` was added; ``reward="jct"``
-      gives it back unchanged.
+      gives it back unchanged. ``contention``, ``oversubscription`` and ``link_load`` (defaults:
+      no contention, the observation unchanged) added with the contention model.
     """
 
     def __init__(
@@ -245,13 +253,14 @@ class DallyEnv(EnvBase):
         makespan_reference: str | None = None,
         contention: str = "none",
         oversubscription: float = 1.0,
+        link_load: bool = False,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.check_options(**self._init_kwargs)
         super().__init__(**{name: value for name, value in self._init_kwargs.items() if name in EnvBase.OPTIONS})
         self.reward_kind = reward
         self.action_space = spaces.Discrete(4)
-        self._observer = OfferObservation(self.spec_cluster, sensitivity)
+        self._observer = OfferObservation(self.spec_cluster, sensitivity, link_load)
         self.observation_space = self._observer.space
 
     @classmethod

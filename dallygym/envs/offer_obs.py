@@ -63,6 +63,12 @@ _OFFERED = {
 _OFFERED_BITS = {tiers: sum(1 << int(t) for t in tiers) for tiers in _OFFERED}
 
 
+def load_shown(load: np.ndarray) -> np.ndarray:
+    """Links' loads (:meth:`dallygym.sim.engine.Engine.link_load`) as observed: min(load, 2) / 2,
+    so 0.5 is a link asked exactly its capacity."""
+    return np.minimum(load, 2.0) / 2.0
+
+
 class OfferObservation:
     """Writes the observation of an offer into one float32 buffer, :attr:`obs` (the
     environment hands out copies): in one compiled call
@@ -73,12 +79,15 @@ class OfferObservation:
     kernel reads (views of the engine's), is remade for a copy by :meth:`views`.
     """
 
-    def __init__(self, spec: ClusterSpec, sensitivity: str) -> None:
+    def __init__(self, spec: ClusterSpec, sensitivity: str, link_load: bool = False) -> None:
         self.spec_cluster = spec
         self.sensitivity = sensitivity
+        #: Whether the observation ends with each shared link's load (``link_load``).
+        self.link_load = link_load
+        size = OBS_DIM + (spec.num_machines + spec.racks if link_load else 0)
         #: The observation space.
-        self.space = spaces.Box(0.0, 1.0, shape=(OBS_DIM,), dtype=np.float32)
-        self.obs = np.zeros(OBS_DIM, dtype=np.float32)
+        self.space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
+        self.obs = np.zeros(size, dtype=np.float32)
         self.engine: Engine | None = None
         #: Features 0-3 of each job of the engine's trace (n x 4).
         self.job_static: np.ndarray | None = None
@@ -153,6 +162,8 @@ class OfferObservation:
         """Write the observation of ``offer`` into :attr:`obs`: in one compiled call
         (:func:`dallygym.sim.kernels.offer_observation`), or with the kernels off by
         :meth:`observe_reference`, the readable definition it matches bit for bit."""
+        if self.link_load:
+            self.obs[OBS_DIM:] = load_shown(self.engine.link_load())
         head = self.head  # (None with the kernels off)
         if head is None:
             self.observe_reference(offer)
@@ -202,7 +213,7 @@ class OfferObservation:
         elapsed = now - e.first_arrival_s
         free_m, free_r = c.free_per_machine, c.free_per_rack
         current = offer.current_tier
-        self.obs[:] = (
+        self.obs[:OBS_DIM] = (
             *self.job_static[j].tolist(),
             shown(starv),
             nw if nw < 1.0 else 1.0,

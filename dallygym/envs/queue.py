@@ -364,7 +364,8 @@ class DallyQueueEnv(EnvBase):
     restart_overhead_s=0.0, renewal="upgrade", reward="relative-jct", makespan_weight=1.0,
     reward_scale_s=None, makespan_penalty=3.0, max_candidates=512, sensitivity="hidden",
     lease_picks="waiting", makespan_credit="bound", guard_leases=None, guard_waiting=False,
-    strict=False, render_mode=None, profile=None, makespan_reference=None, limit_features=False)``
+    strict=False, render_mode=None, profile=None, makespan_reference=None, limit_features=False,
+    contention="none", oversubscription=1.0, link_load=False)``
 
     * ``trace``: as for ``Dally-v0``; the registered ids draw a fresh seeded trace at each
       reset (``"gen:batch-500"``, ``"gen:small"``), so ``reset(seed=s)`` differs with ``s``
@@ -385,6 +386,8 @@ class DallyQueueEnv(EnvBase):
       ``guard_leases``), see Description.
     * ``limit_features``: False, or True to show the makespan limit (``"relative-jct"`` only),
       see Observation Space.
+    * ``contention``, ``oversubscription``, ``link_load``: jobs sharing links, as for ``Dally-v0``;
+      ``link_load=True`` adds the observation key ``links`` (the shipped networks ignore it).
 
     ## Version History
 
@@ -396,7 +399,8 @@ class DallyQueueEnv(EnvBase):
       False) with the fully guarded ones. The default reward was ``"jct-makespan"`` before
       ``"relative-jct"`` was added; ``reward="jct-makespan"`` gives it back unchanged.
       ``limit_features`` (default False: the observation is unchanged) added with the agents
-      that see the makespan limit.
+      that see the makespan limit; ``contention``, ``oversubscription``, ``link_load`` (off) with
+      the contention model.
     """
 
     def __init__(
@@ -427,6 +431,7 @@ class DallyQueueEnv(EnvBase):
         limit_features: bool = False,
         contention: str = "none",
         oversubscription: float = 1.0,
+        link_load: bool = False,
     ) -> None:
         self._init_kwargs = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.check_options(**self._init_kwargs)
@@ -446,7 +451,7 @@ class DallyQueueEnv(EnvBase):
         #: The pick open to the agent, None before the first and after the last.
         self.pick: Pick | None = None
         self._mask = np.zeros(max_candidates + 1, dtype=bool)  # the valid actions at the open pick
-        self._observer = QueueObservation(self.spec_cluster, max_candidates, sensitivity, limit_features)
+        self._observer = QueueObservation(self.spec_cluster, max_candidates, sensitivity, limit_features, link_load)
         self.action_space = spaces.Discrete(max_candidates + 1)
         self.observation_space = self._observer.space
 

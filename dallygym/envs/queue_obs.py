@@ -16,6 +16,7 @@ from ..sim.cluster import ClusterSpec, Tier
 from ..sim.engine import RUNNING, Engine, Pick
 from ..sim.policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
 from .base import _LOG_1000, _LOG_LONG
+from .offer_obs import load_shown
 
 
 def _leases_shown(leases: np.ndarray) -> np.ndarray:
@@ -95,21 +96,25 @@ class QueueObservation:
     describe) and copies with the environment.
     """
 
-    def __init__(self, spec: ClusterSpec, max_candidates: int, sensitivity: str, limit_features: bool) -> None:
+    def __init__(
+        self, spec: ClusterSpec, max_candidates: int, sensitivity: str, limit_features: bool, link_load: bool = False
+    ) -> None:
         self.spec_cluster = spec
         self.max_candidates = max_candidates
         self.sensitivity = sensitivity
         self.limit_features = limit_features
+        self.link_load = link_load
         job_dim, cluster_dim = observation_dims(limit_features)
         #: The observation space: ``jobs`` (a row per slot), ``job_mask`` (1 where a slot holds a
-        #: candidate) and ``cluster``.
-        self.space = spaces.Dict(
-            {
-                "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, job_dim), dtype=np.float32),
-                "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
-                "cluster": spaces.Box(0.0, 1.0, shape=(cluster_dim,), dtype=np.float32),
-            }
-        )
+        #: candidate) and ``cluster``; with ``link_load``, ``links`` too (each shared link's load).
+        boxes = {
+            "jobs": spaces.Box(0.0, 1.0, shape=(max_candidates, job_dim), dtype=np.float32),
+            "job_mask": spaces.Box(0.0, 1.0, shape=(max_candidates,), dtype=np.float32),
+            "cluster": spaces.Box(0.0, 1.0, shape=(cluster_dim,), dtype=np.float32),
+        }
+        if link_load:
+            boxes["links"] = spaces.Box(0.0, 1.0, shape=(spec.num_machines + spec.racks,), dtype=np.float32)
+        self.space = spaces.Dict(boxes)
         self.engine: Engine | None = None
         self._num_gpus = float(spec.num_gpus)
         self._log_cluster = math.log2(1 + spec.num_gpus)
@@ -220,6 +225,8 @@ class QueueObservation:
         if self.limit_features:
             jobs, cluster = self._with_limit(c, jobs, cluster, elapsed, shown_before)
         self.obs = {"jobs": jobs, "job_mask": mask, "cluster": cluster}
+        if self.link_load:
+            self.obs["links"] = load_shown(e.link_load()).astype(np.float32)
         return k
 
     def _with_limit(

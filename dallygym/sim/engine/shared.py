@@ -64,6 +64,18 @@ class SharedLinks:
             self._links_changed = True
         self.link_share[j] = 1.0
 
+    def link_load(self) -> np.ndarray | None:
+        """What the running jobs ask of each shared link (their rates alone, summed) over its
+        capacity: machine ``m``'s link at ``m``, rack ``r``'s uplink at ``num_machines + r``
+        (above 1: the link is shared out). None without a contention model."""
+        links = self._links
+        if links is None:
+            return None
+        asked = np.zeros(links.capacity.size)
+        for used, rates in self._on_links.values():
+            np.add.at(asked, used, rates)
+        return asked / links.capacity
+
     def update_shares(self) -> None:
         """Bring every running job's ``link_share`` and ``speed`` up to date with the placements
         made since the last event (the engine does it itself before time moves on)."""
