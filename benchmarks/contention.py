@@ -36,6 +36,8 @@ OUT = Path(__file__).resolve().parent / "results"
 RACKS = (2, 4, 8, 16)
 TRACES = ("batch-500", "poisson-411")
 OVERSUBSCRIPTION = (1.0, 2.0, 4.0)
+#: The two readings of "while a job communicates" (docs/latency.md).
+MODES = ("fair-share", "interleaved")
 AWARE = ("dally+links", "dally+load", "tiresias+links")
 #: The paper's directions checked under congestion: (metric, Dally's rival).
 DIRECTIONS = [(m, rival) for m in ("makespan_s", "jct_mean_s", "comm_mean_s") for rival in ("tiresias", "gandiva")]
@@ -44,9 +46,9 @@ COST_POLICIES = ("dally", "tiresias", "gandiva")
 
 def run(workers: int, out: Path, staging: Path) -> pd.DataFrame:
     policies = [*POLICIES, *AWARE]
-    cells = grid(policies, TRACES, RACKS) + grid(
-        policies, TRACES, RACKS, contention="fair-share", oversubscription=OVERSUBSCRIPTION
-    )
+    cells = grid(policies, TRACES, RACKS)
+    for mode in MODES:
+        cells += grid(policies, TRACES, RACKS, contention=mode, oversubscription=OVERSUBSCRIPTION)
     with make_backend("local", workers) as backend:
         sweep(cells, staging, backend, progress=True)
     frame = pd.read_csv(staging / "results.csv")
@@ -55,7 +57,7 @@ def run(workers: int, out: Path, staging: Path) -> pd.DataFrame:
 
 
 def _setting(row) -> str:
-    return "none" if row["contention"] == "none" else f"{row['oversubscription']:g}:1"
+    return "none" if row["contention"] == "none" else f"{row['contention']} {row['oversubscription']:g}:1"
 
 
 def _best_of(trace, spec: ClusterSpec, policy: str, config: EngineConfig | None, repeats: int) -> float:
@@ -143,15 +145,16 @@ def report(frame: pd.DataFrame, costs: pd.DataFrame) -> str:
     frame = frame.copy()
     frame["setting"] = frame.apply(_setting, axis=1)
     aware = aware_table(frame)
-    at4 = aware[aware["setting"] == "4:1"]
+    at4 = aware[aware["setting"].str.endswith(" 4:1")]
     lines = [
         "# Contention between jobs: the paper's grid under oversubscription",
         "",
         f"Produced by `python benchmarks/contention.py` (dallygym {dallygym.__version__}, Python "
         f"{platform.python_version()}, {platform.machine()}). Every shipped policy and "
         f"{', '.join(f'`{a}`' for a in AWARE)} on {', '.join(TRACES)} at {', '.join(map(str, RACKS))} racks of "
-        "8 x 8 GPUs (lease 1 h, latency dally-paper), without contention (`none`) and under "
-        "`--contention fair-share` at oversubscription 1, 2 and 4 (a rack uplink carries 1,600, 800 "
+        "8 x 8 GPUs (lease 1 h, latency dally-paper), without contention (`none`) and under each "
+        "reading, `--contention fair-share` (jobs on a link send at once) and `interleaved` (on "
+        "their average demands), at oversubscription 1, 2 and 4 (a rack uplink carries 1,600, 800 "
         'and 400 GB/s; docs/latency.md, "Contention between jobs"). Every run: `contention.csv`.',
         "",
         "## How the policies move",
@@ -180,20 +183,23 @@ def report(frame: pd.DataFrame, costs: pd.DataFrame) -> str:
         ),
         "",
         *[
-            f"At 4:1, `{name}` has lower mean communication latency than `dally` on "
-            f"{int((at4[at4['policy'] == name]['comm / oblivious'] < 1).sum())} of 8 cells and a makespan "
-            f"no longer on {int((at4[at4['policy'] == name]['makespan / oblivious'] <= 1).sum())} of 8."
+            f"At {mode} 4:1, `{name}` has lower mean communication latency than `dally` on "
+            f"{int((cells['comm / oblivious'] < 1).sum())} of 8 cells and a makespan no longer on "
+            f"{int((cells['makespan / oblivious'] <= 1).sum())} of 8."
+            for mode in MODES
             for name in ("dally+links", "dally+load")
+            for cells in [at4[(at4["policy"] == name) & (at4["setting"] == f"{mode} 4:1")]]
         ],
         "",
         "Per cell:",
         "",
-        _md(at4.drop(columns="setting")),
+        _md(at4),
         "",
         "## Cost",
         "",
         "Wall time of one in-process `simulate` (the least of 3 runs for batch-500; one run for the "
-        "large trace), without contention and under fair-share at 4:1:",
+        "large trace), without contention and under fair-share at 4:1 (interleaved differs only "
+        "in the demands):",
         "",
         _md(costs, floatfmt=".2f"),
         "",

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from dallygym import ClusterSpec, simulate
+from dallygym.sim.cluster import Tier
 from dallygym.sim.engine import Engine, EngineConfig, EngineError, run_policy
 from dallygym.sim.latency import DallyPaperLatency, LatencyModel
 from dallygym.sim.metrics import collect
-from dallygym.sim.policies import make_policy
+from dallygym.sim.policies import Policy, make_policy
 
 LATENCY = DallyPaperLatency()
 FAIR = EngineConfig(contention="fair-share")
@@ -306,3 +307,48 @@ def test_both_environments_pass_the_checker_with_the_links_load(env_id):
         assert space.shape == (OBS_DIM + links,)
     with pytest.raises(ValueError, match="link_load=True shows the links' load under a contention model"):
         gym.make(env_id, link_load=True)
+
+
+# --- the "interleaved" reading ------------------------------------------------------------------
+
+
+class _AcrossRacks(Policy):
+    """Places job ``k`` on 4 GPUs of machine ``k`` in rack 0 and 4 of machine ``k`` in rack 1
+    (2 racks of 2 machines), always at network tier."""
+
+    name = "across-racks"
+
+    def decide(self, offer, view):
+        return Tier.NETWORK if Tier.NETWORK in offer.tiers else None
+
+    def place(self, view, job, tier):
+        k = int(view.job_id[job]) - 1
+        return np.concatenate([np.arange(4) + 8 * k, np.arange(4) + 8 * (2 + k)])
+
+
+@pytest.mark.parametrize(("mode", "x"), [("fair-share", 2.0), ("interleaved", 2.0), ("interleaved", 1.0)])
+def test_two_jobs_on_a_two_to_one_uplink_under_each_reading(mode, x):
+    # Each job asks 200 GB/s of both uplinks while it sends; each uplink carries 2 x 200 / X.
+    # fair-share: both send at once, 400 asked of 200: share 1/2. interleaved: each asks 200 x d
+    # on average (d: the share of its iteration spent sending): share 200 / (2 x 200 d) = 1 / (2 d)
+    # if below 1; at 1:1 (400 GB/s) both fit whole.
+    trace = _trace((0.0, 8, "vgg11", 1000), (0.0, 8, "vgg11", 1000))
+    spec = ClusterSpec(2, 2, 8)
+    config = EngineConfig(contention=mode, oversubscription=x)
+    d = LATENCY.link_duty("vgg11", ((4,), (4,)))
+    share = {"fair-share": 0.5, "interleaved": min(1.0, 2 * 200 / x / (2 * 200 * d))}[mode]
+    speed = LATENCY.shared_speed_factor("vgg11", ((4,), (4,)), share)
+    ends = simulate(trace, spec, policy=_AcrossRacks(), config=config).jobs["end_s"].tolist()
+    assert ends == pytest.approx([1000 / speed] * 2, rel=1e-12)
+    assert (0.5 < d < 1) and (share < 1) == (x == 2.0)
+
+
+def test_link_duty_is_the_share_of_an_iteration_spent_sending():
+    # 2 racks x 1 machine: 1 / 200 GB/s per byte of gradient; VGG11 sends its fp32 gradients
+    # (bytes scale 1) during an iteration of compute / s.
+    from dallygym.sim.models import shipped_profile
+
+    grad_bytes = float(shipped_profile("vgg11").grad_bytes[shipped_profile("vgg11").weight_layers].sum())
+    iteration_s = 3.63e-3 / LATENCY.speed_factor("vgg11", ((4,), (4,)))
+    assert LATENCY.link_duty("vgg11", ((4,), (4,))) == pytest.approx(grad_bytes / 200e9 / iteration_s, rel=1e-12)
+    assert LATENCY.link_duty("vgg11", ((8,),)) == 0.0

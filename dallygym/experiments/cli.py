@@ -78,8 +78,10 @@ def _contention_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         "--contention",
         choices=CONTENTION_MODES,
         default="none",
-        help="jobs sharing links: none (each placement priced alone; default) or fair-share (jobs "
-        "crossing the same machine link or rack uplink get max-min fair shares of it)",
+        help="jobs sharing links: none (each placement priced alone; default), fair-share (jobs "
+        "crossing the same machine link or rack uplink get max-min fair shares of it, all "
+        "communicating at once) or interleaved (the same on their average demands: communication "
+        "phases interleave)",
     )
     p.add_argument(
         "--oversubscription",
@@ -87,7 +89,7 @@ def _contention_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         nargs="+" if many else None,
         default=[1.0] if many else 1.0,
         metavar="X",
-        help="rack uplinks carry their machines' link bandwidth / X under --contention fair-share (default 1)"
+        help="rack uplinks carry their machines' link bandwidth / X under a contention model (default 1)"
         + ("; several values: one cell each" if many else ""),
     )
 

@@ -30,6 +30,13 @@ has a full link on which no job has more; the smallest share never rises when a 
 a capacity falls (``X`` grows), and on one shared link no share does. A single job's share can
 rise when another job is added elsewhere: max-min fairness gives it what a slowed competitor no
 longer takes. ``"none"`` (the default) is the simulator without contention.
+
+Model ``"interleaved"``, the other reading of "while the job communicates": the jobs' communication
+phases interleave as well as they can, so a job asks each link, on average, its alone rate times
+its **duty**, the share of its iteration (alone) that it spends sending bytes
+(:meth:`~dallygym.sim.latency.DallyPaperLatency.link_duty`); the same progressive filling shares
+the links out on those average demands. Jobs whose duties add up to no more than a link's
+capacity do not slow each other; ``"fair-share"`` is the worst case of the two.
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ import numpy as np
 
 from .cluster import ClusterSpec
 
-#: The contention models: ``"none"`` (each placement priced alone) and ``"fair-share"``.
-CONTENTION_MODES = ("none", "fair-share")
+#: The contention models: ``"none"`` (each placement priced alone), ``"fair-share"`` (jobs on a
+#: link communicate at once: each asks its alone rate) and ``"interleaved"`` (their communication
+#: phases interleave: each asks its alone rate times the share of its iteration it spends sending).
+CONTENTION_MODES = ("none", "fair-share", "interleaved")
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,10 @@ class LatencyModel(abc.ABC):
         """Speed factor when the job's links between machines give it ``share`` of its alone rate."""
         raise NotImplementedError(f"{type(self).__name__} does not model the links between machines")
 
+    def link_duty(self, model: str, shape: Shape) -> float:
+        """The share of an iteration (alone) that a job spends sending bytes between machines."""
+        raise NotImplementedError(f"{type(self).__name__} does not model the links between machines")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -568,6 +572,21 @@ class DallyPaperLatency(LatencyModel):
         per_byte_s = max(per_byte_s, cross_s / share)
         exposed_s = _exposed_s(sched, latency_s, per_byte_s * bytes_scale) + overhead_s
         return compute_ms / (compute_ms + exposed_s * 1e3)
+
+    def link_duty(self, model: str, shape: Shape) -> float:
+        """The share of one iteration, run alone on ``shape``, during which ``model``'s all-reduces
+        send bytes between machines: the bandwidth time of all its all-reduces (cross-machine
+        seconds per byte x calibrated gradient bytes) over the iteration's time (compute /
+        speed factor), at most 1; 0 on one machine. What ``"interleaved"`` contention takes a
+        job to ask of its links on average (:mod:`dallygym.sim.contention`)."""
+        shape = _checked_shape(shape)
+        cross_s = cross_link_traffic(shape, *self.links[1:])[0]
+        if cross_s == 0.0:
+            return 0.0
+        sched = self._schedule_of(model)
+        sending_s = cross_s * self.calibration(model).bytes_scale * float(sched.grad_bytes.sum())
+        iteration_s = sched.compute_s / self.speed_factor(model, shape)
+        return min(1.0, sending_s / iteration_s)
 
     def _parts_of(self, model: str, shape: Shape):
         """What :meth:`shared_speed_factor` needs of ``(model, shape)`` whatever the share (True

@@ -66,8 +66,8 @@ class EngineConfig:
               its own GPUs free for it. Accepting its current tier gives it back the same GPUs
               at no cost; another tier moves it (restart overhead); waiting leaves it waiting
               (a preemption), so delay timers apply again.
-        contention: ``"none"`` (default: each placement is priced alone) or ``"fair-share"``:
-            jobs crossing the same machine link or rack uplink share it
+        contention: ``"none"`` (default: each placement is priced alone), ``"fair-share"`` or
+            ``"interleaved"``: jobs crossing the same machine link or rack uplink share it
             (:mod:`dallygym.sim.contention`); the run then goes without the compiled event loop.
         oversubscription: ``X`` > 0, the rack uplinks' oversubscription under a contention
             model: an uplink carries its rack's machines' link bandwidth / ``X`` (default 1).

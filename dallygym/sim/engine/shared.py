@@ -35,10 +35,12 @@ class SharedLinks:
         if not contention.on:
             return
         latency = self.latency
-        if type(latency).shared_speed_factor is LatencyModel.shared_speed_factor:
+        if type(latency).shared_speed_factor is LatencyModel.shared_speed_factor or (
+            contention.mode == "interleaved" and type(latency).link_duty is LatencyModel.link_duty
+        ):
             raise EngineError(
                 f"contention {contention.mode!r} needs a latency model that prices shared links "
-                f"(link_rates and shared_speed_factor); {latency!r} has none"
+                f"(link_rates, shared_speed_factor, and link_duty for 'interleaved'); {latency!r} has none"
             )
         self._links = Links(self.spec, latency.machine_link_bytes_per_s(), contention)
         #: The links each running job that crosses machines uses, and its alone rate on each.
@@ -51,12 +53,21 @@ class SharedLinks:
         machine_links, uplinks = self._links.of(gpus)
         if not machine_links.size:
             return
-        machine_rate, uplink_rate = self.latency.link_rates(shape)
+        machine_rate, uplink_rate = self.asked_rates(self.model[j], shape)
         self._on_links[j] = (
             np.concatenate([machine_links, uplinks]),
             np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]),
         )
         self._links_changed = True
+
+    def asked_rates(self, model: str, shape) -> tuple[float, float]:
+        """What a job of ``model`` on ``shape`` asks of each of its machine links and rack uplinks
+        under the contention model: its alone rates, times its duty under ``"interleaved"``."""
+        machine_rate, uplink_rate = self.latency.link_rates(shape)
+        if self._links.contention.mode == "interleaved":
+            duty = self.latency.link_duty(model, shape)
+            return machine_rate * duty, uplink_rate * duty
+        return machine_rate, uplink_rate
 
     def _leave_links(self, j: int) -> None:
         """Job ``j``'s placement ended: its links are free of it."""

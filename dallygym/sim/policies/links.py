@@ -132,7 +132,7 @@ def expected_speed(view, job: int, gpus: np.ndarray) -> float:
     machine_links, uplinks = view._links.of(gpus)
     if not machine_links.size:
         return view.latency.speed_factor(view.model[job], shape)
-    machine_rate, uplink_rate = view.latency.link_rates(shape)
+    machine_rate, uplink_rate = view.asked_rates(view.model[job], shape)
     users = [u for j, u in view._on_links.items() if j != job]
     mine = (
         np.concatenate([machine_links, uplinks]),
