@@ -39,19 +39,6 @@ RELATIVE_JCT = "relative-jct"
 #: ordinary policies stay within about +-100 (a makespan 30 % over costs 90).
 MAKESPAN_PENALTY = 3.0
 SENSITIVITY_MODES = ("hidden", "observed", "oracle")
-#: The options :meth:`EnvBase._check_shared_options` checks.
-_SHARED_CHECKS = (
-    "sensitivity",
-    "render_mode",
-    "reward_scale_s",
-    "makespan_penalty",
-    "strict",
-    "makespan_reference",
-    "latency",
-    "contention",
-    "oversubscription",
-    "link_load",
-)
 
 #: Times are shown as log1p(t / lease) / log1p(LONG_LEASES): 0 at 0, 1 at 10,000 leases.
 LONG_LEASES = 10_000.0
@@ -374,7 +361,8 @@ class EnvBase(gym.Env):
                 f"{cls.__name__} has no option {', '.join(map(repr, unknown))}; its options are {', '.join(defaults)}"
             )
         merged = {**defaults, **options}
-        cls._check_shared_options(**{name: merged[name] for name in _SHARED_CHECKS})
+        shared = inspect.signature(cls._check_shared_options).parameters
+        cls._check_shared_options(**{name: merged[name] for name in shared})
         ClusterSpec(merged["racks"], merged["machines_per_rack"], merged["gpus_per_machine"])
         cls._check_own_options(merged)
         return merged

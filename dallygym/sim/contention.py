@@ -105,6 +105,24 @@ class Links:
         uplinks = racks + self.spec.num_machines if racks.size > 1 else np.empty(0, dtype=np.int64)
         return machines, uplinks
 
+    def asked(self, gpus: np.ndarray, machine_rate: float, uplink_rate: float) -> tuple[np.ndarray, np.ndarray]:
+        """A job on ``gpus`` asking ``machine_rate`` of each of its machine links and
+        ``uplink_rate`` of each of its rack uplinks: ``(links, rates)``, as :func:`fair_shares`
+        takes them (both empty on one machine)."""
+        machine_links, uplinks = self.of(gpus)
+        return (
+            np.concatenate([machine_links, uplinks]),
+            np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]),
+        )
+
+    def use(self, users, shares=None) -> np.ndarray:
+        """Bytes per second each link is asked by ``users`` (``(links, rates)`` pairs), each
+        scaled by its entry of ``shares`` if given."""
+        total = np.zeros(self.capacity.size)
+        for k, (links, rates) in enumerate(users):
+            np.add.at(total, links, rates if shares is None else rates * shares[k])
+        return total
+
 
 def fair_shares(links: list[np.ndarray], rates: list[np.ndarray], capacity: np.ndarray) -> np.ndarray:
     """Max-min fair shares by progressive filling.
@@ -154,10 +172,9 @@ def shared_speeds(latency, links: Links, jobs: list[tuple[str, np.ndarray]]) -> 
     used, rates, shapes = [], [], []
     for _, gpus in jobs:
         shape = spec.shape_of(np.asarray(gpus, dtype=np.int64))
-        machine_links, uplinks = links.of(gpus)
-        machine_rate, uplink_rate = latency.link_rates(shape)
-        used.append(np.concatenate([machine_links, uplinks]))
-        rates.append(np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]))
+        job_links, job_rates = links.asked(gpus, *latency.link_rates(shape))
+        used.append(job_links)
+        rates.append(job_rates)
         shapes.append(shape)
     shares = fair_shares(used, rates, links.capacity)
     speeds = np.array(

@@ -50,14 +50,10 @@ class SharedLinks:
 
     def _join_links(self, j: int, gpus: np.ndarray, shape) -> None:
         """Job ``j`` started on ``gpus`` (of ``shape``): the links it crosses, if any."""
-        machine_links, uplinks = self._links.of(gpus)
-        if not machine_links.size:
+        used = self._links.asked(gpus, *self.asked_rates(self.model[j], shape))
+        if not used[0].size:
             return
-        machine_rate, uplink_rate = self.asked_rates(self.model[j], shape)
-        self._on_links[j] = (
-            np.concatenate([machine_links, uplinks]),
-            np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]),
-        )
+        self._on_links[j] = used
         self._links_changed = True
 
     def asked_rates(self, model: str, shape) -> tuple[float, float]:
@@ -82,10 +78,7 @@ class SharedLinks:
         links = self._links
         if links is None:
             return None
-        asked = np.zeros(links.capacity.size)
-        for used, rates in self._on_links.values():
-            np.add.at(asked, used, rates)
-        return asked / links.capacity
+        return links.use(self._on_links.values()) / links.capacity
 
     def update_shares(self) -> None:
         """Bring every running job's ``link_share`` and ``speed`` up to date with the placements

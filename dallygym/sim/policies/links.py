@@ -40,6 +40,9 @@ class LinkAwarePlacement:
         chosen = super().place(view, job, tier)
         if chosen is not None:  # the policy has its own placement: it stands
             return chosen
+        plan = self.__dict__.pop("_link_plan", None)  # (LoadAwareOffers found it when it accepted)
+        if plan is not None and plan[:3] == (job, view.now_s, tier):
+            return plan[3]
         candidates = link_candidates(view, int(view.num_gpus[job]), tier)
         if len(candidates) < 2:
             return None
@@ -60,26 +63,30 @@ class LoadAwareOffers(LinkAwarePlacement):
     Dally answers them."""
 
     def decide(self, offer, view):
+        self.__dict__.pop("_link_plan", None)
         if getattr(view, "_links", None) is None or offer.renewal == "upgrade" or Tier.MACHINE in offer.tiers:
             return super().decide(offer, view)
         expected = {tier: _best_expected(view, offer.job, tier) for tier in offer.tiers}
         free = tuple(tier for tier in offer.tiers if expected[tier][0] >= expected[tier][1])
         answer = super().decide(_with_tiers(offer, free), view) if free else None
-        if answer is not None:
-            return answer
-        _, t_rack = self.timers(offer.num_gpus, offer.now_s)
-        if offer.starvation_s < t_rack:
-            return None
-        return max(offer.tiers, key=lambda tier: (expected[tier][0], -int(tier)))
+        if answer is None:
+            _, t_rack = self.timers(offer.num_gpus, offer.now_s)
+            if offer.starvation_s < t_rack:
+                return None
+            answer = max(offer.tiers, key=lambda tier: (expected[tier][0], -int(tier)))
+        # The placement found here is the one place() would find again: the job starts now.
+        self._link_plan = (offer.job, offer.now_s, answer, expected[answer][2])
+        return answer
 
 
-def _best_expected(view, job: int, tier: Tier) -> tuple[float, float]:
-    """``(expected speed under the load, speed alone)`` of ``job`` at its best candidate of ``tier``."""
+def _best_expected(view, job: int, tier: Tier) -> tuple[float, float, np.ndarray]:
+    """``(expected speed under the load, speed alone, GPUs)`` of ``job`` at its best candidate
+    of ``tier`` (the first of ties, as :meth:`LinkAwarePlacement.place` takes it)."""
     best = None
     for gpus in link_candidates(view, int(view.num_gpus[job]), tier):
         speed = expected_speed(view, job, gpus)
         if best is None or speed > best[0]:
-            best = (speed, view.latency.speed_factor(view.model[job], view.spec.shape_of(gpus)))
+            best = (speed, view.latency.speed_factor(view.model[job], view.spec.shape_of(gpus)), gpus)
     return best
 
 
@@ -108,7 +115,9 @@ def link_candidates(view, num_gpus: int, tier: Tier) -> list[np.ndarray]:
                 candidates.append(gpus)
     elif tier == Tier.NETWORK:
         links = view._links
-        residual = links.capacity[spec.num_machines :] - _uplink_use(view)
+        jobs = list(view._on_links)
+        use = links.use([view._on_links[j] for j in jobs], view.link_share[jobs])
+        residual = (links.capacity - use)[spec.num_machines :]
         order = np.lexsort((np.arange(spec.racks), -cluster.free_per_rack, -residual))
         free = np.zeros(spec.racks, dtype=np.int64)
         left = num_gpus
@@ -129,26 +138,12 @@ def expected_speed(view, job: int, gpus: np.ndarray) -> float:
     """The speed factor job ``job`` would have on ``gpus`` now: its fair share beside the jobs
     already on those links, priced by the engine's latency model."""
     shape = view.spec.shape_of(gpus)
-    machine_links, uplinks = view._links.of(gpus)
-    if not machine_links.size:
+    mine = view._links.asked(gpus, *view.asked_rates(view.model[job], shape))
+    if not mine[0].size:
         return view.latency.speed_factor(view.model[job], shape)
-    machine_rate, uplink_rate = view.asked_rates(view.model[job], shape)
-    users = [u for j, u in view._on_links.items() if j != job]
-    mine = (
-        np.concatenate([machine_links, uplinks]),
-        np.concatenate([np.full(machine_links.size, machine_rate), np.full(uplinks.size, uplink_rate)]),
-    )
-    shares = fair_shares([u[0] for u in users] + [mine[0]], [u[1] for u in users] + [mine[1]], view._links.capacity)
+    users = [u for j, u in view._on_links.items() if j != job] + [mine]
+    shares = fair_shares([u[0] for u in users], [u[1] for u in users], view._links.capacity)
     return view.latency.shared_speed_factor(view.model[job], shape, float(shares[-1]))
-
-
-def _uplink_use(view) -> np.ndarray:
-    """Bytes per second each rack's uplink carries now (the running jobs at their shares)."""
-    spec = view.spec
-    use = np.zeros(spec.num_machines + spec.racks)
-    for j, (links, rates) in view._on_links.items():
-        np.add.at(use, links, rates * view.link_share[j])
-    return use[spec.num_machines :]
 
 
 def _same(gpus: np.ndarray, candidates: list[np.ndarray]) -> bool:
