@@ -206,6 +206,36 @@ def test_a_contended_run_is_the_same_with_the_compiled_kernels_and_without(polic
     assert compiled.jobs.equals(reference.jobs)
 
 
+@pytest.mark.parametrize("mode", ["fair-share", "interleaved"])
+@pytest.mark.parametrize("policy", ["dally", "dally-consolidated"])
+def test_the_compiled_event_loop_shares_links_as_the_python_events_do(mode, policy, monkeypatch):
+    # The compiled loop starts and ends placements itself and stops for the shares after each
+    # event that changes a link's users; taking every event in Python gives the same run.
+    config = EngineConfig(contention=mode, oversubscription=4.0)
+    spec = ClusterSpec(4, 8, 8)
+    calls = {"loop": 0, "reshare": 0}
+    run_events, reshare = Engine._run_events, Engine._reshare
+
+    def counted_loop(self, resume):
+        calls["loop"] += 1
+        return run_events(self, resume)
+
+    def counted_reshare(self):
+        calls["reshare"] += self._links_changed
+        return reshare(self)
+
+    monkeypatch.setattr(Engine, "_run_events", counted_loop)
+    monkeypatch.setattr(Engine, "_reshare", counted_reshare)
+    loop = simulate("batch-500", spec, policy=policy, config=config)
+    assert calls["loop"] > 0 and calls["reshare"] > 0
+    monkeypatch.setattr(Engine, "_compiled_loop", lambda self: False)
+    events = simulate("batch-500", spec, policy=policy, config=config)
+    assert loop.summary == events.summary
+    assert loop.jobs.equals(events.jobs)
+    if mode == "fair-share":  # (it slows jobs here; the interleaved demands fit the links)
+        assert loop.summary != simulate("batch-500", spec, policy=policy).summary
+
+
 def test_load_aware_offers_wait_for_an_unloaded_rack():
     # One rack of three 8-GPU machines; two 12-GPU VGG11 jobs at 0 s, Dally with fixed timers
     # (12 h, 24 h: a 12-GPU job's machine timer is 0, its rack timer 24 h). Job 2's only rack

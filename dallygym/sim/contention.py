@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .cluster import ClusterSpec
 
 #: The contention models: ``"none"`` (each placement priced alone), ``"fair-share"`` (jobs on a
@@ -130,37 +131,23 @@ def fair_shares(links: list[np.ndarray], rates: list[np.ndarray], capacity: np.n
     Job ``j`` asks ``rates[j][k]`` bytes per second of link ``links[j][k]`` (its alone rate);
     with share ``f_j`` it uses ``f_j * rates[j][k]``. All shares rise together from 0; when a
     link's use reaches its ``capacity`` the shares of the jobs on it stop; every share stops at
-    1. Returns ``f`` (one per job, in (0, 1]; 1 for a job that asks nothing).
+    1. Returns ``f`` (one per job, in (0, 1]; 1 for a job that asks nothing). (The filling
+    runs compiled: :func:`dallygym.sim.kernels.fill_shares`.)
     """
     n = len(links)
     shares = np.ones(n)
-    asking = [j for j in range(n) if links[j].size and np.any(rates[j] > 0)]
-    if not asking:
+    if not n:
         return shares
-    job_of = np.concatenate([np.full(links[j].size, j) for j in asking])
-    link_of = np.concatenate([links[j] for j in asking]).astype(np.int64)
-    rate_of = np.concatenate([np.asarray(rates[j], dtype=float) for j in asking])
-    size = capacity.size
+    job_of = np.repeat(np.arange(n), [used.size for used in links])
+    link_of = np.concatenate(links).astype(np.int64)
+    rate_of = np.concatenate(rates).astype(float)
+    # A job that asks nothing (no link, or nothing of any) keeps 1: its entries are left out.
     active = np.zeros(n, dtype=bool)
-    active[asking] = True
-    level = 0.0
-    while True:
-        live = active[job_of]
-        rising = np.bincount(link_of[live], weights=rate_of[live], minlength=size)
-        frozen = np.bincount(link_of[~live], weights=rate_of[~live] * shares[job_of[~live]], minlength=size)
-        used = np.flatnonzero(rising > 0)
-        # The level at which each link with rising jobs is full (never below the current one).
-        full_at = np.maximum((capacity[used] - frozen[used]) / rising[used], level)
-        level = min(float(full_at.min()), 1.0)
-        if level >= 1.0:
-            shares[active] = 1.0
-            return shares
-        stopped = np.zeros(n, dtype=bool)
-        stopped[job_of[live & np.isin(link_of, used[full_at <= level])]] = True
-        shares[stopped] = level
-        active &= ~stopped
-        if not active.any():
-            return shares
+    active[job_of[rate_of > 0]] = True
+    keep = active[job_of]
+    job_of, link_of, rate_of = job_of[keep], link_of[keep], rate_of[keep]
+    kernels.fill_shares(job_of, link_of, rate_of, np.asarray(capacity, dtype=float), shares, active)
+    return shares
 
 
 def shared_speeds(latency, links: Links, jobs: list[tuple[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,7 @@ class CompiledPath:
             self._auto if self._batch_starts else kernels.AUTO_NONE,
             self._keys,
             self.config.restart_overhead_s,
+            self._links is not None,
         )
         jobs = (self._jobf, self._jobi, self.state, self.speed_seen, self.tier_s, self.placements_by_tier)
         cluster = (self._gpu_store, c.buffer, *self._dims)
@@ -81,6 +82,8 @@ class CompiledPath:
             0,
         )  # (LI_N_LOG: no log yet)
         li[kernels.LI_N_STARTS] = 0
+        if self._links is not None:  # (starts and ends made in Python since it last stopped)
+            li[kernels.LI_LINKS_CHANGED] = self._links_changed
         _LF_PACK.pack_into(
             lf, 0, self._next_round, self.now_s, self._last_sync_s, self.in_system_area_s, self.comm_area_s
         )
@@ -220,6 +223,8 @@ class CompiledPath:
         declined = self._declined
         on_start = self.policy.on_start if self._on_start_hook else None
         if t is None:
+            if self._links is not None:
+                self._links_from_log(log)
             if declined:
                 codes = log[:, 0]
                 ended = log[(codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED), 1]
@@ -239,12 +244,15 @@ class CompiledPath:
         heap = self._finish_heap
         expired = self.expired_unvisited
         shape_entry = self._shape_entry
+        links = self._links is not None
         for code, j, entry, _ in log.tolist():
             if code == kernels.LOG_PREEMPTED:  # (a pass logs no completions)
                 if declined:
                     declined.pop(j, None)
                 expired.discard(j)
                 self._note_state(j, RUNNING, WAITING)
+                if links:
+                    self._leave_links(j)
                 continue
             # a start
             self._note_state(j, WAITING, RUNNING)
@@ -252,5 +260,30 @@ class CompiledPath:
                 shape_entry[j] = entry
             if heap is not None:
                 heapq.heappush(heap, (self.finish_s.item(j), j))
+            if links:
+                self._join_started(j)
             if on_start is not None:
                 on_start(self, j, TIERS[self.tier.item(j)], t - self.starve_anchor_s.item(j), t)
+
+    def _links_from_log(self, log: np.ndarray) -> None:
+        """The links of the placements kernels.run_events started and ended (its log, in
+        order): what :meth:`_start` and :meth:`_close_segment` do for them in Python."""
+        # Every end, and the starts of placements across machines (the rest use no shared
+        # link). The tiers are read after the whole log: a start across machines is its job's
+        # last row (the loop stops at the next event), so the tier read is that start's; an
+        # earlier start of the same job, on one machine, is joined and left again by its rows.
+        codes = log[:, 0]
+        ends = (codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED)
+        crossed = log[ends | (self._last_tier[log[:, 1]] > 0)]
+        for code, j in zip(crossed[:, 0].tolist(), crossed[:, 1].tolist()):
+            if code == kernels.LOG_COMPLETED or code == kernels.LOG_PREEMPTED:
+                self._leave_links(j)
+            else:
+                self._join_started(j)
+
+    def _join_started(self, j: int) -> None:
+        """Job ``j``, just started by a kernel (its GPUs and shape written), joins its links
+        if its placement crosses machines."""
+        if self._last_tier.item(j) > 0:
+            off = self._gpu_off.item(j)
+            self._join_links(j, self._gpu_store[off : off + self._num_gpus_list[j]], self._last_shape_of(j))

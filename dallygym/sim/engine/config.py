@@ -68,7 +68,8 @@ class EngineConfig:
               (a preemption), so delay timers apply again.
         contention: ``"none"`` (default: each placement is priced alone), ``"fair-share"`` or
             ``"interleaved"``: jobs crossing the same machine link or rack uplink share it
-            (:mod:`dallygym.sim.contention`); the run then goes without the compiled event loop.
+            (:mod:`dallygym.sim.contention`); the compiled event loop stops for the shares
+            after each event that starts or ends a placement across machines.
         oversubscription: ``X`` > 0, the rack uplinks' oversubscription under a contention
             model: an uplink carries its rack's machines' link bandwidth / ``X`` (default 1).
     """

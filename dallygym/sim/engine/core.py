@@ -238,15 +238,15 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
 
     def _compiled_loop(self) -> bool:
         """Whether :meth:`decisions` runs compiled: the kernels are on, the policy's priority
-        order is one the engine computes, it does not migrate, no agent picks, and no links
-        are shared (the compiled loop starts and ends placements without telling them)."""
+        order is one the engine computes, it does not migrate, and no agent picks. (Under a
+        contention model the loop stops after each event that starts or ends a placement across
+        machines, and the links' shares are found in Python: kernels.STOP_RESHARE.)"""
         return (
             self.cluster.compiled
             and self.renew_together
             and self._keys >= 0
             and not self.agent_picks
             and not self._migrates
-            and self._links is None
         )
 
     def _next_event(self) -> tuple[float, bool]:

@@ -7,9 +7,11 @@ time moves on (:meth:`SharedLinks._reshare`, called when the next event is chose
 speed changes closes its run segment at that instant and opens one at the new rate, so progress
 is integrated exactly between events. (Within a pass, a job just started shows its speed alone
 until then: :meth:`SharedLinks.update_shares` brings ``speed`` and ``link_share`` up to date
-on demand.) The compiled event loop and compiled pass
-turns, which start and end placements inside the kernels, are not used while links are shared;
-the compiled placement, offer and bookkeeping kernels are.
+on demand.) The compiled event loop and compiled pass turns start and end placements inside
+the kernels: the links of those placements are taken from their logs
+(:meth:`~dallygym.sim.engine.compiled.CompiledPath._links_from_log`), and the loop stops for
+the shares to be found after each event that starts or ends a placement across machines
+(``kernels.STOP_RESHARE``).
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class SharedLinks:
                 self._resegment(j, speed)
 
     def _speed_at_share(self, j: int, share: float) -> float:
-        shape = self.last_shape[j]
+        shape = self._last_shape_of(j)
         if share == 1.0:
             return self._speed_factor(j, shape)
         key = (self._model_index_list[j], shape, share)

@@ -152,6 +152,8 @@ class Run(Frame):
             if stop == kernels.STOP_EVENT:
                 if self._event(e):
                     return None
+            elif stop == kernels.STOP_RESHARE:
+                e._reshare()  # (the links' shares after the last event's placements; then on)
             elif stop == kernels.STOP_IDLE:
                 raise e._idle_error()
             elif stop == kernels.STOP_DONE:
@@ -174,13 +176,12 @@ class Run(Frame):
         cand, queue, least_ahead, expired_pos = opened
         if e.agent_picks:
             call(e, Pass(t, boundary, cand, queue, least_ahead, expired_pos, picked=True))
-        elif e.cluster.compiled and e.renew_together and e._auto and e._batch_starts and e._links is None:
+        elif e.cluster.compiled and e.renew_together and e._auto and e._batch_starts:
             # The turns run compiled until one needs Python (an offer to ask about, a renewal
             # offer, a placement or speed factor only Python has): that turn is taken here, and
             # the compiled pass goes on after it. (Only when the engine accepts offers itself
             # and may start jobs in batches: otherwise every offer stops the kernel, and the
-            # Python turns do better. Not while links are shared: the kernel's starts and
-            # preemptions would not reach them.)
+            # Python turns do better.)
             call(e, Pass(t, boundary, cand, queue, least_ahead, expired_pos))
         else:  # the pass is its Python turns alone: they end it too
             call(e, PythonTurns(queue, least_ahead, expired_pos, 0, t, (boundary, cand)))

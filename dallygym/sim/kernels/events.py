@@ -20,6 +20,7 @@ from .layout import (
     I_DECLINED,
     I_GPU_OFF,
     I_GPUS,
+    I_LAST_TIER,
     I_RANK,
     I_SHAPE,
     I_TIER,
@@ -36,6 +37,7 @@ from .layout import (
     LI_FREE_TOTAL,
     LI_IDLE_ROUNDS,
     LI_KEYED,
+    LI_LINKS_CHANGED,
     LI_MARKS_ACTIVE,
     LI_N_EXP_POS,
     LI_N_LOG,
@@ -66,6 +68,7 @@ from .layout import (
     STOP_EVENT,
     STOP_IDLE,
     STOP_LOG,
+    STOP_RESHARE,
     STOP_TURN,
     _borrowed,
     cluster_views,
@@ -200,13 +203,13 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
 
     The arguments come in bundles, by role (the engine builds them once per run but
     ``speeds``, whose arrays grow): ``run`` = (arrival, first_s, lease_s, max_idle, n_gpus,
-    mode, upgrades_offered, auto, keys, overhead_s); ``jobs`` = (jobf, jobi, state,
+    mode, upgrades_offered, auto, keys, overhead_s, links_on); ``jobs`` = (jobf, jobi, state,
     speed_seen, tier_s, placements_by_tier); ``speeds`` = (machine_speed, shapes, shape_seq,
     shape_speed, slots), the speed tables; ``cluster`` = (gpu_store, cl, racks, mpr, gpm);
     ``loop`` = (sets, wkey, li, lf, plan, expired_buf); ``logs`` = (renewed, log, log_f,
     starts, starts_f); ``records`` = (rec_i, rec_f, partials, timeline).
     """
-    arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys, overhead_s = run
+    arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys, overhead_s, links_on = run
     jobf, jobi, state, speed_seen, tier_s, placements_by_tier = jobs
     machine_speed, shapes, shape_seq, shape_speed, slots = speeds
     gpu_store, cl, racks, mpr, gpm = cluster
@@ -267,6 +270,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
             # --- the next event (Engine._next_event) ---
             if li[LI_FINISHED] >= n:
                 return STOP_DONE
+            if links_on and li[LI_LINKS_CHANGED]:
+                return STOP_RESHARE  # (Python finds the shares at this instant, then goes on)
             na = li[LI_NEXT_ARRIVAL]
             t_arr = arrival[na] if na < n else np.inf
             t_fin = np.inf
@@ -340,6 +345,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
                     if finish[j] <= t:
                         g = num_gpus[j]
                         lo = jobi[I_GPU_OFF, j]
+                        if jobi[I_LAST_TIER, j] > 0:  # (its placement crossed machines)
+                            li[LI_LINKS_CHANGED] = 1
                         release(owner, free_pm, idle_pm, free_pr, gpu_store[lo : lo + g], mpr, gpm)
                         _close(j, t, jobf, jobi[I_TIER], tier_s)
                         jobf[F_DONE, j] = jobf[F_TOTAL, j]
@@ -453,6 +460,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
             for r in range(n_log, n_log + n_new):
                 j = log[r, 1]
                 log_f[r, 0] = t
+                if jobi[I_LAST_TIER, j] > 0:  # a placement across machines started or ended
+                    li[LI_LINKS_CHANGED] = 1
                 if log[r, 0] == LOG_PREEMPTED:
                     if keyed:
                         _keyed_insert(ordered, li[LI_N_WAITING], wkey, _nw_sens_of(j, jobf), j)

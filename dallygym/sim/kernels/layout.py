@@ -140,7 +140,8 @@ def cluster_views(cl, racks, mpr, gpm):
 #: Slots of the event loop's int state (``Engine._li``): what :func:`run_events` reads and
 #: writes of the engine's counters, the round clock and the cluster's scalars (the slots before
 #: LI_N_LOG, which the engine copies in and out), then its log's length and the pass it
-#: stopped in, and its start log's length.
+#: stopped in, its start log's length, and whether a placement across machines started or
+#: ended since the links' shares were last found (under a contention model).
 (
     LI_NEXT_ARRIVAL,
     LI_FINISHED,
@@ -165,8 +166,9 @@ def cluster_views(cl, racks, mpr, gpm):
     LI_KEYED,
     LI_ANSWER,
     LI_N_STARTS,
+    LI_LINKS_CHANGED,
     LI_SIZE,
-) = range(24)
+) = range(25)
 
 
 #: Slots of its float state (``Engine._lf``).
@@ -182,8 +184,10 @@ RF_STEP, RF_NEXT, RF_LAST_T = range(3)
 
 #: Why :func:`run_events` returned: every job finished; a turn of a pass needs Python (at
 #: ``LI_POS``); an event needs Python from its start (whether a round boundary may act); its
-#: log is full (nothing done for the next event yet); the cluster idled too long.
-STOP_DONE, STOP_TURN, STOP_EVENT, STOP_LOG, STOP_IDLE = range(5)
+#: log is full (nothing done for the next event yet); the cluster idled too long; the links'
+#: shares must be found again before time moves on (a contention model is on and a placement
+#: across machines started or ended: nothing done for the next event yet).
+STOP_DONE, STOP_TURN, STOP_EVENT, STOP_LOG, STOP_IDLE, STOP_RESHARE = range(6)
 
 
 #: A log row of :func:`run_events` beyond :func:`pass_turns`'s: a job finished.
