@@ -20,6 +20,7 @@ from ..sim import kernels
 from ..sim.engine import LEASE_PICKS, Engine, Pick
 from ..sim.latency import LatencyModel
 from ..sim.policies import Policy, make_policy
+from ..sim.policies.base import auto_accept_of
 from ..sim.policies.dally import DallyPolicy
 from ..sim.policies.protected import ProtectedRemainingPolicy
 from .base import MAKESPAN_PENALTY, RELATIVE_JCT, EnvBase, TraceSource, action_index, warn_invalid_action
@@ -520,11 +521,13 @@ class DallyQueueEnv(EnvBase):
     # --- the adapter -----------------------------------------------------------------------
 
     def _advance(self, answer, first: bool = False) -> float:
-        """Send the answer (unless first), answer offers with the offer rule, and run to the
-        next pick that is a real choice; return the reward."""
+        """Send the answer (unless first), answer offers with the offer rule (the engine
+        accepts those it is known to accept, ``auto_accept_of``, itself, as in a native run),
+        and run to the next pick that is a real choice; return the reward."""
         engine = self.engine
         answer_by_rule = self.policy.answer
-        decision = engine.next_decision() if first else engine.answer(self.pick, answer)
+        rule = self.policy
+        decision = engine.next_decision(auto_accept_of(rule)) if first else engine.answer(self.pick, answer)
         while decision is not None:
             if decision.kind != "pick":  # an offer (or any other kind): the offer rule answers it
                 decision = engine.answer(decision, answer_by_rule(decision, engine))

@@ -185,6 +185,11 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
             raise ValueError(f"unknown auto_accept {auto_accept!r}; choose one of {AUTO_ACCEPT}")
         self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
         self._auto_arg = auto_accept
+        #: Whether a picked pass serves a waiting job compiled where it can (turns.Picked): as
+        #: for the compiled turns of a pass (turns.Run._event), the engine accepts offers itself.
+        self._serve_compiled = bool(
+            self.agent_picks and self.cluster.compiled and self.renew_together and self._auto and self._batch_starts
+        )
         self._driver = driver
         self._started = True
         self.policy.reset(self, self.rng)

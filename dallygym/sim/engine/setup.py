@@ -259,6 +259,9 @@ class EngineSetup:
         "_starts_f",
         "_renewed_log",
         "_lease_flags",
+        "_one_job",
+        "_one_least",
+        "_no_positions",
         "_loop_args",
     )
 
@@ -306,6 +309,10 @@ class EngineSetup:
         self._upgrade_version = -1
         self._upgrade_value = False
         self._lease_flags = np.zeros(n, dtype=bool)  # turns.Picked's scratch: a flag per job, all False
+        # turns.Picked's visit plan of one served job, for kernels.pass_turns.
+        self._one_job = np.zeros(1, dtype=np.int64)
+        self._one_least = np.zeros(1, dtype=np.int64)
+        self._no_positions = np.zeros(0, dtype=np.int64)
         #: The compiled pass's log: (code, job, shape entry, tier) per change it made
         #: (kernels.LOG_*; the tier is kernels.run_events's, as the job may have another by
         #: the time Python reads the log), and per row the time and a start's starvation

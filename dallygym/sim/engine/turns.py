@@ -632,6 +632,17 @@ class ExpiredTurns(Frame):
         jobs = self.jobs
         n = jobs.size
         i = self.i
+        if e._serve_compiled and i < n:
+            # In a picked pass: the turns run compiled up to the first that needs Python
+            # (kernels.pass_turns on these leases alone, every position one), which is the Visit's.
+            positions = np.arange(n)
+            i, _ = e._compiled_turns(jobs, np.zeros(n, dtype=np.int64), positions, i, self.t)
+            if i < 0:
+                done(e)
+                return None
+            self.i = i + 1
+            call(e, e.Visit(jobs.item(i), self.t))
+            return None
         if i < n:
             if e.renew_together and n - i > 1:
                 i += e._renew_in_place(jobs[i:])
@@ -648,11 +659,12 @@ class InOrder(Frame):
     in order, ``leases`` flagging the lease-expired ones, whose consecutive runs take their
     turns together (:class:`ExpiredTurns`)."""
 
-    __slots__ = ("i", "jobs", "runs", "t")
+    __slots__ = ("i", "jobs", "least", "runs", "t")
 
     def __init__(self, jobs: np.ndarray, leases: np.ndarray, t: float) -> None:
         self.pc = 0
         self.jobs, self.t, self.i = jobs, t, 0
+        self.least = None
         if leases.any():
             # Runs of consecutive flags: (start, end, lease?) of each run of leases and of
             # waiting jobs; a run of waiting jobs is one turn per job.
@@ -671,6 +683,15 @@ class InOrder(Frame):
     def step(self, e: Engine, value):
         i = self.i
         runs = self.runs
+        if runs is None and e._serve_compiled and i < self.jobs.size:
+            # Waiting jobs only: their turns run compiled up to the first that needs Python
+            # (kernels.pass_turns, as a native pass's), which is the Visit's.
+            if self.least is None:  # the least demand from each position on
+                self.least = np.minimum.accumulate(e.num_gpus[self.jobs][::-1])[::-1].copy()
+            i, _ = e._compiled_turns(self.jobs, self.least, e._no_positions, i, self.t)
+            if i < 0:
+                done(e)
+                return None
         if i < (self.jobs.size if runs is None else len(runs)):
             self.i = i + 1
             if runs is None:
@@ -701,7 +722,11 @@ class Picked(Frame):
     The jobs not served yet are two masks over the queue's positions: ``waiting`` and
     ``leases`` (lease-expired: a job leaves the lease-expired set only when it is served, so
     the flag holds while it is in the pass), with their counts and GPU demand kept as counters.
-    A pick costs a few array operations, no Python loop over the queue.
+    A pick costs a few array operations, no Python loop over the queue. Where the engine
+    accepts offers itself (``auto_accept``, as ``DallyQueue-v0`` sets it from its offer rule),
+    the served job's turn, the turns of the leases served ahead of it and the rest of the pass
+    in order run compiled (:func:`dallygym.sim.kernels.pass_turns`, as in a native pass) up to
+    the first turn that needs Python, which is a :class:`Visit`.
     """
 
     __slots__ = (
@@ -854,5 +879,16 @@ class Picked(Frame):
                 self.pc = self.AHEAD
                 call(e, ExpiredTurns(q[ahead], self.t))
                 return None
-        call(e, e.Visit(q.item(at), self.t))
+        j = q.item(at)
+        if e._serve_compiled and e.state.item(j) == WAITING:
+            # A waiting job whose offer the engine accepts itself and whose start needs nothing
+            # from Python: its turn is taken compiled, as in a native pass (kernels.pass_turns on
+            # the one job); any other turn is the Visit's.
+            one = e._one_job
+            one[0] = j
+            e._one_least[0] = g.item(at)
+            stop, _ = e._compiled_turns(one, e._one_least, e._no_positions, 0, self.t)
+            if stop < 0:
+                return self._turn(e)
+        call(e, e.Visit(j, self.t))
         return None
