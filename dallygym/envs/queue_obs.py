@@ -127,6 +127,7 @@ class QueueObservation:
         self._demand_best = np.zeros(size, dtype=np.int64)
         self._demand_seen = np.zeros(size, dtype=bool)
         self._demand_free = np.zeros(size, dtype=bool)
+        self._racks_mpr = (spec.racks, spec.machines_per_rack)  # (kernels.queue_demands's)
         self._demand_limits = np.zeros((size, 2))
         self._demand_list = np.zeros(size, dtype=np.int64)
         self._demand_best_list = np.zeros(size, dtype=np.int64)
@@ -285,17 +286,24 @@ class QueueObservation:
     def _demand_tables(self, demands: list[int], best_tiers: list[int], now: float) -> bool:
         """For each distinct GPU demand of the candidates (with its best possible tier): whether
         that tier is free now (``_demand_free``) and the offer rule's timers
-        (``_demand_limits``), if the policy has timers (returned)."""
+        (``_demand_limits``, :meth:`_demand_timers`), if the policy has timers (returned)."""
         e = self.engine
         free_of = self._demand_free
-        limits_of = self._demand_limits
-        timers = self._timers
         for demand, best_tier in zip(demands, best_tiers):
             tiers = e._offer_tiers(demand)
             free_of[demand] = bool(tiers) and tiers[0] == best_tier
-            if timers is not None:
-                limits_of[demand, 0], limits_of[demand, 1] = timers(demand, now)
-        return timers is not None
+        return self._demand_timers(demands, now)
+
+    def _demand_timers(self, demands: list[int], now: float) -> bool:
+        """The offer rule's timers of each demand into ``_demand_limits``, if the policy has
+        timers (returned)."""
+        timers = self._timers
+        if timers is None:
+            return False
+        limits_of = self._demand_limits
+        for demand in demands:
+            limits_of[demand, 0], limits_of[demand, 1] = timers(demand, now)
+        return True
 
     def _job_features(self, c: np.ndarray, now: float, jobs: np.ndarray) -> None:
         """Job features of candidates ``c`` (but 14-16) into the first rows of ``jobs``: the
@@ -406,6 +414,7 @@ class QueueObservation:
         have recorded a start) and the share of the largest estimate (19: the candidates
         changed). The values are :meth:`_job_features`', bit for bit."""
         e = self.engine
+        cl = e.cluster
         stamp_key = (e.passes, e.now_s)
         if self._rows_of is not e:
             self._rows_of = e
@@ -429,8 +438,10 @@ class QueueObservation:
             self._row_stamp,
             self._stamp,
             self._stale,
+            (cl.free_per_machine, cl.free_per_rack, *self._racks_mpr, cl.free_total),
+            self._demand_free,
         )
-        timed = self._demand_tables(self._demand_list[:m].tolist(), self._demand_best_list[:m].tolist(), now)
+        timed = self._demand_timers(self._demand_list[:m].tolist(), now)
         if n_stale:
             stale = self._stale[:n_stale]
             block = np.zeros((stale.size, JOB_DIM), dtype=np.float32)
@@ -438,7 +449,6 @@ class QueueObservation:
             self._rows[stale] = block
             self._row_estimate[stale] = self._estimates[: stale.size]
             self._row_stamp[stale] = self._stamp
-        cl = e.cluster
         demand, idle, most_machine, most_rack = kernels.queue_shown_rows(
             c,
             every,

@@ -31,7 +31,7 @@ from .layout import (
     OC_RACKS,
     _time_shown,
 )
-from .offers import _count_and_most
+from .offers import _count_and_most, tier_limits
 from .passes import _nw_sens_of
 
 
@@ -116,12 +116,15 @@ def offer_observation(
 
 
 @njit(cache=True, nogil=True)
-def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, stale):
+def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, stale, cluster, free_of):
     """The distinct GPU demands of candidates ``c``, increasing, into ``demands`` and each one's
     best possible tier into ``bests`` (and ``best_of[demand]``); ``present`` (indexed by
     demand) is all False on entry and left so. Also the candidates whose kept row is not of
-    ``stamp`` (``row_stamp[j] != stamp``), in the order of ``c``, into ``stale``. Returns how
-    many demands and how many stale candidates."""
+    ``stamp`` (``row_stamp[j] != stamp``), in the order of ``c``, into ``stale``; and for each
+    demand whether its best possible tier is the first the free GPUs offer it
+    (``free_of[demand]``: Engine._offer_tiers(demand)[0] is that tier), ``cluster`` =
+    (free_pm, free_pr, racks, mpr, free_total). Returns how many demands and how many stale
+    candidates."""
     n_stale = 0
     for r in range(c.size):
         j = c[r]
@@ -131,6 +134,8 @@ def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, s
         if row_stamp[j] != stamp:
             stale[n_stale] = j
             n_stale += 1
+    free_pm, free_pr, racks, mpr, free_total = cluster
+    most_on_machine, most_on_rack, network = tier_limits(free_pm, free_pr, racks, mpr)
     m = 0
     for g in range(present.size):
         if present[g]:
@@ -138,6 +143,15 @@ def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, s
             demands[m] = g
             bests[m] = best_of[g]
             m += 1
+            if g <= most_on_machine:
+                first = 0
+            elif 2 <= g <= most_on_rack:
+                first = 1
+            elif network and 2 <= g <= free_total:
+                first = 2
+            else:
+                first = -1
+            free_of[g] = first == best_of[g]
     return m, n_stale
 
 

@@ -43,6 +43,7 @@ class CandidateFeatures:
         cls = QueueObservation
         self._job_features = cls._job_features.__get__(self)
         self._demand_tables = cls._demand_tables.__get__(self)
+        self._demand_timers = cls._demand_timers.__get__(self)
         self._time = cls._time.__get__(self)
         self.largest_estimate_s = cls.largest_estimate_s.__get__(self)
         spec = engine.spec
