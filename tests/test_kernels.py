@@ -25,9 +25,11 @@ from dallygym.sim.cluster import _IDLE, ClusterError, ClusterSpec, ClusterState,
 from dallygym.sim.engine import RENEWAL_MODES, Engine, EngineConfig, run_policy
 from dallygym.sim.latency import get_latency_model
 from dallygym.sim.metrics import collect
-from dallygym.sim.policies import Policy, make_policy
+from dallygym.sim.policies import Policy, make_policy, protected
 from dallygym.sim.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
 from dallygym.sim.policies.dally import DallyManualPolicy, DallyPolicy
+from dallygym.sim.policies.protected import ProtectedRemainingPolicy
+from dallygym.sim.policies.smallest_demand import SmallestDemandRemainingPolicy
 from dallygym.sim.policies.tiresias import TiresiasPolicy
 from dallygym.sim.trace import load_trace
 
@@ -240,6 +242,51 @@ def test_what_a_policy_declares_holds_only_for_the_methods_it_declares_it_of():
     assert not starts_in_batches(OwnOnStart()) and not starts_in_batches(TiresiasPolicy())  # hook; own place
     assert priority_keys_of(Policy()) == "arrival" and priority_keys_of(DallyManualPolicy()) == "nw_sens"
     assert priority_keys_of(OwnPriority()) is None and priority_keys_of(TiresiasPolicy()) is None
+    assert priority_keys_of(ProtectedRemainingPolicy()) == "protected-remaining"
+    assert priority_keys_of(SmallestDemandRemainingPolicy()) == "demand-remaining"
+
+    class OwnRemaining(ProtectedRemainingPolicy):
+        def priority(self, view, jobs):
+            return -super().priority(view, jobs)
+
+    assert priority_keys_of(OwnRemaining()) is None
+
+
+def test_the_kernels_remaining_estimate_has_the_policy_s_constants():
+    assert kernels.NEVER_MULTI == protected.NEVER_RUN_MULTI_MACHINE_NW_SENS
+    assert kernels.PROTECT == protected.PROTECT_FRACTION
+
+
+def test_a_cache_made_from_other_sources_is_dropped_whole(tmp_path):
+    # numba checks a cached kernel against its own module only, but a kernel keeps the code of
+    # the other modules' kernels it calls: a change to any module must drop every cached kernel.
+    cached = [tmp_path / "events.run_events-186.py311.nbi", tmp_path / "passes.open_pass-600.py311.1.nbc"]
+    other = tmp_path / "elsewhere.f-1.py311.nbi"
+    for path in [*cached, other]:
+        path.write_text("")
+    assert kernels.drop_stale_cache(str(tmp_path), "digest-a")  # no stamp yet: dropped
+    assert not any(path.exists() for path in cached) and other.exists()
+    for path in cached:
+        path.write_text("")
+    assert not kernels.drop_stale_cache(str(tmp_path), "digest-a")  # made from these sources: kept
+    assert all(path.exists() for path in cached)
+    assert kernels.drop_stale_cache(str(tmp_path), "digest-b")  # a source changed: dropped
+    assert not any(path.exists() for path in cached)
+    assert (tmp_path / kernels.STAMP_FILE).read_text() == "digest-b"
+
+
+def test_the_sources_digest_follows_every_kernel_module(tmp_path):
+    module_dir = Path(kernels.__file__).parent
+    for name in kernels._MODULES:
+        shutil.copy(module_dir / f"{name}.py", tmp_path / f"{name}.py")
+    before = kernels.sources_digest(str(tmp_path))
+    assert before == kernels.sources_digest(str(module_dir))
+    for name in kernels._MODULES:
+        path = tmp_path / f"{name}.py"
+        text = path.read_text()
+        path.write_text(text + "\n")
+        assert kernels.sources_digest(str(tmp_path)) != before, name
+        path.write_text(text)
 
 
 def test_an_unknown_auto_accept_is_refused():

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import kernels
 from ..cluster import ClusterError, ClusterSpec, ClusterState, Tier
 from ..policies.base import (
+    PRIORITY_KEYS,
     Policy,
     hooks_on_start,
     priority_keys_of,
@@ -208,7 +209,7 @@ class EngineSetup:
         self._batch_starts = starts_in_batches(policy)
         # A priority order the compiled pass computes itself (kernels.KEYS_*), or -1: the policy's keys.
         keys = priority_keys_of(policy)
-        self._keys = -1 if keys is None else ("arrival", "nw_sens").index(keys)
+        self._keys = -1 if keys is None else PRIORITY_KEYS.index(keys)
         self._on_start_hook = hooks_on_start(policy)
         self._on_start_batch = start_batch_hook(policy)
         # Whether the policy may migrate (then a boundary pass keeps its candidates for it).

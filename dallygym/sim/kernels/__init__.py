@@ -26,6 +26,7 @@ function, so none is (see :func:`pairwise_sum`).
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import sys
 import tempfile
@@ -134,3 +135,52 @@ for _module in (layout, placement, offers, passes, events, observe, links):
         if getattr(_value, "__module__", _module.__name__) == _module.__name__:
             globals()[_name] = _value
 del _module, _name, _value
+
+
+#: The file beside the cached kernels naming the sources they were compiled from.
+STAMP_FILE = "dallygym-kernels.stamp"
+
+
+def sources_digest(module_dir: str = os.path.dirname(os.path.abspath(__file__))) -> str:
+    """A digest of every kernel module's source and of numba's version."""
+    digest = hashlib.sha256(numba.__version__.encode())
+    for name in _MODULES:
+        with open(os.path.join(module_dir, f"{name}.py"), "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()
+
+
+def drop_stale_cache(where: str, digest: str) -> bool:
+    """Remove the cached kernels in ``where`` unless they were compiled from the sources of
+    ``digest``; returns whether it removed them. numba checks a cached kernel against its own
+    file alone, and a kernel keeps the code of the kernels of other modules it calls (the event
+    loop calls the pass's, the placement's, ...): after one module changes, a kernel of another
+    would run its old code. So the cached files of every module go whenever any source differs
+    from the one they were made from (a stamp file records it)."""
+    stamp = os.path.join(where, STAMP_FILE)
+    try:
+        with open(stamp, encoding="ascii") as file:
+            if file.read() == digest:
+                return False
+    except OSError:
+        pass
+    for name in _MODULES:
+        for path in glob.glob(os.path.join(glob.escape(where), f"{name}.*.nb[ic]")):
+            try:
+                os.remove(path)
+            except OSError:  # (another process removed it first)
+                pass
+    try:
+        os.makedirs(where, exist_ok=True)
+        with open(stamp, "w", encoding="ascii") as file:
+            file.write(digest)
+    except OSError:  # a cache that cannot be written is never read stale either
+        pass
+    return True
+
+
+# Before any kernel is called (numba reads its cache at the first call).
+_where = getattr(getattr(events.run_events, "_cache", None), "_cache_path", None)
+if _where:
+    drop_stale_cache(_where, sources_digest())
+del _where

@@ -509,8 +509,44 @@ def _start(
     placements_by_tier[level] += 1
 
 
-#: ``keys`` of :func:`open_pass`: the priority orders it computes itself.
-KEYS_ARRIVAL, KEYS_NW_SENS = 0, 1
+#: ``keys`` of :func:`open_pass`: the priority orders it computes itself (the names of
+#: ``Policy.priority_keys``, in this order: :data:`dallygym.sim.policies.base.PRIORITY_KEYS`).
+KEYS_ARRIVAL, KEYS_NW_SENS, KEYS_PROTECTED, KEYS_DEMAND_REMAINING = 0, 1, 2, 3
+#: The remaining-time estimate's constants (ProtectedRemainingPolicy's own,
+#: NEVER_RUN_MULTI_MACHINE_NW_SENS and PROTECT_FRACTION; a test holds them equal).
+NEVER_MULTI, PROTECT = 0.1, 0.5
+
+
+@njit(cache=True, nogil=True)
+def remaining_keys(cand, keys, jobf, jobi, gpm, never_multi, protect):
+    """The priority keys of ``cand`` for KEYS_PROTECTED or KEYS_DEMAND_REMAINING, from each
+    job's remaining-time estimate (ProtectedRemainingPolicy.remaining_estimate_s: remaining
+    ideal time / its Nw_sens so far; a job with none at 1, or at ``never_multi`` if it spans
+    more than a machine of ``gpm`` GPUs). KEYS_PROTECTED: the jobs whose estimate is at least
+    ``protect`` x the largest first, longest first (key -estimate), the rest shortest first
+    (ProtectedRemainingPolicy.priority); KEYS_DEMAND_REMAINING: GPU demand x estimate
+    (SmallestDemandRemainingPolicy.priority). The same operations as numpy's, so the same keys."""
+    n = cand.size
+    est = np.empty(n)
+    largest = -np.inf
+    for i in range(n):
+        j = cand[i]
+        nw = _nw_sens_of(j, jobf)
+        if not nw > 0:
+            nw = never_multi if jobi[I_GPUS, j] > gpm else 1.0
+        e = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j] / nw
+        est[i] = e
+        if e > largest:
+            largest = e
+    if keys == KEYS_DEMAND_REMAINING:
+        for i in range(n):
+            est[i] = jobi[I_GPUS, cand[i]] * est[i]
+        return est
+    bar = protect * largest
+    for i in range(n):
+        if est[i] >= bar:
+            est[i] = -est[i]
+    return est
 
 
 @njit(cache=True, nogil=True)
@@ -643,6 +679,7 @@ def open_pass(
     num_gpus = jobi[I_GPUS]
     order = plan[0]
     keyed = keyed and keys == KEYS_NW_SENS
+    sorted_here = keys != KEYS_ARRIVAL and not keyed  # (keys computed for the candidates now)
     if boundary:
         n = waiting.size + running.size
         if n == 0:
@@ -651,7 +688,7 @@ def open_pass(
             rkey = nw_sens(running, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
             by_key = np.argsort(rkey, kind="mergesort")
             _merge_keyed(waiting, wkey, running, rkey, by_key, order)
-        elif keys == KEYS_NW_SENS:
+        elif sorted_here:
             cand = plan[1, :n]
             _merge(waiting, running, cand)
         else:
@@ -666,10 +703,13 @@ def open_pass(
         if n == 0 or least > free_total:
             return 0, 0, 0, 0, 0, 0, 0, 0
         cand = waiting
-        if keys != KEYS_NW_SENS or keyed:
+        if not sorted_here:
             order[:n] = waiting
-    if keys == KEYS_NW_SENS and not keyed:
-        keys_now = nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
+    if sorted_here:
+        if keys == KEYS_NW_SENS:
+            keys_now = nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
+        else:
+            keys_now = remaining_keys(cand, keys, jobf, jobi, gpm, NEVER_MULTI, PROTECT)
         by_key = np.argsort(keys_now, kind="mergesort")
         for i in range(n):
             order[i] = cand[by_key[i]]

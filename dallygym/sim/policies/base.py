@@ -54,9 +54,9 @@ class Policy:
     #: the ``on_start`` of the class that sets it.
     batched_on_start: ClassVar[bool] = False
     #: The priority order of :meth:`priority`, if the engine can compute it itself: ``"arrival"``
-    #: (these keys) or ``"nw_sens"`` (increasing ``view.nw_sens(jobs)``, Dally's); None: ask
-    #: :meth:`priority`. Like ``auto_accept``, it describes the ``priority`` of the class that
-    #: sets it.
+    #: (these keys), ``"nw_sens"`` (increasing ``view.nw_sens(jobs)``, Dally's), or one of the
+    #: remaining-time orders of :data:`PRIORITY_KEYS`; None: ask :meth:`priority`. Like
+    #: ``auto_accept``, it describes the ``priority`` of the class that sets it.
     priority_keys: ClassVar[str | None] = "arrival"
 
     def reset(self, view: Engine, rng: np.random.Generator) -> None:
@@ -154,12 +154,20 @@ def auto_accept_of(policy: Policy) -> str | None:
     return _declared(policy, "auto_accept", "decide")
 
 
+#: The priority orders the engine computes itself (``Policy.priority_keys``), in the order of
+#: ``kernels.KEYS_*``: arrival; increasing Nw_sens (Dally's); the protected remaining-time
+#: order (:class:`~dallygym.sim.policies.protected.ProtectedRemainingPolicy`'s); GPU demand x
+#: remaining estimate (:class:`~dallygym.sim.policies.smallest_demand.SmallestDemandRemainingPolicy`'s).
+PRIORITY_KEYS = ("arrival", "nw_sens", "protected-remaining", "demand-remaining")
+
+
 def priority_keys_of(policy: Policy) -> str | None:
     """The priority order the engine may compute for ``policy`` itself (see
     :attr:`Policy.priority_keys`), or None."""
     keys = _declared(policy, "priority_keys", "priority")
-    if keys not in (None, "arrival", "nw_sens"):
-        raise ValueError(f"{type(policy).__name__}.priority_keys is {keys!r}; use 'arrival', 'nw_sens' or None")
+    if keys is not None and keys not in PRIORITY_KEYS:
+        named = ", ".join(map(repr, PRIORITY_KEYS))
+        raise ValueError(f"{type(policy).__name__}.priority_keys is {keys!r}; use one of {named} or None")
     return keys
 
 

@@ -41,6 +41,7 @@ class ProtectedRemainingPolicy(DallyConsolidatedPolicy):
     """
 
     name: ClassVar[str] = "protected-remaining"
+    priority_keys: ClassVar[str | None] = "protected-remaining"  # priority() below, computed by the engine too
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         est = self.remaining_estimate_s(view, jobs)

@@ -33,7 +33,7 @@ class SmallestDemandRemainingPolicy(DallyPolicy):
     """
 
     name: ClassVar[str] = "smallest-demand-remaining"
-    priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
+    priority_keys: ClassVar[str | None] = "demand-remaining"  # priority() below, computed by the engine too
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         return view.num_gpus[jobs] * ProtectedRemainingPolicy.remaining_estimate_s(view, jobs)
