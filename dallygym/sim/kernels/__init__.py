@@ -20,7 +20,10 @@ in a read-only install, unless ``NUMBA_CACHE_DIR`` says otherwise, it goes to a 
 directory (:func:`user_cache_dir`), set before any kernel is defined (numba picks a function's
 cache directory as it is decorated). A compile that the cache cannot spare is announced once
 per process on stderr (``DALLYGYM_QUIET=1`` silences it). numba cannot cache a recursive
-function, so none is (see :func:`pairwise_sum`).
+function, so none is (see :func:`pairwise_sum`). numba checks a cached kernel against its own
+module's source only, yet a kernel holds the code of the kernels of other modules it calls: the
+whole cache is dropped whenever any kernel module's source or numba's version changes
+(:func:`drop_stale_cache`, at import, before any kernel runs).
 """
 
 from __future__ import annotations
