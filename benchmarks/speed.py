@@ -243,6 +243,13 @@ def env_step_split(env_id: str = "Dally-v0", episodes: int = 7) -> dict:
 #: DallyQueue ids measured, on the fixed shipped traces (the registered ids draw a new trace
 #: per reset, whose episode length varies).
 QUEUE_ENVS = {"DallyQueueSmall-v0": "small", "DallyQueue-v0": "batch-500"}
+#: The hardest realistic case for a step: random masked picks on a long real trace at a size
+#: where it contends (philly-48h at 2 racks), under the default offer rule and under the
+#: headline agents' (``offer_rule``, ``makespan_reference``).
+QUEUE_HARD = (
+    ("DallyQueue-v0", "philly-48h", 2, {}),
+    ("DallyQueue-v0", "philly-48h", 2, {"offer_rule": "protected-remaining", "makespan_reference": "dally"}),
+)
 
 
 def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
@@ -256,10 +263,22 @@ def queue_env_rows(step_s: float, repeats: int) -> pd.DataFrame:
                 (env_steps_per_s(env_id, agent, trace=trace, lease_picks=lease_picks) for _ in range(repeats)),
                 key=lambda r: r["steps_per_s"],
             )
-            row = {"env": env_id, "trace": trace, "lease_picks": lease_picks, "agent": agent, **runs[len(runs) // 2]}
+            row = {"env": env_id, "trace": trace, "racks": "", "offer_rule": "dally", "lease_picks": lease_picks}
+            row.update(agent=agent, **runs[len(runs) // 2])
             row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
             rows.append(row)
             print(f"{env_id:18s} {agent:7s} {row['steps_per_s']:9,} steps/s", flush=True)
+    for env_id, trace, racks, options in QUEUE_HARD:
+        runs = sorted(
+            (env_steps_per_s(env_id, "random", trace=trace, racks=racks, **options) for _ in range(repeats)),
+            key=lambda r: r["steps_per_s"],
+        )
+        rule = options.get("offer_rule", "dally")
+        row = {"env": env_id, "trace": trace, "racks": racks, "offer_rule": rule, "lease_picks": "waiting"}
+        row.update(agent="random", **runs[len(runs) // 2])
+        row["cartpole_ratio"] = round(row["steps_per_s"] * step_s, 3)
+        rows.append(row)
+        print(f"{env_id:18s} {trace} {racks} racks {rule}: {row['steps_per_s']:9,} steps/s", flush=True)
     frame = pd.DataFrame(rows)
     # The machine may be shared: its load says how much the rates (and CartPole's) are worth.
     frame.attrs["load"] = (load_before, os.getloadavg()[0], os.cpu_count())
@@ -272,7 +291,10 @@ def queue_lines(queue_frame: pd.DataFrame, repeats: int) -> list[str]:
         f"20,000 steps per measurement, the median of {repeats}), with the Dally order (the heuristic agent: "
         "always slot 0) and with random masked picks, under both `lease_picks` modes (`waiting`, the default: "
         "a boundary offers only waiting jobs; `all`: every lease-expired job too); columns as above "
-        "(`steps_per_episode` = picks per episode):",
+        "(`steps_per_episode` = picks per episode). The last rows are the hardest realistic case: random "
+        "picks on the long real trace philly-48h at 2 racks, where it contends, under the default offer "
+        "rule and under the headline agents' settings (`offer_rule=protected-remaining`, "
+        "`makespan_reference=dally`; `racks` empty: the environment's own size):",
         "",
         "```\n" + queue_frame.to_string(index=False) + "\n```",
         "",

@@ -188,6 +188,9 @@ class AutoTuner:
         self._values: dict[tuple[int, int], list[float]] = {}
         # (tier, g) -> (window start, window end, tuned timer) of the last computation.
         self._cache: dict[tuple[int, int], tuple[int, int, float]] = {}
+        # (tier, g) -> the starvation times as a float array (room to grow) and how many of the
+        # list it holds: a window is a view of it, and each entry is converted once.
+        self._arrays: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
         self._last_s = -math.inf
         #: How many entries were ever recorded.
         self.stamp = 0
@@ -290,7 +293,7 @@ class AutoTuner:
         if cached is not None and cached[0] == lo and cached[1] == hi:
             return cached[2]
         # Algorithm 2, lines 13-14: mean + 2 sample standard deviations.
-        values = np.array(self._values[key][lo:hi])
+        values = self._window(key, lo, hi)
         timer = kernels.mean_plus_two_sd(values) if ClusterState.compiled else _tuned_reference(values)
         if self.floors:
             timer = max(timer, self._floor[tier])
@@ -298,6 +301,20 @@ class AutoTuner:
             timer = min(timer, self._cap[tier])
         self._cache[key] = (lo, hi, timer)
         return timer
+
+    def _window(self, key: tuple[int, int], lo: int, hi: int) -> np.ndarray:
+        """The starvation times ``lo:hi`` of ``key``'s list, as a view of its array (the
+        entries recorded since the last call are copied in; the array doubles when full)."""
+        buf, held = self._arrays.get(key, (None, 0))
+        if held < hi:
+            if buf is None or buf.size < hi:
+                grown = np.empty(max(2 * hi, 16))
+                if held:
+                    grown[:held] = buf[:held]
+                buf = grown
+            buf[held:hi] = self._values[key][held:hi]
+            self._arrays[key] = (buf, hi)
+        return buf[lo:hi]
 
     def entries(self, tier: Tier, num_gpus: int, now_s: float | None = None) -> np.ndarray:
         """The starvation times (s) recorded for (tier, demand), oldest first, as a read-only
