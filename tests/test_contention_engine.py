@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import make_trace
 
 from dallygym import ClusterSpec, simulate
 from dallygym.sim.cluster import Tier
@@ -20,31 +21,16 @@ FAIR = EngineConfig(contention="fair-share")
 #: A 12-GPU VGG11 job on one machine and half of another: alone (A) and at half its rate (H).
 A = LATENCY.speed_factor("vgg11", ((8, 4),))
 H = LATENCY.shared_speed_factor("vgg11", ((8, 4),), 0.5)
-#: Two 12-GPU VGG11 jobs at 0 s, of 1,000 and 2,000 iterations.
-TWO_JOBS = pd.DataFrame(
-    {
-        "job_id": [1, 2],
-        "arrival_s": [0.0, 0.0],
-        "num_gpus": [12, 12],
-        "model": ["vgg11", "vgg11"],
-        "total_iterations": [1000, 2000],
-        "iter_time_s": [1.0, 1.0],
-    }
-)
 
 
 def _trace(*jobs: tuple[float, int, str, int]) -> pd.DataFrame:
     """Jobs (arrival_s, num_gpus, model, total_iterations), 1 s per iteration."""
-    return pd.DataFrame(
-        {
-            "job_id": range(1, len(jobs) + 1),
-            "arrival_s": [j[0] for j in jobs],
-            "num_gpus": [j[1] for j in jobs],
-            "model": [j[2] for j in jobs],
-            "total_iterations": [j[3] for j in jobs],
-            "iter_time_s": [1.0] * len(jobs),
-        }
-    )
+    rows = [(k, arrival, gpus, iters, 1.0, model) for k, (arrival, gpus, model, iters) in enumerate(jobs, 1)]
+    return make_trace(rows)
+
+
+#: Two 12-GPU VGG11 jobs at 0 s, of 1,000 and 2,000 iterations.
+TWO_JOBS = _trace((0.0, 12, "vgg11", 1000), (0.0, 12, "vgg11", 2000))
 
 
 def _ends(trace, spec, config, policy="fifo") -> list[float]:

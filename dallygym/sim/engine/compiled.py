@@ -272,11 +272,11 @@ class CompiledPath:
         # link). The tiers are read after the whole log: a start across machines is its job's
         # last row (the loop stops at the next event), so the tier read is that start's; an
         # earlier start of the same job, on one machine, is joined and left again by its rows.
-        codes = log[:, 0]
+        codes, jobs = log[:, 0], log[:, 1]
         ends = (codes == kernels.LOG_COMPLETED) | (codes == kernels.LOG_PREEMPTED)
-        crossed = log[ends | (self._last_tier[log[:, 1]] > 0)]
-        for code, j in zip(crossed[:, 0].tolist(), crossed[:, 1].tolist()):
-            if code == kernels.LOG_COMPLETED or code == kernels.LOG_PREEMPTED:
+        crossed = ends | (self._last_tier[jobs] > 0)
+        for end, j in zip(ends[crossed].tolist(), jobs[crossed].tolist()):
+            if end:
                 self._leave_links(j)
             else:
                 self._join_started(j)

@@ -622,11 +622,12 @@ class ExpiredTurns(Frame):
     in the pass: those whose turn only renews their lease in place go together
     (``Engine._renew_in_place``), the others one at a time (:class:`Visit`)."""
 
-    __slots__ = ("i", "jobs", "t")
+    __slots__ = ("i", "jobs", "plan", "t")
 
     def __init__(self, jobs: np.ndarray, t: float) -> None:
         self.pc = 0
         self.jobs, self.t, self.i = jobs, t, 0
+        self.plan = None
 
     def step(self, e: Engine, value):
         jobs = self.jobs
@@ -635,8 +636,9 @@ class ExpiredTurns(Frame):
         if e._serve_compiled and i < n:
             # In a picked pass: the turns run compiled up to the first that needs Python
             # (kernels.pass_turns on these leases alone, every position one), which is the Visit's.
-            positions = np.arange(n)
-            i, _ = e._compiled_turns(jobs, np.zeros(n, dtype=np.int64), positions, i, self.t)
+            if self.plan is None:  # (least demand ahead: none counts; every position a lease)
+                self.plan = (np.zeros(n, dtype=np.int64), np.arange(n))
+            i, _ = e._compiled_turns(jobs, *self.plan, i, self.t)
             if i < 0:
                 done(e)
                 return None

@@ -32,7 +32,7 @@ from .layout import (
     _time_shown,
 )
 from .offers import _count_and_most, tier_limits
-from .passes import _nw_sens_of
+from .passes import _best_offered, _nw_sens_of
 
 
 @njit(cache=True, nogil=True)
@@ -135,7 +135,7 @@ def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, s
             stale[n_stale] = j
             n_stale += 1
     free_pm, free_pr, racks, mpr, free_total = cluster
-    most_on_machine, most_on_rack, network = tier_limits(free_pm, free_pr, racks, mpr)
+    limits = tier_limits(free_pm, free_pr, racks, mpr)
     m = 0
     for g in range(present.size):
         if present[g]:
@@ -143,15 +143,7 @@ def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, s
             demands[m] = g
             bests[m] = best_of[g]
             m += 1
-            if g <= most_on_machine:
-                first = 0
-            elif 2 <= g <= most_on_rack:
-                first = 1
-            elif network and 2 <= g <= free_total:
-                first = 2
-            else:
-                first = -1
-            free_of[g] = first == best_of[g]
+            free_of[g] = _best_offered(g, free_total, limits) == best_of[g]
     return m, n_stale
 
 
