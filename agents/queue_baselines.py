@@ -67,6 +67,7 @@ import dallygym
 from dallygym import ClusterSpec, simulate
 from dallygym.envs.lookahead import LookaheadAgent, parse_lookahead, spec_label
 from dallygym.envs.queue import protected_share_action
+from dallygym.learning.priority_search import PRIORITY_FILE
 from dallygym.learning.trainer import load_agent, run_agent
 from dallygym.sim.bounds import lower_bound
 from dallygym.sim.policies import POLICIES
@@ -210,7 +211,7 @@ def agent_rows(agent_paths) -> list[tuple[str, str]]:
     rows = []
     for path in agent_paths:
         rows.append((Path(path).name, str(path)))
-        if (Path(path) / "initial" / "policy.pth").is_file():
+        if any((Path(path) / "initial" / name).is_file() for name in ("policy.pth", PRIORITY_FILE)):
             rows.append((f"{Path(path).name} (initial)", str(Path(path) / "initial")))
     return rows
 
@@ -568,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = args.cell or default_cells()
     for _, path in agent_rows(args.agent):
         _loaded_agent(path)  # a bad agent fails here, before any cell runs
-    rules = {_loaded_agent(path).config.offer_rule for _, path in agent_rows(args.agent)}
+    rules = {_loaded_agent(path).offer_rule for _, path in agent_rows(args.agent)}
     offer_rules = ["dally", *sorted(rules - {"dally"})]
     frame = run_cells(
         cells,

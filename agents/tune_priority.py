@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from dallygym import ClusterSpec, simulate  # noqa: E402
 from dallygym.envs.queue import JOB_FEATURES  # noqa: E402
+from dallygym.learning.priority_search import SMOOTHING, STD_FLOOR, TrainingDraws, cem  # noqa: E402
 from dallygym.sim.policies.tuned import TunedPriorityPolicy  # noqa: E402
-from dallygym.sim.trace import generate_trace  # noqa: E402
 
 OUT = ROOT / "dallygym" / "data" / "tuned_priority.json"
 GENERATORS = ("batch-500", "poisson-411")
@@ -58,60 +58,6 @@ SEARCHED = tuple(f for f in JOB_FEATURES if f not in FIXED_ZERO)
 #: scale, the smallest-demand-remaining rule's two ingredients), scaled to unit length.
 START = {"gpus": 1.0, "remaining_estimate": 1.0}
 START_STD = 0.5
-SMOOTHING = 0.7
-STD_FLOOR = 0.05
-
-
-def cem(
-    objective,
-    mean0: np.ndarray,
-    std0: np.ndarray | float,
-    rng: np.random.Generator,
-    iterations: int,
-    population: int,
-    elite: int,
-    smoothing: float = SMOOTHING,
-    std_floor: float = STD_FLOOR,
-    normalise: bool = True,
-    log=None,
-) -> tuple[np.ndarray, list[dict]]:
-    """Minimise ``objective(candidates, iteration) -> values`` (a (k, d) array to k values) by
-    the cross-entropy method; return the final mean and the history (one dict per iteration:
-    the mean's value, the best value, the elite mean value, the mean and std after the update).
-
-    Each iteration evaluates the current mean and ``population - 1`` Gaussian draws around it
-    (scaled to unit length if ``normalise``)."""
-    mean = np.asarray(mean0, dtype=np.float64).copy()
-    std = np.broadcast_to(np.asarray(std0, dtype=np.float64), mean.shape).copy()
-    if normalise:
-        mean /= np.linalg.norm(mean)
-    history = []
-    for it in range(iterations):
-        draws = mean + std * rng.standard_normal((population - 1, mean.size))
-        if normalise:
-            draws /= np.linalg.norm(draws, axis=1, keepdims=True)
-        candidates = np.vstack([mean, draws])
-        values = np.asarray(objective(candidates, it), dtype=np.float64)
-        order = np.argsort(values, kind="stable")
-        best = candidates[order[:elite]]
-        mean_value = float(values[0])
-        mean = smoothing * best.mean(axis=0) + (1 - smoothing) * mean
-        if normalise:
-            mean /= np.linalg.norm(mean)
-        std = np.maximum(smoothing * best.std(axis=0) + (1 - smoothing) * std, std_floor)
-        row = {
-            "iteration": it,
-            "mean_objective": mean_value,
-            "best_objective": float(values[order[0]]),
-            "elite_objective": float(values[order[:elite]].mean()),
-            "population_objective": float(values.mean()),
-            "mean": mean.round(6).tolist(),
-            "std": std.round(6).tolist(),
-        }
-        history.append(row)
-        if log is not None:
-            log(row)
-    return mean, history
 
 
 def full_weights(searched: np.ndarray) -> np.ndarray:
@@ -122,27 +68,13 @@ def full_weights(searched: np.ndarray) -> np.ndarray:
     return w
 
 
-class Objective:
+class Objective(TrainingDraws):
     """The training objective (see the module docstring), with Dally's runs and the traces cached."""
 
     def __init__(self, rng: np.random.Generator, penalty: float = PENALTY) -> None:
+        super().__init__()
         self.rng = rng
         self.penalty = penalty
-        self._traces: dict = {}
-        self._dally: dict = {}
-        self.draws: list[list[tuple[str, int, int]]] = []
-
-    def trace(self, gen: str, seed: int):
-        key = (gen, seed)
-        if key not in self._traces:
-            self._traces[key] = generate_trace(gen, seed=seed)
-        return self._traces[key]
-
-    def dally(self, gen: str, seed: int, racks: int) -> dict:
-        key = (gen, seed, racks)
-        if key not in self._dally:
-            self._dally[key] = simulate(self.trace(gen, seed), ClusterSpec(racks, 8, 8), policy="dally").summary
-        return self._dally[key]
 
     def on_draw(self, weights: np.ndarray, gen: str, seed: int, racks: int) -> float:
         ref = self.dally(gen, seed, racks)

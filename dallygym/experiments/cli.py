@@ -611,15 +611,16 @@ def _add_learning_commands(sub) -> None:
         "one of dallygym's ids); nothing in them is executed, no link is followed and sizes are "
         "bounded before anything is allocated. A stable-baselines3 model.zip is refused, since "
         "unpickling it can run any code: write an agent from it with 'dallygym agent convert', "
-        "which reads only its tensors.",
+        "which reads only its tensors. A learned priority agent (agents/train_priority.py) is read "
+        "from priority.json (strict JSON, its shapes checked) and runs natively.",
     )
     ev.add_argument(
         "--agent",
         action="append",
         required=True,
         metavar="NAME_OR_PATH",
-        help="a policy name, or a learned agent: a run directory or its policy.pth "
-        "(with config.json beside it); repeat for several",
+        help="a policy name, or a learned agent: a run directory, its policy.pth "
+        "(with config.json beside it) or its priority.json; repeat for several",
     )
     ev.add_argument(
         "--trace",

@@ -366,8 +366,12 @@ def _refuse_constant(name: str) -> None:
 
 
 def parse_config(data: bytes, where: str) -> dict:
-    """``config.json``'s bytes parsed (UTF-8, strict JSON: no NaN or Infinity, no repeated key)
-    and checked by :func:`check_config`."""
+    """``config.json``'s bytes parsed (:func:`parse_json`) and checked by :func:`check_config`."""
+    return check_config(parse_json(data, where), where)
+
+
+def parse_json(data: bytes, where: str) -> object:
+    """An agent file's bytes parsed: UTF-8, strict JSON (no NaN or Infinity, no repeated key)."""
     try:
         text = data.decode("utf-8")
         config = json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
@@ -378,7 +382,7 @@ def parse_config(data: bytes, where: str) -> dict:
     except (ValueError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise AgentLoadError(f"{where}: not valid JSON ({detail[:160]})") from None
-    return check_config(config, where)
+    return config
 
 
 def read_config(run_dir: Path) -> dict:

@@ -44,6 +44,7 @@ from .agent_files import (  # noqa: F401 - re-exported: dallygym.learning.traine
     read_policy,
     write_atomic,
 )
+from .priority_search import PRIORITY_FILE, PriorityAgent, is_priority_agent
 
 #: The settings of a training in progress (``config.json`` is written beside the parameters
 #: when it ends).
@@ -1039,6 +1040,7 @@ class LearnedAgent:
         self.sensitivity = self.config.sensitivity
         self.reward = self.config.reward
         self.priority = self.config.priority
+        self.offer_rule = self.config.offer_rule
         self.name = self.path.parent.name
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
@@ -1051,27 +1053,35 @@ class LearnedAgent:
         )
 
 
-def load_agent(name_or_path: str) -> str | LearnedAgent:
-    """A shipped policy name (returned as is) or a saved agent (run directory or its
-    ``policy.pth``) loaded without executing anything from its files (:class:`LearnedAgent`)."""
+def load_agent(name_or_path: str) -> str | LearnedAgent | PriorityAgent:
+    """A shipped policy name (returned as is) or a saved agent loaded without executing
+    anything from its files: a network agent (run directory or its ``policy.pth``:
+    :class:`LearnedAgent`) or a priority agent (run directory or its ``priority.json``:
+    :class:`~dallygym.learning.priority_search.PriorityAgent`)."""
     if name_or_path in POLICIES:
         return name_or_path
     path = Path(name_or_path)
     if not path.exists():
         raise ValueError(
             f"agent {name_or_path!r} is neither a policy name ({', '.join(POLICIES)}) "
-            f"nor a saved agent (a run directory or its {POLICY_FILE})"
+            f"nor a saved agent (a run directory, its {POLICY_FILE} or its {PRIORITY_FILE})"
         )
+    if is_priority_agent(path):
+        return PriorityAgent(path)
     return LearnedAgent(path)
 
 
 def run_agent(
-    agent: str | LearnedAgent, trace, cluster: ClusterSpec, seed: int = 0, contention: Contention | None = None
+    agent: str | LearnedAgent | PriorityAgent,
+    trace,
+    cluster: ClusterSpec,
+    seed: int = 0,
+    contention: Contention | None = None,
 ):
     """Full results (:class:`~dallygym.sim.metrics.RunResult`) of one agent on one trace.
 
-    A heuristic name runs natively (its own priority and decisions: exactly ``simulate``); a
-    learned agent acts in the environment it was trained in (its saved config: ``Dally-v0``
+    A heuristic name and a priority agent run natively (their own priority and decisions:
+    exactly ``simulate``); a network agent acts in the environment it was trained in (its saved config: ``Dally-v0``
     offers under its priority rule, or ``DallyQueue-v0`` picks under its offer rule), with its
     observation settings, on this trace and cluster. ``contention`` (None: none) runs either
     with jobs sharing links (:mod:`dallygym.sim.contention`).
@@ -1083,8 +1093,9 @@ def run_agent(
     shared = (
         {} if contention is None else {"contention": contention.mode, "oversubscription": contention.oversubscription}
     )
-    if isinstance(agent, str):
-        return simulate(trace, cluster, policy=agent, config=EngineConfig(**shared) if shared else None)
+    if isinstance(agent, str | PriorityAgent):
+        policy = agent if isinstance(agent, str) else agent.policy()
+        return simulate(trace, cluster, policy=policy, config=EngineConfig(**shared) if shared else None)
     config = getattr(agent, "config", None)
     if config is None:  # a hand-written Dally-v0 agent (e.g. a probe): its attributes say how it observes
         settings = {

@@ -1,4 +1,6 @@
-"""A linear priority over the ``DallyQueue-v0`` candidate features, weights tuned off line.
+"""Priorities computed from the ``DallyQueue-v0`` candidate features: a linear one, weights tuned
+off line (``tuned-priority``), and a small network's (:class:`NetPriorityPolicy`, the policy of
+a learned priority agent).
 
 The key of a job is ``w . f``: ``f`` its row of job features exactly as the queue
 environment's observation shows them (:data:`dallygym.envs.queue.JOB_FEATURES`, computed by the
@@ -16,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .dally import DallyPolicy
+from .dally import DallyConsolidatedPolicy, DallyPolicy
 
 #: Package-data file of the shipped weights.
 WEIGHTS_FILE = "tuned_priority.json"
@@ -70,7 +72,24 @@ class CandidateFeatures:
         return rows
 
 
-class TunedPriorityPolicy(DallyPolicy):
+class _FeaturePriority:
+    """The candidate features of the jobs a policy orders (:class:`CandidateFeatures`), kept
+    per engine; mixed into a Dally policy (whose timers the features show)."""
+
+    _features: CandidateFeatures | None = None
+
+    def reset(self, view, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        self._features = CandidateFeatures(view, self)
+
+    def features(self, view, jobs: np.ndarray) -> np.ndarray:
+        """The queue features of ``jobs`` at ``view``'s current state."""
+        if self._features is None or self._features.engine is not view:
+            self._features = CandidateFeatures(view, self)
+        return self._features(np.asarray(jobs, dtype=np.int64))
+
+
+class TunedPriorityPolicy(_FeaturePriority, DallyPolicy):
     """Priority ``w . f`` (lower first) over the queue features; offers as auto-tuned ``dally``.
 
     * Priority key of a job (waiting, or running when the engine orders lease-expired jobs at
@@ -100,18 +119,72 @@ class TunedPriorityPolicy(DallyPolicy):
         self.weights = w
         self._features: CandidateFeatures | None = None
 
-    def reset(self, view, rng: np.random.Generator) -> None:
-        super().reset(view, rng)
-        self._features = CandidateFeatures(view, self)
-
-    def features(self, view, jobs: np.ndarray) -> np.ndarray:
-        """The queue features of ``jobs`` at ``view``'s current state."""
-        if self._features is None or self._features.engine is not view:
-            self._features = CandidateFeatures(view, self)
-        return self._features(np.asarray(jobs, dtype=np.int64))
-
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         return self.features(view, jobs).astype(np.float64) @ self.weights
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(weights={np.round(self.weights, 4).tolist()})"
+
+
+def net_inputs() -> tuple[str, ...]:
+    """The job features a :class:`NetPriorityPolicy` reads, in order: every ``JOB_FEATURES`` entry
+    but the three speed factors (always 0 under the hidden sensitivity a native policy has)."""
+    from ...envs.queue_obs import JOB_FEATURES  # (not at import: queue_obs imports the policies)
+
+    return tuple(name for name in JOB_FEATURES if not name.startswith("speed_"))
+
+
+#: The largest hidden layer a :class:`NetPriorityPolicy` accepts.
+MAX_HIDDEN = 256
+
+
+class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
+    """Priority ``v . tanh(W f + b)`` (lower first) over the queue features; offers as
+    ``dally-consolidated`` (and ``protected-remaining``).
+
+    * ``f``: a job's :func:`net_inputs` features, the rows ``DallyQueue-v0`` shows an agent
+      (sensitivity hidden), computed over the jobs being ordered at the engine's current state
+      (waiting jobs at each scheduling pass, and the lease-expired running jobs at a round
+      boundary). ``W`` is hidden x inputs, ``b`` and ``v`` hidden long. Ties: earlier arrival,
+      then job index (the engine's rule).
+    * Offers and lease renewal: a job waits for the most consolidated tier it fits in, as in
+      the queue environment under ``offer_rule="protected-remaining"`` (the headline agents'),
+      so only the order is learned.
+
+    It is the policy of a learned priority agent (:mod:`dallygym.learning.priority_search`,
+    which finds the parameters and loads them from a run directory); any parameters of the
+    right shapes make a valid policy.
+    """
+
+    name: ClassVar[str] = "net-priority"
+    priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
+
+    def __init__(self, hidden_weights, hidden_bias, output_weights, **kwargs) -> None:
+        super().__init__(**kwargs)
+        w = np.asarray(hidden_weights, dtype=np.float64)
+        b = np.asarray(hidden_bias, dtype=np.float64)
+        v = np.asarray(output_weights, dtype=np.float64)
+        names = net_inputs()
+        inputs = len(names)
+        if w.ndim != 2 or w.shape[1] != inputs or not 1 <= w.shape[0] <= MAX_HIDDEN:
+            raise ValueError(
+                f"hidden_weights must be hidden x {inputs} (net_inputs() order, 1 <= hidden <= {MAX_HIDDEN}), "
+                f"got shape {w.shape}"
+            )
+        if b.shape != (w.shape[0],) or v.shape != (w.shape[0],):
+            raise ValueError(
+                f"hidden_bias and output_weights must have {w.shape[0]} entries each, got {b.shape} and {v.shape}"
+            )
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b)) and np.all(np.isfinite(v))):
+            raise ValueError("the network's parameters must be finite")
+        self.hidden_weights, self.hidden_bias, self.output_weights = w, b, v
+        from ...envs.queue_obs import JOB_FEATURES
+
+        self._inputs = np.array([JOB_FEATURES.index(name) for name in names])
+
+    def priority(self, view, jobs: np.ndarray) -> np.ndarray:
+        f = self.features(view, jobs)[:, self._inputs].astype(np.float64)
+        return np.tanh(f @ self.hidden_weights.T + self.hidden_bias) @ self.output_weights
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(hidden={self.hidden_bias.size})"

@@ -1,0 +1,359 @@
+"""Learned priority agents: a small network scores each job, the cross-entropy method finds it.
+
+A *priority agent* is :class:`~dallygym.sim.policies.tuned.NetPriorityPolicy` with parameters
+learned here: at every scheduling pass the engine orders the jobs by ``v . tanh(W f + b)`` (lower
+first) over each job's ``DallyQueue-v0`` features ``f``, and offers wait for the most
+consolidated tier (the offer rule of the headline ``DallyQueue-v0`` agents). It answers the
+queue environment's question -- which job next -- once per pass for all jobs rather than once
+per step, and it learns from whole episodes: the objective below is computed from the run's
+mean JCT and makespan, with no reward shaping, teacher or guard.
+
+Search (:func:`search`): the cross-entropy method (:func:`cem`) over the flattened parameters,
+from a random initialisation (``W`` and ``v`` drawn N(0, 1/fan-in), ``b`` = 0; the run's seed
+draws it and everything after). Each iteration draws ``population - 1`` parameter vectors
+around the current mean, evaluates them and the mean on the same training draws (common random
+numbers), and moves the mean and the diagonal deviation to the ``elite`` best.
+
+Objective of a parameter vector on one draw (lower is better), against auto-tuned Dally's native
+run of the same draw::
+
+    ln(mean JCT / Dally's mean JCT) + penalty x max(0, makespan excess over Dally's in % - margin)
+
+and its value in an iteration is the mean over that iteration's draws: one draw per
+(generator, size) entry of the training cells, its seed drawn from the training seeds 10-19
+(disjoint from the validation seeds 100-101 and the held-out seeds >= 2000). The default cells
+are ``batch-500`` and ``poisson-411`` at 2, 2, 4, 4, 8 and 16 racks of 8 x 8 GPUs: every size of
+the held-out grid, the small ones (where makespan breaks) twice.
+
+A run directory holds ``priority.json`` (the final mean's parameters, the settings, the history)
+and ``initial/priority.json`` (the random initialisation: what the search itself contributed).
+:class:`PriorityAgent` loads either through the same checks as any agent file: a regular file,
+bounded in size, strict JSON, the inputs and shapes the policy expects; nothing in it is run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..sim.cluster import ClusterSpec
+from ..sim.policies.tuned import MAX_HIDDEN, NetPriorityPolicy, net_inputs
+from ..sim.simulate import simulate
+from ..sim.trace import generate_trace
+from .agent_files import AgentLoadError, parse_json, read_regular_file, write_atomic
+
+#: The job features the network reads (:func:`~dallygym.sim.policies.tuned.net_inputs`).
+NET_INPUTS = net_inputs()
+#: The agent file of a run directory (and of its ``initial/``).
+PRIORITY_FILE = "priority.json"
+#: The ``format`` entry of an agent file.
+FORMAT = "dallygym-priority-agent/1"
+#: The largest agent file read (a network of MAX_HIDDEN units is about 100 KB of JSON numbers;
+#: the history of a long search adds a few hundred KB).
+MAX_FILE_BYTES = 8 * 1024 * 1024
+#: Training cells: (generator, racks) entries, one draw of each per iteration.
+TRAIN_GENERATORS = ("batch-500", "poisson-411")
+TRAIN_RACKS = (2, 2, 4, 4, 8, 16)
+TRAIN_SEEDS = tuple(range(10, 20))
+#: Objective per percentage point of makespan beyond Dally's + ``MARGIN_PP`` %.
+PENALTY = 1.0
+#: The makespan excess (percentage points) the objective forgives: half of the goal's 1 %.
+MARGIN_PP = 0.5
+SMOOTHING = 0.7
+STD_FLOOR = 0.05
+
+
+def cem(
+    objective,
+    mean0: np.ndarray,
+    std0: np.ndarray | float,
+    rng: np.random.Generator,
+    iterations: int,
+    population: int,
+    elite: int,
+    smoothing: float = SMOOTHING,
+    std_floor: float = STD_FLOOR,
+    normalise: bool = True,
+    log=None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[np.ndarray, list[dict]]:
+    """Minimise ``objective(candidates, iteration) -> values`` (a (k, d) array to k values) by
+    the cross-entropy method; return the final mean and the history (one dict per iteration:
+    the mean's value, the best value, the elite mean value, the mean and std after the update).
+
+    Each iteration evaluates the current mean and ``population - 1`` Gaussian draws around it
+    (scaled to unit length if ``normalise``). ``stop()`` (if given) is asked before each
+    iteration after the first; true ends the search there."""
+    mean = np.asarray(mean0, dtype=np.float64).copy()
+    std = np.broadcast_to(np.asarray(std0, dtype=np.float64), mean.shape).copy()
+    if normalise:
+        mean /= np.linalg.norm(mean)
+    history = []
+    for it in range(iterations):
+        if it and stop is not None and stop():
+            break
+        draws = mean + std * rng.standard_normal((population - 1, mean.size))
+        if normalise:
+            draws /= np.linalg.norm(draws, axis=1, keepdims=True)
+        candidates = np.vstack([mean, draws])
+        values = np.asarray(objective(candidates, it), dtype=np.float64)
+        order = np.argsort(values, kind="stable")
+        best = candidates[order[:elite]]
+        mean_value = float(values[0])
+        mean = smoothing * best.mean(axis=0) + (1 - smoothing) * mean
+        if normalise:
+            mean /= np.linalg.norm(mean)
+        std = np.maximum(smoothing * best.std(axis=0) + (1 - smoothing) * std, std_floor)
+        row = {
+            "iteration": it,
+            "mean_objective": mean_value,
+            "best_objective": float(values[order[0]]),
+            "elite_objective": float(values[order[:elite]].mean()),
+            "population_objective": float(values.mean()),
+            "mean": mean.round(6).tolist(),
+            "std": std.round(6).tolist(),
+        }
+        history.append(row)
+        if log is not None:
+            log(row)
+    return mean, history
+
+
+# --- the network's parameters as one vector ---------------------------------------------------
+
+
+def parameter_count(hidden: int) -> int:
+    """Entries of the flattened parameters of a network with ``hidden`` units."""
+    return hidden * (len(NET_INPUTS) + 2)
+
+
+def unpack(vector: np.ndarray, hidden: int) -> dict[str, np.ndarray]:
+    """``hidden_weights`` (hidden x inputs), ``hidden_bias`` and ``output_weights`` from the
+    flattened parameters (that order, row-major)."""
+    vector = np.asarray(vector, dtype=np.float64)
+    if vector.shape != (parameter_count(hidden),):
+        raise ValueError(f"expected {parameter_count(hidden)} parameters for {hidden} hidden units, got {vector.shape}")
+    inputs = len(NET_INPUTS)
+    w = vector[: hidden * inputs].reshape(hidden, inputs)
+    b = vector[hidden * inputs : hidden * (inputs + 1)]
+    v = vector[hidden * (inputs + 1) :]
+    return {"hidden_weights": w, "hidden_bias": b, "output_weights": v}
+
+
+def initial_parameters(hidden: int, rng: np.random.Generator) -> np.ndarray:
+    """A random initialisation: ``W`` ~ N(0, 1/inputs), ``b`` = 0, ``v`` ~ N(0, 1/hidden)."""
+    inputs = len(NET_INPUTS)
+    w = rng.normal(0.0, 1.0 / math.sqrt(inputs), (hidden, inputs))
+    v = rng.normal(0.0, 1.0 / math.sqrt(hidden), hidden)
+    return np.concatenate([w.ravel(), np.zeros(hidden), v])
+
+
+def policy_of(vector: np.ndarray, hidden: int) -> NetPriorityPolicy:
+    return NetPriorityPolicy(**unpack(vector, hidden))
+
+
+# --- the objective ----------------------------------------------------------------------------
+
+
+class TrainingDraws:
+    """Generated training traces and auto-tuned Dally's runs of them on ``racks`` x 8 x 8 GPUs,
+    each made once (what a search's objective compares a candidate with)."""
+
+    def __init__(self) -> None:
+        self._traces: dict = {}
+        self._dally: dict = {}
+        #: Each iteration's draws, (generator, seed, racks).
+        self.draws: list[list[tuple[str, int, int]]] = []
+
+    def trace(self, gen: str, seed: int):
+        key = (gen, seed)
+        if key not in self._traces:
+            self._traces[key] = generate_trace(gen, seed=seed)
+        return self._traces[key]
+
+    def dally(self, gen: str, seed: int, racks: int) -> dict:
+        key = (gen, seed, racks)
+        if key not in self._dally:
+            self._dally[key] = simulate(self.trace(gen, seed), ClusterSpec(racks, 8, 8), policy="dally").summary
+        return self._dally[key]
+
+
+class DrawObjective(TrainingDraws):
+    """The search's objective (module docstring).
+
+    ``cells``: (generator, racks) entries, one draw of each per iteration; ``seeds``: the seeds
+    a draw's is taken from (by ``rng``, the search's)."""
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        hidden: int,
+        cells: list[tuple[str, int]],
+        seeds: tuple[int, ...] = TRAIN_SEEDS,
+        penalty: float = PENALTY,
+        margin_pp: float = MARGIN_PP,
+    ) -> None:
+        super().__init__()
+        self.rng = rng
+        self.hidden = hidden
+        self.cells = cells
+        self.seeds = seeds
+        self.penalty = penalty
+        self.margin_pp = margin_pp
+
+    def on_draw(self, vector: np.ndarray, gen: str, seed: int, racks: int) -> float:
+        ref = self.dally(gen, seed, racks)
+        run = simulate(self.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy_of(vector, self.hidden)).summary
+        excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
+        return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + self.penalty * max(0.0, excess_pp - self.margin_pp)
+
+    def __call__(self, candidates: np.ndarray, iteration: int) -> np.ndarray:
+        draws = [(gen, int(self.rng.choice(self.seeds)), racks) for gen, racks in self.cells]
+        self.draws.append(draws)
+        return np.array([np.mean([self.on_draw(c, *d) for d in draws]) for c in candidates])
+
+
+def search(
+    seed: int = 0,
+    hidden: int = 8,
+    iterations: int = 30,
+    population: int = 16,
+    elite: int = 4,
+    std0: float = 0.5,
+    cells: list[tuple[str, int]] | None = None,
+    time_limit_s: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Search a priority network (module docstring); return the agent file's content for the
+    final mean (``"initial"``: the random initialisation's). Deterministic for a seed and
+    ``iterations``; ``time_limit_s`` (None: none) ends the search early, before an iteration
+    that would not finish in time by the last one's length, and the count done is recorded."""
+    if not 1 <= hidden <= MAX_HIDDEN:
+        raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
+    if not 1 <= elite < population:
+        raise ValueError(f"elite must be at least 1 and below population ({population}), got {elite}")
+    cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
+    rng = np.random.default_rng(seed)
+    start = initial_parameters(hidden, rng)
+    objective = DrawObjective(rng, hidden, cells)
+    started = time.perf_counter()
+    lengths: list[float] = []
+
+    def stop() -> bool:
+        if time_limit_s is None:
+            return False
+        elapsed = time.perf_counter() - started
+        return elapsed + max(lengths) > time_limit_s
+
+    def on_iteration(row: dict) -> None:
+        lengths.append(time.perf_counter() - started - sum(lengths))
+        row["seconds"] = round(lengths[-1], 1)
+        if log is not None:
+            log(
+                f"iteration {row['iteration']}: mean {row['mean_objective']:.4f}, best {row['best_objective']:.4f}, "
+                f"elite {row['elite_objective']:.4f}, population {row['population_objective']:.4f} "
+                f"({time.perf_counter() - started:.0f} s)"
+            )
+
+    mean, history = cem(
+        objective, start, std0, rng, iterations, population, elite, normalise=False, log=on_iteration, stop=stop
+    )
+    for row, draws in zip(history, objective.draws):
+        row["draws"] = [f"{g}/seed{s}/{r}racks" for g, s, r in draws]
+        del row["mean"]  # the final mean is the agent; the path is in the objectives
+    settings = {
+        "method": "cross-entropy method, diagonal Gaussian over the flattened parameters",
+        "seed": seed,
+        "hidden": hidden,
+        "iterations_asked": iterations,
+        "iterations_done": len(history),
+        "population": population,
+        "elite": elite,
+        "start_std": std0,
+        "smoothing": SMOOTHING,
+        "std_floor": STD_FLOOR,
+        "time_limit_s": time_limit_s,
+        "training": {
+            "cells": [f"{g}:{r}" for g, r in cells],
+            "seeds": list(TRAIN_SEEDS),
+            "cluster": "racks x 8 machines x 8 GPUs, latency dally-paper, lease 3600 s",
+            "draws_per_iteration": "one per cell, its seed drawn from the seeds",
+        },
+        "objective": (
+            f"mean over the iteration's draws of ln(mean JCT / Dally's) + {PENALTY} x max(0, makespan excess "
+            f"over Dally's in percentage points - {MARGIN_PP})"
+        ),
+        "offers": "dally-consolidated (wait for the most consolidated tier)",
+    }
+    wall_s = round(time.perf_counter() - started, 1)
+    return {
+        **agent_content(mean, hidden, settings, history, wall_s),
+        "initial": agent_content(start, hidden, {**settings, "initial": True}, [], 0.0),
+    }
+
+
+def agent_content(vector: np.ndarray, hidden: int, settings: dict, history: list, wall_s: float) -> dict:
+    """An agent file's content for ``vector``."""
+    params = unpack(vector, hidden)
+    return {
+        "format": FORMAT,
+        "inputs": list(NET_INPUTS),
+        "hidden": hidden,
+        **{k: np.round(v, 8).tolist() for k, v in params.items()},
+        "settings": settings,
+        "wall_s": wall_s,
+        "history": history,
+    }
+
+
+def write_run(run_dir: Path, result: dict) -> None:
+    """``priority.json`` (the result) and ``initial/priority.json`` in ``run_dir``."""
+    run_dir = Path(run_dir)
+    final = {k: v for k, v in result.items() if k != "initial"}
+    (run_dir / "initial").mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / PRIORITY_FILE, (json.dumps(final, indent=1) + "\n").encode())
+    write_atomic(run_dir / "initial" / PRIORITY_FILE, (json.dumps(result["initial"], indent=1) + "\n").encode())
+
+
+def is_priority_agent(path: str | Path) -> bool:
+    """Whether ``path`` names a priority agent: its file, or a directory holding one."""
+    path = Path(path)
+    return path.name == PRIORITY_FILE or (path.is_dir() and (path / PRIORITY_FILE).exists())
+
+
+class PriorityAgent:
+    """A learned priority agent read from its ``priority.json`` (a run directory or the file):
+    a regular file of at most :data:`MAX_FILE_BYTES`, strict JSON, its ``format``, inputs and
+    shapes checked; nothing in it is executed. :meth:`policy` builds a fresh policy per run."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        self.path = path / PRIORITY_FILE if path.name != PRIORITY_FILE else path
+        where = str(self.path)
+        content = parse_json(read_regular_file(self.path, MAX_FILE_BYTES, "a priority agent"), where)
+        if not isinstance(content, dict) or content.get("format") != FORMAT:
+            raise AgentLoadError(f"{where}: not a priority agent (its 'format' must be {FORMAT!r})")
+        if content.get("inputs") != list(NET_INPUTS):
+            raise AgentLoadError(f"{where}: its 'inputs' are not the features this version computes ({NET_INPUTS})")
+        try:
+            self._params = {
+                k: np.asarray(content[k], dtype=np.float64) for k in ("hidden_weights", "hidden_bias", "output_weights")
+            }
+            self.policy()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AgentLoadError(f"{where}: not a valid network ({str(exc)[:200]})") from None
+        self.settings = content.get("settings", {})
+        self.name = (
+            self.path.parent.name if self.path.parent.name != "initial" else f"{self.path.parent.parent.name}/initial"
+        )
+        #: The question it answers, and the queue environment's offer rule its offers equal.
+        self.env_id = "DallyQueue-v0"
+        self.offer_rule = "protected-remaining"
+
+    def policy(self) -> NetPriorityPolicy:
+        return NetPriorityPolicy(**self._params)

@@ -1,0 +1,230 @@
+"""Learned priority agents: the network's priority on hand-built queues, the search (determinism,
+its objective), the run files and their loading (nothing run, bad files refused), and the agent
+through ``evaluate`` and the held-out grid script."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import TierLatency, load_script, make_trace
+
+from dallygym import ClusterSpec, simulate
+from dallygym.experiments.cli import main
+from dallygym.learning import priority_search as ps
+from dallygym.learning.agent_files import AgentLoadError
+from dallygym.learning.priority_search import NET_INPUTS
+from dallygym.learning.trainer import load_agent, run_agent
+from dallygym.sim.engine import Engine, EngineConfig, run_policy
+from dallygym.sim.metrics import collect
+from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy
+
+SMALL = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small"]
+# One machine of 8 GPUs, speed 1 (as tests/test_baselines.py): job 0 (8 GPUs, 100 s) holds it
+# from t=0; jobs 1 (4 GPUs, 10 s), 2 (8 GPUs, 1 s) and 3 (2 GPUs, 5 s) queue behind it.
+QUEUE = [(0, 0, 8, 100, 1.0), (1, 1, 4, 10, 1.0), (2, 2, 8, 1, 1.0), (3, 3, 2, 5, 1.0)]
+
+
+def reading(feature: str, sign: float = 1.0) -> NetPriorityPolicy:
+    """One hidden unit reading one feature; key = sign x tanh(feature): monotone in it."""
+    w = np.zeros((1, len(NET_INPUTS)))
+    w[0, NET_INPUTS.index(feature)] = 1.0
+    return NetPriorityPolicy(w, np.zeros(1), np.array([sign]))
+
+
+def run(trace, spec, policy):
+    return collect(run_policy(Engine(trace, spec, policy, TierLatency(), EngineConfig())))
+
+
+def test_a_unit_reading_the_demand_orders_smallest_demand_first():
+    # Order at t=100 by demand: job 3 (2 GPUs) 100-105, job 1 (4) 100-110, job 2 (8 GPUs)
+    # waits for the whole machine: 110-111. A negative output weight: largest first, job 2
+    # takes the machine at 100-101, then jobs 1 and 3 at 101.
+    trace, spec = make_trace(QUEUE), ClusterSpec(1, 1, 8)
+    assert run(trace, spec, reading("gpus")).jobs["first_start_s"].tolist() == [0.0, 100.0, 110.0, 100.0]
+    assert run(trace, spec, reading("gpus", -1.0)).jobs["first_start_s"].tolist() == [0.0, 101.0, 100.0, 101.0]
+
+
+def test_the_key_is_the_network_over_the_queue_features():
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
+    rng = np.random.default_rng(5)
+    params = ps.unpack(ps.initial_parameters(3, rng), 3)
+    policy = NetPriorityPolicy(**params)
+    engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), policy, TierLatency(), EngineConfig())
+    policy.reset(engine, np.random.default_rng(0))
+    jobs = np.arange(5)
+    f = CandidateFeatures(engine, policy)(jobs).astype(np.float64)
+    from dallygym.envs.queue import JOB_FEATURES
+
+    f = f[:, [JOB_FEATURES.index(name) for name in NET_INPUTS]]
+    expected = np.array(
+        [
+            sum(
+                params["output_weights"][h] * math.tanh(f[j] @ params["hidden_weights"][h] + params["hidden_bias"][h])
+                for h in range(3)
+            )
+            for j in range(5)
+        ]
+    )
+    np.testing.assert_allclose(policy.priority(engine, jobs), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "w, b, v, match",
+    [
+        (np.zeros((2, 3)), np.zeros(2), np.zeros(2), "hidden x 17"),
+        (np.zeros((2, 17)), np.zeros(3), np.zeros(2), "2 entries each"),
+        (np.zeros((2, 17)), np.zeros(2), np.array([1.0, np.nan]), "finite"),
+        (np.zeros((0, 17)), np.zeros(0), np.zeros(0), "hidden x 17"),
+    ],
+)
+def test_bad_network_shapes_are_refused(w, b, v, match):
+    with pytest.raises(ValueError, match=match):
+        NetPriorityPolicy(w, b, v)
+
+
+def test_parameters_flatten_and_unflatten():
+    vector = np.arange(ps.parameter_count(4), dtype=float)
+    params = ps.unpack(vector, 4)
+    assert params["hidden_weights"].shape == (4, len(NET_INPUTS))
+    assert params["hidden_weights"][1, 0] == len(NET_INPUTS)
+    assert params["hidden_bias"].tolist() == [68.0, 69.0, 70.0, 71.0]
+    assert params["output_weights"].tolist() == [72.0, 73.0, 74.0, 75.0]
+    with pytest.raises(ValueError, match="76 parameters"):
+        ps.unpack(vector[:-1], 4)
+    start = ps.initial_parameters(4, np.random.default_rng(0))
+    assert np.all(ps.unpack(start, 4)["hidden_bias"] == 0)
+    np.testing.assert_array_equal(start, ps.initial_parameters(4, np.random.default_rng(0)))
+
+
+def test_the_objective_is_log_jct_ratio_plus_the_makespan_penalty_beyond_the_margin():
+    objective = ps.DrawObjective(np.random.default_rng(0), 2, [("batch-500", 16)])
+    vector = ps.initial_parameters(2, np.random.default_rng(3))
+    trace = objective.trace("batch-500", 10)
+    ours = simulate(trace, ClusterSpec(16, 8, 8), policy=ps.policy_of(vector, 2)).summary
+    dally = simulate(trace, ClusterSpec(16, 8, 8), policy="dally").summary
+    excess = 100 * (ours["makespan_s"] / dally["makespan_s"] - 1)
+    expected = math.log(ours["jct_mean_s"] / dally["jct_mean_s"]) + ps.PENALTY * max(0.0, excess - ps.MARGIN_PP)
+    assert objective.on_draw(vector, "batch-500", 10, 16) == pytest.approx(expected, rel=1e-12)
+
+
+def tiny_search(seed: int = 1, **kw):
+    return ps.search(seed=seed, hidden=2, iterations=2, population=3, elite=1, cells=[("batch-500", 16)], **kw)
+
+
+def test_the_search_is_deterministic_and_records_what_it_did():
+    first, again = tiny_search(), tiny_search()
+    assert first["hidden_weights"] == again["hidden_weights"] and first["output_weights"] == again["output_weights"]
+    assert [r["draws"] for r in first["history"]] == [r["draws"] for r in again["history"]]
+    assert first["settings"]["iterations_done"] == 2 and len(first["history"]) == 2
+    # The initial parameters are the seed's random initialisation, before any update.
+    start = ps.unpack(ps.initial_parameters(2, np.random.default_rng(1)), 2)
+    assert first["initial"]["hidden_weights"] == np.round(start["hidden_weights"], 8).tolist()
+    assert first["hidden_weights"] != first["initial"]["hidden_weights"]
+    # Each iteration evaluates the current mean first: iteration 0's is the initialisation's value.
+    objective = ps.DrawObjective(np.random.default_rng(0), 2, [("batch-500", 16)])
+    _, seed, racks = first["history"][0]["draws"][0].split("/")
+    value = objective.on_draw(ps.initial_parameters(2, np.random.default_rng(1)), "batch-500", int(seed[4:]), 16)
+    assert first["history"][0]["mean_objective"] == pytest.approx(value, rel=1e-12)
+
+
+def test_the_time_limit_ends_the_search_between_iterations():
+    result = tiny_search(time_limit_s=1e-9)
+    assert result["settings"]["iterations_done"] == 1
+
+
+def test_a_written_run_loads_and_runs_as_the_parameters_it_holds(tmp_path):
+    result = tiny_search()
+    ps.write_run(tmp_path / "run", result)
+    agent = load_agent(str(tmp_path / "run"))
+    assert isinstance(agent, ps.PriorityAgent) and agent.name == "run"
+    initial = load_agent(str(tmp_path / "run" / "initial"))
+    assert initial.name == "run/initial"
+    spec = ClusterSpec(2, 2, 8)
+    ours = run_agent(agent, "small", spec).summary
+    params = {k: np.asarray(result[k]) for k in ("hidden_weights", "hidden_bias", "output_weights")}
+    assert ours == simulate("small", spec, policy=NetPriorityPolicy(**params)).summary
+
+
+def write(tmp_path, content) -> str:
+    run = tmp_path / "bad"
+    run.mkdir(exist_ok=True)
+    text = content if isinstance(content, str) else json.dumps(content)
+    (run / ps.PRIORITY_FILE).write_text(text)
+    return str(run)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"format": "something-else/1"}, "not a priority agent"),
+        ({"inputs": ["gpus"]}, "'inputs' are not"),
+        ({"hidden_bias": [0.0]}, "not a valid network"),
+        ({"hidden_weights": "rm -rf /"}, "not a valid network"),
+        ({"output_weights": None}, "not a valid network"),
+    ],
+)
+def test_bad_agent_files_are_refused_naming_the_file(tmp_path, change, match):
+    good = ps.agent_content(ps.initial_parameters(2, np.random.default_rng(0)), 2, {}, [], 0.0)
+    path = write(tmp_path, {**good, **change})
+    with pytest.raises(AgentLoadError, match=match) as info:
+        load_agent(path)
+    assert "priority.json" in str(info.value)
+
+
+def test_non_finite_and_non_json_numbers_and_links_are_refused(tmp_path):
+    good = json.dumps(ps.agent_content(ps.initial_parameters(2, np.random.default_rng(0)), 2, {}, [], 0.0))
+    with pytest.raises(AgentLoadError, match="finite"):
+        load_agent(
+            write(
+                tmp_path, good.replace('"hidden_bias": [', '"hidden_bias": [1e999, ', 1).replace("0.0, 0.0]", "0.0]", 1)
+            )
+        )
+    with pytest.raises(AgentLoadError, match="not valid JSON"):
+        load_agent(write(tmp_path, good.replace('"hidden_bias": [', '"hidden_bias": [NaN, ', 1)))
+    target = tmp_path / "elsewhere.json"
+    target.write_text(good)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ps.PRIORITY_FILE).symlink_to(target)
+    with pytest.raises(AgentLoadError, match="symbolic link"):
+        load_agent(str(linked))
+
+
+def test_evaluate_runs_a_priority_agent_natively(tmp_path, capsys):
+    ps.write_run(tmp_path / "run", tiny_search())
+    assert (
+        main(
+            ["evaluate", "--agent", str(tmp_path / "run"), "--agent", "protected-remaining", *SMALL, "--format", "csv"]
+        )
+        == 0
+    )
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    agent = ps.PriorityAgent(tmp_path / "run")
+    native = simulate("small", ClusterSpec(2, 2, 8), policy=agent.policy()).summary
+    assert frame.loc[0, "jct_mean_s"] == pytest.approx(native["jct_mean_s"], rel=1e-9)
+
+
+def test_the_grid_script_adds_a_priority_agents_initial_row_and_its_offer_rule(tmp_path):
+    grid = load_script("agents/queue_baselines.py", "queue_baselines_priority")
+    ps.write_run(tmp_path / "run", tiny_search())
+    rows = grid.agent_rows([str(tmp_path / "run")])
+    assert rows == [("run", str(tmp_path / "run")), ("run (initial)", str(tmp_path / "run" / "initial"))]
+    assert grid._loaded_agent(str(tmp_path / "run")).offer_rule == "protected-remaining"
+
+
+def test_the_training_script_writes_a_run(tmp_path, capsys):
+    train = load_script("agents/train_priority.py", "train_priority_under_test")
+    args = ["--seed", "2", "--hidden", "2", "--iterations", "1", "--population", "2", "--elite", "1"]
+    assert train.main([*args, "--cell", "batch-500:16", "--out", str(tmp_path / "run")]) == 0
+    content = json.loads((tmp_path / "run" / ps.PRIORITY_FILE).read_text())
+    assert content["settings"]["command"].startswith("python agents/train_priority.py --seed 2")
+    assert content["settings"]["training"]["cells"] == ["batch-500:16"]
+    assert (tmp_path / "run" / "initial" / ps.PRIORITY_FILE).is_file()
+    with pytest.raises(SystemExit):
+        train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
+    assert "GENERATOR:RACKS" in capsys.readouterr().err
