@@ -2,7 +2,7 @@
 method on training draws, from a random initialisation (no teacher, no guard).
 
     python agents/train_priority.py --seed S [--hidden 8] [--iterations 30] [--population 16]
-        [--elite 4] [--std 0.5] [--time-limit-min 55] --out agents/runs/priority-sS
+        [--elite 4] [--std 0.5] [--time-limit-min 55] [--workers 1] --out agents/runs/priority-sS
 
 The search, its objective and the run directory it writes are
 :mod:`dallygym.learning.priority_search`'s (``priority.json``, ``initial/priority.json``).
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--time-limit-min", type=float, default=None, help="end early, before an iteration that would pass it"
     )
+    parser.add_argument("--workers", type=int, default=1, help="local processes playing the episodes (same result)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     cells = None
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         cells=cells,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
         log=lambda line: print(line, flush=True),
+        workers=args.workers,
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

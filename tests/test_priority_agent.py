@@ -22,6 +22,7 @@ from dallygym.learning.trainer import load_agent, run_agent
 from dallygym.sim.engine import Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
 from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy
+from dallygym.sim.trace import generate_trace
 
 SMALL = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small"]
 # One machine of 8 GPUs, speed 1 (as tests/test_baselines.py): job 0 (8 GPUs, 100 s) holds it
@@ -104,7 +105,7 @@ def test_parameters_flatten_and_unflatten():
 def test_the_objective_is_log_jct_ratio_plus_the_makespan_penalty_beyond_the_margin():
     objective = ps.DrawObjective(np.random.default_rng(0), 2, [("batch-500", 16)])
     vector = ps.initial_parameters(2, np.random.default_rng(3))
-    trace = objective.trace("batch-500", 10)
+    trace = generate_trace("batch-500", seed=10)
     ours = simulate(trace, ClusterSpec(16, 8, 8), policy=ps.policy_of(vector, 2)).summary
     dally = simulate(trace, ClusterSpec(16, 8, 8), policy="dally").summary
     excess = 100 * (ours["makespan_s"] / dally["makespan_s"] - 1)
@@ -130,6 +131,12 @@ def test_the_search_is_deterministic_and_records_what_it_did():
     _, seed, racks = first["history"][0]["draws"][0].split("/")
     value = objective.on_draw(ps.initial_parameters(2, np.random.default_rng(1)), "batch-500", int(seed[4:]), 16)
     assert first["history"][0]["mean_objective"] == pytest.approx(value, rel=1e-12)
+
+
+def test_worker_processes_give_the_same_search():
+    one, two = tiny_search(seed=4), tiny_search(seed=4, workers=2)
+    assert two["hidden_weights"] == one["hidden_weights"] and two["output_weights"] == one["output_weights"]
+    assert [r["mean_objective"] for r in two["history"]] == [r["mean_objective"] for r in one["history"]]
 
 
 def test_the_time_limit_ends_the_search_between_iterations():

@@ -183,11 +183,31 @@ class TrainingDraws:
         return self._dally[key]
 
 
-class DrawObjective(TrainingDraws):
+#: This process's training traces and Dally runs, shared by the searches it runs (a worker
+#: process started by fork inherits what the parent made before the iteration).
+_DRAWS = TrainingDraws()
+
+
+def draw_value(
+    vector: np.ndarray, hidden: int, gen: str, seed: int, racks: int, penalty: float, margin_pp: float
+) -> float:
+    """The objective of one parameter vector on one draw (the module docstring's formula)."""
+    ref = _DRAWS.dally(gen, seed, racks)
+    run = simulate(_DRAWS.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy_of(vector, hidden)).summary
+    excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
+    return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + penalty * max(0.0, excess_pp - margin_pp)
+
+
+def _draw_value(task: tuple) -> float:
+    return draw_value(*task)
+
+
+class DrawObjective:
     """The search's objective (module docstring).
 
     ``cells``: (generator, racks) entries, one draw of each per iteration; ``seeds``: the seeds
-    a draw's is taken from (by ``rng``, the search's)."""
+    a draw's is taken from (by ``rng``, the search's). ``workers`` > 1 plays an iteration's
+    episodes in that many local processes; the values are the same as in one."""
 
     def __init__(
         self,
@@ -197,25 +217,35 @@ class DrawObjective(TrainingDraws):
         seeds: tuple[int, ...] = TRAIN_SEEDS,
         penalty: float = PENALTY,
         margin_pp: float = MARGIN_PP,
+        workers: int = 1,
     ) -> None:
-        super().__init__()
         self.rng = rng
         self.hidden = hidden
         self.cells = cells
         self.seeds = seeds
         self.penalty = penalty
         self.margin_pp = margin_pp
+        self.workers = workers
+        #: Each iteration's draws, (generator, seed, racks).
+        self.draws: list[list[tuple[str, int, int]]] = []
 
     def on_draw(self, vector: np.ndarray, gen: str, seed: int, racks: int) -> float:
-        ref = self.dally(gen, seed, racks)
-        run = simulate(self.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy_of(vector, self.hidden)).summary
-        excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
-        return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + self.penalty * max(0.0, excess_pp - self.margin_pp)
+        return draw_value(vector, self.hidden, gen, seed, racks, self.penalty, self.margin_pp)
 
     def __call__(self, candidates: np.ndarray, iteration: int) -> np.ndarray:
         draws = [(gen, int(self.rng.choice(self.seeds)), racks) for gen, racks in self.cells]
         self.draws.append(draws)
-        return np.array([np.mean([self.on_draw(c, *d) for d in draws]) for c in candidates])
+        if self.workers == 1:
+            values = [[self.on_draw(c, *d) for d in draws] for c in candidates]
+        else:
+            from ..experiments.sweep import run_ordered
+
+            for d in draws:  # made here once, before the workers start
+                _DRAWS.dally(*d)
+            tasks = [(c, self.hidden, *d, self.penalty, self.margin_pp) for c in candidates for d in draws]
+            flat = run_ordered(_draw_value, tasks, workers=self.workers)
+            values = [flat[i * len(draws) : (i + 1) * len(draws)] for i in range(len(candidates))]
+        return np.array([np.mean(row) for row in values])
 
 
 def search(
@@ -228,11 +258,13 @@ def search(
     cells: list[tuple[str, int]] | None = None,
     time_limit_s: float | None = None,
     log: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> dict:
     """Search a priority network (module docstring); return the agent file's content for the
     final mean (``"initial"``: the random initialisation's). Deterministic for a seed and
     ``iterations``; ``time_limit_s`` (None: none) ends the search early, before an iteration
-    that would not finish in time by the last one's length, and the count done is recorded."""
+    that would not finish in time by the last one's length, and the count done is recorded.
+    ``workers``: local processes playing each iteration's episodes (the result is the same)."""
     if not 1 <= hidden <= MAX_HIDDEN:
         raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
     if not 1 <= elite < population:
@@ -240,7 +272,7 @@ def search(
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
     start = initial_parameters(hidden, rng)
-    objective = DrawObjective(rng, hidden, cells)
+    objective = DrawObjective(rng, hidden, cells, workers=workers)
     started = time.perf_counter()
     lengths: list[float] = []
 
@@ -278,6 +310,7 @@ def search(
         "smoothing": SMOOTHING,
         "std_floor": STD_FLOOR,
         "time_limit_s": time_limit_s,
+        "workers": workers,
         "training": {
             "cells": [f"{g}:{r}" for g, r in cells],
             "seeds": list(TRAIN_SEEDS),
