@@ -75,6 +75,8 @@ class Objective(TrainingDraws):
         super().__init__()
         self.rng = rng
         self.penalty = penalty
+        #: Each iteration's draws, (generator, seed, racks).
+        self.draws: list[list[tuple[str, int, int]]] = []
 
     def on_draw(self, weights: np.ndarray, gen: str, seed: int, racks: int) -> float:
         ref = self.dally(gen, seed, racks)

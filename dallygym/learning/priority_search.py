@@ -167,8 +167,6 @@ class TrainingDraws:
     def __init__(self) -> None:
         self._traces: dict = {}
         self._dally: dict = {}
-        #: Each iteration's draws, (generator, seed, racks).
-        self.draws: list[list[tuple[str, int, int]]] = []
 
     def trace(self, gen: str, seed: int):
         key = (gen, seed)
@@ -274,16 +272,15 @@ def search(
     start = initial_parameters(hidden, rng)
     objective = DrawObjective(rng, hidden, cells, workers=workers)
     started = time.perf_counter()
+    marks = [started]  # the end of each iteration so far, after the start
     lengths: list[float] = []
 
     def stop() -> bool:
-        if time_limit_s is None:
-            return False
-        elapsed = time.perf_counter() - started
-        return elapsed + max(lengths) > time_limit_s
+        return time_limit_s is not None and marks[-1] - started + max(lengths) > time_limit_s
 
     def on_iteration(row: dict) -> None:
-        lengths.append(time.perf_counter() - started - sum(lengths))
+        marks.append(time.perf_counter())
+        lengths.append(marks[-1] - marks[-2])
         row["seconds"] = round(lengths[-1], 1)
         if log is not None:
             log(

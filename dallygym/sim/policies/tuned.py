@@ -126,12 +126,19 @@ class TunedPriorityPolicy(_FeaturePriority, DallyPolicy):
         return f"{type(self).__name__}(weights={np.round(self.weights, 4).tolist()})"
 
 
-def net_inputs() -> tuple[str, ...]:
-    """The job features a :class:`NetPriorityPolicy` reads, in order: every ``JOB_FEATURES`` entry
-    but the three speed factors (always 0 under the hidden sensitivity a native policy has)."""
+def _net_columns() -> list[int]:
+    """The columns of ``JOB_FEATURES`` a :class:`NetPriorityPolicy` reads: all but the three
+    speed factors (always 0 under the hidden sensitivity a native policy has)."""
     from ...envs.queue_obs import JOB_FEATURES  # (not at import: queue_obs imports the policies)
 
-    return tuple(name for name in JOB_FEATURES if not name.startswith("speed_"))
+    return [i for i, name in enumerate(JOB_FEATURES) if not name.startswith("speed_")]
+
+
+def net_inputs() -> tuple[str, ...]:
+    """The job features a :class:`NetPriorityPolicy` reads, in order (:func:`_net_columns`)."""
+    from ...envs.queue_obs import JOB_FEATURES
+
+    return tuple(JOB_FEATURES[i] for i in _net_columns())
 
 
 #: The largest hidden layer a :class:`NetPriorityPolicy` accepts.
@@ -164,8 +171,8 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         w = np.asarray(hidden_weights, dtype=np.float64)
         b = np.asarray(hidden_bias, dtype=np.float64)
         v = np.asarray(output_weights, dtype=np.float64)
-        names = net_inputs()
-        inputs = len(names)
+        self._inputs = np.array(_net_columns())
+        inputs = self._inputs.size
         if w.ndim != 2 or w.shape[1] != inputs or not 1 <= w.shape[0] <= MAX_HIDDEN:
             raise ValueError(
                 f"hidden_weights must be hidden x {inputs} (net_inputs() order, 1 <= hidden <= {MAX_HIDDEN}), "
@@ -178,9 +185,6 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b)) and np.all(np.isfinite(v))):
             raise ValueError("the network's parameters must be finite")
         self.hidden_weights, self.hidden_bias, self.output_weights = w, b, v
-        from ...envs.queue_obs import JOB_FEATURES
-
-        self._inputs = np.array([JOB_FEATURES.index(name) for name in names])
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         f = self.features(view, jobs)[:, self._inputs].astype(np.float64)
