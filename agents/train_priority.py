@@ -1,8 +1,9 @@
-"""Train a learned priority agent: a small network's job priority found by the cross-entropy
-method on training draws, from a random initialisation (no teacher, no guard).
+"""Train a learned priority agent: a small network's job priority found by an evolution strategy
+on training draws, from a random initialisation (no teacher, no guard).
 
-    python agents/train_priority.py --seed S [--hidden 8] [--iterations 30] [--population 16]
-        [--elite 4] [--std 0.5] [--time-limit-min 55] [--workers 1] --out agents/runs/priority-sS
+    python agents/train_priority.py --seed S [--method snes|cem] [--hidden 8] [--iterations 30]
+        [--population 16] [--elite 4] [--std 0.5] [--time-limit-min 55] [--workers 1]
+        --out agents/runs/priority-sS
 
 The search, its objective and the run directory it writes are
 :mod:`dallygym.learning.priority_search`'s (``priority.json``, ``initial/priority.json``).
@@ -21,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dallygym.learning.priority_search import search, write_run  # noqa: E402
+from dallygym.learning.priority_search import METHODS, search, write_run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=8, help="hidden units of the network")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--population", type=int, default=16, help="parameter vectors per iteration, the mean included")
-    parser.add_argument("--elite", type=int, default=4)
+    parser.add_argument(
+        "--method", choices=sorted(METHODS), default="snes", help="separable NES or the cross-entropy method"
+    )
+    parser.add_argument("--elite", type=int, default=4, help="the cross-entropy method's elite")
     parser.add_argument("--std", type=float, default=0.5, help="the search's starting deviation per parameter")
     parser.add_argument("--cell", action="append", metavar="GENERATOR:RACKS", help="a training cell (repeatable)")
     parser.add_argument(
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
         log=lambda line: print(line, flush=True),
         workers=args.workers,
+        method=args.method,
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

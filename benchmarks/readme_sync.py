@@ -26,7 +26,8 @@ outputs of ``benchmarks/speed.py``, ``benchmarks/compare.py`` and ``benchmarks/r
 * ``agents``: the learned agents and the main heuristics from the table of
   ``results/report/report.md``'s section "The question: does a learned agent beat auto-tuned Dally?";
 * ``agents-heldout``: the learned ``DallyQueue-v0`` agents on the held-out grid beside their initial
-  policies and the baselines (``results/agents_heldout.csv``, ``agents/queue_baselines.py``).
+  policies and the baselines (``results/agents_heldout.csv``, ``agents/queue_baselines.py``);
+  ``agents-heldout-headline``: the same with only the headline learned agents.
 
 The results pages of the site also include the committed ``benchmarks/results/*.md`` whole (the
 ``pymdownx.snippets`` extension); these blocks are their summaries. The tests run the check, so a rerun of a
@@ -240,10 +241,15 @@ HELDOUT_BASELINES = (
 )
 
 
-def heldout_block() -> str:
+#: The headline learned agents, the README's rows of the held-out grid (with their initial rows).
+HELDOUT_HEADLINE = ("priority-s0", "priority-s1", "priority-s2")
+
+
+def heldout_block(headline_only: bool = False) -> str:
     """The learned ``DallyQueue-v0`` agents on the held-out grid, beside their initial policies,
     the trivial picks, the teacher, the heuristics and the search rows: geometric means over the cells
-    (``agents/queue_baselines.py``'s own summary of its CSV)."""
+    (``agents/queue_baselines.py``'s own summary of its CSV). ``headline_only``: of the learned
+    agents, only :data:`HELDOUT_HEADLINE`'s."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("queue_baselines", ROOT / "agents" / "queue_baselines.py")
@@ -252,6 +258,8 @@ def heldout_block() -> str:
     frame = grid.read_grid(HELDOUT_GRID)
     summary = grid.summary_table(frame).set_index("row")
     learned = list(summary.index[summary["kind"].isin(["agent", "initial"])])
+    if headline_only:
+        learned = [name for name in learned if name.removesuffix(" (initial)") in HELDOUT_HEADLINE]
     out = [
         "| row | mean JCT / best safe heuristic | mean JCT / lower bound | worst makespan / Dally "
         "| makespan within +1 % | goal met |",
@@ -330,6 +338,7 @@ BLOCKS = {
     "real-agents": real_agents_block,
     "agents": agents_block,
     "agents-heldout": heldout_block,
+    "agents-heldout-headline": lambda: heldout_block(headline_only=True),
 }
 
 

@@ -144,6 +144,59 @@ def test_the_time_limit_ends_the_search_between_iterations():
     assert result["settings"]["iterations_done"] == 1
 
 
+def test_snes_rank_utilities_and_rates_follow_the_paper():
+    eta_mean, eta_std, u = ps.snes_rates(152, 14)
+    assert eta_mean == 1.0 and eta_std == pytest.approx((3 + math.log(152)) / (5 * math.sqrt(152)))
+    assert u.sum() == pytest.approx(0.0, abs=1e-12) and np.all(np.diff(u) <= 0)
+    # ln(14/2 + 1) - ln k is positive for k <= 7 only: the better half is weighted by rank, the
+    # worse half shares the smallest utility, -1/14.
+    assert np.all(u[:7] > -1 / 14) and np.allclose(u[7:], -1 / 14)
+    assert u[0] == pytest.approx(math.log(8) / sum(math.log(8 / k) for k in range(1, 8)) - 1 / 14)
+
+
+def test_snes_samples_in_mirrored_pairs_and_moves_toward_the_better_side():
+    seen = []
+
+    def objective(candidates, iteration):
+        seen.append(candidates.copy())
+        return candidates[:, 0]  # smaller first coordinate is better
+
+    mean, history = ps.snes(objective, np.zeros(3), 0.5, np.random.default_rng(0), 1, 6)
+    candidates = seen[0]
+    assert len(candidates) == 5  # the mean and two mirrored pairs (population - 1 rounded down)
+    np.testing.assert_array_equal(candidates[0], np.zeros(3))
+    np.testing.assert_allclose(candidates[1:3], -candidates[3:5])
+    assert mean[0] < 0 and history[0]["mean_objective"] == 0.0
+    assert history[0]["best_objective"] == candidates[1:, 0].min()
+
+
+def test_snes_finds_the_minimum_of_a_quadratic_and_keeps_its_deviation_where_it_matters():
+    target = np.linspace(-2.0, 2.0, 12)
+
+    def objective(candidates, iteration):
+        return ((candidates - target) ** 2).sum(axis=1)
+
+    mean, history = ps.snes(objective, np.zeros(12), 0.5, np.random.default_rng(0), 150, 12)
+    np.testing.assert_allclose(mean, target, atol=0.02)
+    assert history[-1]["mean_objective"] < 1e-3 * history[0]["mean_objective"]
+    with pytest.raises(ValueError, match="at least 3"):
+        ps.snes(objective, np.zeros(12), 0.5, np.random.default_rng(0), 1, 2)
+
+
+def test_the_search_method_is_chosen_and_recorded():
+    first, again = tiny_search(method="cem"), tiny_search(method="cem")
+    assert first["hidden_weights"] == again["hidden_weights"] and first["output_weights"] == again["output_weights"]
+    assert first["settings"]["method"] == ps.METHODS["cem"] and first["settings"]["elite"] == 1
+    default = tiny_search()
+    assert default["settings"]["method"] == ps.METHODS["snes"] and "elite" not in default["settings"]
+    assert first["hidden_weights"] != default["hidden_weights"]
+    assert first["initial"]["hidden_weights"] == default["initial"]["hidden_weights"]
+    with pytest.raises(ValueError, match="method must be one of"):
+        tiny_search(method="adam")
+    with pytest.raises(ValueError, match="population of at least 3"):
+        ps.search(hidden=2, iterations=1, population=2, cells=[("batch-500", 16)])
+
+
 def test_a_written_run_loads_and_runs_as_the_parameters_it_holds(tmp_path):
     result = tiny_search()
     ps.write_run(tmp_path / "run", result)
@@ -226,7 +279,7 @@ def test_the_grid_script_adds_a_priority_agents_initial_row_and_its_offer_rule(t
 
 def test_the_training_script_writes_a_run(tmp_path, capsys):
     train = load_script("agents/train_priority.py", "train_priority_under_test")
-    args = ["--seed", "2", "--hidden", "2", "--iterations", "1", "--population", "2", "--elite", "1"]
+    args = ["--seed", "2", "--hidden", "2", "--iterations", "1", "--population", "3"]
     assert train.main([*args, "--cell", "batch-500:16", "--out", str(tmp_path / "run")]) == 0
     content = json.loads((tmp_path / "run" / ps.PRIORITY_FILE).read_text())
     assert content["settings"]["command"].startswith("python agents/train_priority.py --seed 2")

@@ -8,11 +8,14 @@ queue environment's question -- which job next -- once per pass for all jobs rat
 per step, and it learns from whole episodes: the objective below is computed from the run's
 mean JCT and makespan, with no reward shaping, teacher or guard.
 
-Search (:func:`search`): the cross-entropy method (:func:`cem`) over the flattened parameters,
+Search (:func:`search`): a diagonal-Gaussian evolution strategy over the flattened parameters,
 from a random initialisation (``W`` and ``v`` drawn N(0, 1/fan-in), ``b`` = 0; the run's seed
-draws it and everything after). Each iteration draws ``population - 1`` parameter vectors
-around the current mean, evaluates them and the mean on the same training draws (common random
-numbers), and moves the mean and the diagonal deviation to the ``elite`` best.
+draws it and everything after). Each iteration draws parameter vectors around the current mean,
+evaluates them and the mean on the same training draws (common random numbers), and moves the
+mean and the per-parameter deviation by the ranks of their values: by separable natural
+evolution strategies with mirrored samples (:func:`snes`, ``method="snes"``), every sample
+weighted by its rank; or by the cross-entropy method (:func:`cem`, ``method="cem"``), to the
+``elite`` best, whose deviation collapses to its floor within a few iterations.
 
 Objective of a parameter vector on one draw (lower is better), against auto-tuned Dally's native
 run of the same draw::
@@ -66,6 +69,26 @@ PENALTY = 1.0
 MARGIN_PP = 0.5
 SMOOTHING = 0.7
 STD_FLOOR = 0.05
+#: The search methods, by name, as a run's settings describe them.
+METHODS = {
+    "snes": "separable natural evolution strategies, mirrored samples, over the flattened parameters",
+    "cem": "cross-entropy method, diagonal Gaussian over the flattened parameters",
+}
+
+
+def _history_row(
+    it: int, values: np.ndarray, mean_value, best_value, elite_values: np.ndarray, mean: np.ndarray, std: np.ndarray
+) -> dict:
+    """One iteration of a search, as its history records it (the mean and std after the update)."""
+    return {
+        "iteration": it,
+        "mean_objective": float(mean_value),
+        "best_objective": float(best_value),
+        "elite_objective": float(elite_values.mean()),
+        "population_objective": float(values.mean()),
+        "mean": mean.round(6).tolist(),
+        "std": std.round(6).tolist(),
+    }
 
 
 def cem(
@@ -109,15 +132,60 @@ def cem(
         if normalise:
             mean /= np.linalg.norm(mean)
         std = np.maximum(smoothing * best.std(axis=0) + (1 - smoothing) * std, std_floor)
-        row = {
-            "iteration": it,
-            "mean_objective": mean_value,
-            "best_objective": float(values[order[0]]),
-            "elite_objective": float(values[order[:elite]].mean()),
-            "population_objective": float(values.mean()),
-            "mean": mean.round(6).tolist(),
-            "std": std.round(6).tolist(),
-        }
+        row = _history_row(it, values, mean_value, values[order[0]], values[order[:elite]], mean, std)
+        history.append(row)
+        if log is not None:
+            log(row)
+    return mean, history
+
+
+def snes_rates(dimension: int, population: int) -> tuple[float, float, np.ndarray]:
+    """Separable NES's step sizes and rank utilities (Schaul, Glasmachers and Schmidhuber 2011):
+    the mean's rate 1, the deviation's (3 + ln d) / (5 sqrt d), and the utility of the k-th best
+    of ``population`` samples max(0, ln(n/2 + 1) - ln k) normalised to sum 1, less 1/n."""
+    ranks = np.arange(1, population + 1)
+    raw = np.maximum(0.0, math.log(population / 2 + 1) - np.log(ranks))
+    return 1.0, (3 + math.log(dimension)) / (5 * math.sqrt(dimension)), raw / raw.sum() - 1.0 / population
+
+
+def snes(
+    objective,
+    mean0: np.ndarray,
+    std0: np.ndarray | float,
+    rng: np.random.Generator,
+    iterations: int,
+    population: int,
+    log=None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[np.ndarray, list[dict]]:
+    """Minimise ``objective(candidates, iteration) -> values`` by separable natural evolution
+    strategies (:func:`snes_rates`), with mirrored samples; same interface and history as
+    :func:`cem` (the elite value is the better half's).
+
+    Each iteration evaluates the current mean and ``population - 1`` samples rounded down to an
+    even count, ``mean +- std * z``. Every sample moves the mean and the per-parameter deviation
+    by its rank's utility: ``mean += std * sum(u z)``, ``std *= exp(eta / 2 * sum(u (z^2 - 1)))``,
+    so the deviation shrinks only in the parameters where the better samples stay near the mean
+    (the cross-entropy method's elite deviation collapses to its floor in a few iterations)."""
+    mean = np.asarray(mean0, dtype=np.float64).copy()
+    std = np.broadcast_to(np.asarray(std0, dtype=np.float64), mean.shape).copy()
+    half = (population - 1) // 2
+    if half < 1:
+        raise ValueError(f"snes needs a population of at least 3, got {population}")
+    eta_mean, eta_std, utility = snes_rates(mean.size, 2 * half)
+    history = []
+    for it in range(iterations):
+        if it and stop is not None and stop():
+            break
+        z = rng.standard_normal((half, mean.size))
+        z = np.vstack([z, -z])
+        candidates = np.vstack([mean, mean + std * z])
+        values = np.asarray(objective(candidates, it), dtype=np.float64)
+        order = np.argsort(values[1:], kind="stable")
+        u = utility[np.argsort(order, kind="stable")]  # each sample's rank utility
+        mean = mean + eta_mean * std * (u @ z)
+        std = std * np.exp(0.5 * eta_std * (u @ (z * z - 1.0)))
+        row = _history_row(it, values, values[0], values[1:][order[0]], values[1:][order[:half]], mean, std)
         history.append(row)
         if log is not None:
             log(row)
@@ -246,6 +314,17 @@ class DrawObjective:
         return np.array([np.mean(row) for row in values])
 
 
+def _check_search(method: str, hidden: int, population: int, elite: int) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    if not 1 <= hidden <= MAX_HIDDEN:
+        raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
+    if method == "cem" and not 1 <= elite < population:
+        raise ValueError(f"elite must be at least 1 and below population ({population}), got {elite}")
+    if method == "snes" and population < 3:
+        raise ValueError(f"snes needs a population of at least 3 (the mean and a mirrored pair), got {population}")
+
+
 def search(
     seed: int = 0,
     hidden: int = 8,
@@ -257,16 +336,15 @@ def search(
     time_limit_s: float | None = None,
     log: Callable[[str], None] | None = None,
     workers: int = 1,
+    method: str = "snes",
 ) -> dict:
     """Search a priority network (module docstring); return the agent file's content for the
     final mean (``"initial"``: the random initialisation's). Deterministic for a seed and
     ``iterations``; ``time_limit_s`` (None: none) ends the search early, before an iteration
     that would not finish in time by the last one's length, and the count done is recorded.
-    ``workers``: local processes playing each iteration's episodes (the result is the same)."""
-    if not 1 <= hidden <= MAX_HIDDEN:
-        raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
-    if not 1 <= elite < population:
-        raise ValueError(f"elite must be at least 1 and below population ({population}), got {elite}")
+    ``workers``: local processes playing each iteration's episodes (the result is the same).
+    ``method``: ``"snes"`` (:func:`snes`) or ``"cem"`` (:func:`cem`; ``elite`` is its alone)."""
+    _check_search(method, hidden, population, elite)
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
     start = initial_parameters(hidden, rng)
@@ -289,23 +367,24 @@ def search(
                 f"({time.perf_counter() - started:.0f} s)"
             )
 
-    mean, history = cem(
-        objective, start, std0, rng, iterations, population, elite, normalise=False, log=on_iteration, stop=stop
-    )
+    if method == "snes":
+        mean, history = snes(objective, start, std0, rng, iterations, population, log=on_iteration, stop=stop)
+    else:
+        mean, history = cem(
+            objective, start, std0, rng, iterations, population, elite, normalise=False, log=on_iteration, stop=stop
+        )
     for row, draws in zip(history, objective.draws):
         row["draws"] = [f"{g}/seed{s}/{r}racks" for g, s, r in draws]
         del row["mean"]  # the final mean is the agent; the path is in the objectives
     settings = {
-        "method": "cross-entropy method, diagonal Gaussian over the flattened parameters",
+        "method": METHODS[method],
         "seed": seed,
         "hidden": hidden,
         "iterations_asked": iterations,
         "iterations_done": len(history),
         "population": population,
-        "elite": elite,
+        **({"elite": elite, "smoothing": SMOOTHING, "std_floor": STD_FLOOR} if method == "cem" else {}),
         "start_std": std0,
-        "smoothing": SMOOTHING,
-        "std_floor": STD_FLOOR,
         "time_limit_s": time_limit_s,
         "workers": workers,
         "training": {
