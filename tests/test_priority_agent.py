@@ -19,7 +19,7 @@ from dallygym.learning import priority_search as ps
 from dallygym.learning.agent_files import AgentLoadError
 from dallygym.learning.priority_search import NET_INPUTS
 from dallygym.learning.trainer import load_agent, run_agent
-from dallygym.sim.engine import Engine, EngineConfig, run_policy
+from dallygym.sim.engine import RUNNING, Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
 from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy
 from dallygym.sim.trace import generate_trace
@@ -72,6 +72,29 @@ def test_the_key_is_the_network_over_the_queue_features():
         ]
     )
     np.testing.assert_allclose(policy.priority(engine, jobs), expected, rtol=1e-12)
+
+
+def test_the_features_kernel_gives_the_reference_rows_bit_for_bit_over_a_contended_run(monkeypatch):
+    """Every feature block a priority agent computes on a contended run (waiting jobs at each
+    pass, lease-expired running ones at round boundaries) equals the numpy reference's."""
+    from dallygym.envs.queue import JOB_DIM
+
+    compiled = CandidateFeatures.__call__
+    calls = []
+
+    def checked(self, jobs):
+        rows = compiled(self, jobs)
+        ref = np.zeros((jobs.size, JOB_DIM), dtype=np.float32)
+        if jobs.size:
+            self._job_features(jobs, self.engine.now_s, ref)
+        calls.append((int(jobs.size), int((self.engine.state[jobs] == RUNNING).sum()), np.array_equal(rows, ref)))
+        return rows
+
+    monkeypatch.setattr(CandidateFeatures, "__call__", checked)
+    policy = ps.policy_of(ps.initial_parameters(4, np.random.default_rng(2)), 4)
+    simulate(generate_trace("batch-500", seed=10), ClusterSpec(2, 8, 8), policy=policy)
+    assert len(calls) > 500 and all(equal for _, _, equal in calls)
+    assert max(size for size, _, _ in calls) > 50 and sum(running > 0 for _, running, _ in calls) > 100
 
 
 @pytest.mark.parametrize(

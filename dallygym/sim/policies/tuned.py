@@ -33,10 +33,11 @@ def shipped_weights() -> dict:
 class CandidateFeatures:
     """The queue environment's per-candidate features, for an engine run natively.
 
-    It borrows :meth:`dallygym.envs.queue_obs.QueueObservation._job_features` (the readable numpy
-    reference of the observation's job rows) and the helpers it calls, with the scratch state
-    they read set up for ``engine``, so a policy computes the very numbers an agent observes.
-    Features 14-16 (speed factors) are 0, as under the default ``sensitivity="hidden"``.
+    It borrows :meth:`dallygym.envs.queue_obs.QueueObservation._job_features_compiled` (its
+    kernel; on an engine whose cluster does not use the kernels, the readable numpy reference
+    ``_job_features``, the same numbers bit for bit) and the helpers they call, with the scratch
+    state they read set up for ``engine``, so a policy computes the very numbers an agent
+    observes. Features 14-16 (speed factors) are 0, as under the default ``sensitivity="hidden"``.
     """
 
     def __init__(self, engine, policy: DallyPolicy) -> None:
@@ -44,6 +45,7 @@ class CandidateFeatures:
 
         cls = QueueObservation
         self._job_features = cls._job_features.__get__(self)
+        self._job_features_compiled = cls._job_features_compiled.__get__(self)
         self._demand_tables = cls._demand_tables.__get__(self)
         self._demand_timers = cls._demand_timers.__get__(self)
         self._time = cls._time.__get__(self)
@@ -61,14 +63,28 @@ class CandidateFeatures:
         self._demand_seen = np.zeros(size, dtype=bool)
         self._demand_free = np.zeros(size, dtype=bool)
         self._demand_limits = np.zeros((size, 2))
+        self._size_feature = np.log2(1.0 + engine.num_gpus) / self._log_cluster
+        self._estimates = np.zeros(engine.n)
 
     def __call__(self, jobs: np.ndarray) -> np.ndarray:
         """The feature rows (float32, ``len(jobs)`` x ``JOB_DIM``) of ``jobs`` now."""
         from ...envs.queue import JOB_DIM
 
         rows = np.zeros((jobs.size, JOB_DIM), dtype=np.float32)
-        if jobs.size:
-            self._job_features(jobs, self.engine.now_s, rows)
+        if not jobs.size:
+            return rows
+        e = self.engine
+        if not e.cluster.compiled:
+            self._job_features(jobs, e.now_s, rows)
+            return rows
+        # The per-demand tables the kernel reads, made as the reference makes them.
+        g = e.num_gpus[jobs]
+        self._demand_best[g] = e.best_possible_tier[jobs]
+        self._demand_seen[g] = True
+        demands = np.flatnonzero(self._demand_seen)
+        self._demand_seen[demands] = False
+        timed = self._demand_tables(demands.tolist(), self._demand_best[demands].tolist(), e.now_s)
+        self._job_features_compiled(jobs, e.now_s, rows, timed)
         return rows
 
 
