@@ -294,6 +294,20 @@ class QueueObservation:
             free_of[demand] = bool(tiers) and tiers[0] == best_tier
         return self._demand_timers(demands, now)
 
+    def _candidate_demand_tables(self, c: np.ndarray, now: float) -> bool:
+        """:meth:`_demand_tables` for the distinct GPU demands of candidates ``c`` (the best
+        possible tier depends on the demand alone). Tables indexed by the demand (at most the
+        cluster's GPUs) stand in for a sort."""
+        e = self.engine
+        g = e.num_gpus[c]
+        best_of = self._demand_best
+        best_of[g] = e.best_possible_tier[c]
+        present = self._demand_seen
+        present[g] = True
+        demands = np.flatnonzero(present)
+        present[demands] = False
+        return self._demand_tables(demands.tolist(), best_of[demands].tolist(), now)
+
     def _demand_timers(self, demands: list[int], now: float) -> bool:
         """The offer rule's timers of each demand into ``_demand_limits``, if the policy has
         timers (returned)."""
@@ -319,16 +333,7 @@ class QueueObservation:
         tier = e.tier[c]
         holds = (e.state[c] == RUNNING).astype(np.float32)
 
-        # Per distinct demand: is its best tier free now, and the offer rule's timers.
-        # (The best possible tier depends on the demand alone.)
-        # Tables indexed by the demand (at most the cluster's GPUs) stand in for a sort.
-        best_of = self._demand_best
-        best_of[g] = best
-        present = self._demand_seen
-        present[g] = True
-        demands = np.flatnonzero(present)
-        present[demands] = False
-        timed = self._demand_tables(demands.tolist(), best_of[demands].tolist(), now)
+        timed = self._candidate_demand_tables(c, now)
         best_free = self._demand_free[g]
         if timed:
             limits = self._demand_limits[g]

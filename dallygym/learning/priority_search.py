@@ -171,7 +171,7 @@ def snes(
     std = np.broadcast_to(np.asarray(std0, dtype=np.float64), mean.shape).copy()
     half = (population - 1) // 2
     if half < 1:
-        raise ValueError(f"snes needs a population of at least 3, got {population}")
+        raise ValueError(f"snes needs a population of at least 3 (the mean and a mirrored pair), got {population}")
     eta_mean, eta_std, utility = snes_rates(mean.size, 2 * half)
     history = []
     for it in range(iterations):
@@ -321,8 +321,6 @@ def _check_search(method: str, hidden: int, population: int, elite: int) -> None
         raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
     if method == "cem" and not 1 <= elite < population:
         raise ValueError(f"elite must be at least 1 and below population ({population}), got {elite}")
-    if method == "snes" and population < 3:
-        raise ValueError(f"snes needs a population of at least 3 (the mean and a mirrored pair), got {population}")
 
 
 def search(

@@ -47,6 +47,7 @@ class CandidateFeatures:
         self._job_features = cls._job_features.__get__(self)
         self._job_features_compiled = cls._job_features_compiled.__get__(self)
         self._demand_tables = cls._demand_tables.__get__(self)
+        self._candidate_demand_tables = cls._candidate_demand_tables.__get__(self)
         self._demand_timers = cls._demand_timers.__get__(self)
         self._time = cls._time.__get__(self)
         self.largest_estimate_s = cls.largest_estimate_s.__get__(self)
@@ -77,13 +78,7 @@ class CandidateFeatures:
         if not e.cluster.compiled:
             self._job_features(jobs, e.now_s, rows)
             return rows
-        # The per-demand tables the kernel reads, made as the reference makes them.
-        g = e.num_gpus[jobs]
-        self._demand_best[g] = e.best_possible_tier[jobs]
-        self._demand_seen[g] = True
-        demands = np.flatnonzero(self._demand_seen)
-        self._demand_seen[demands] = False
-        timed = self._demand_tables(demands.tolist(), self._demand_best[demands].tolist(), e.now_s)
+        timed = self._candidate_demand_tables(jobs, e.now_s)  # (the tables the kernel reads)
         self._job_features_compiled(jobs, e.now_s, rows, timed)
         return rows
 
