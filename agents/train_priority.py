@@ -2,8 +2,8 @@
 on training draws, from a random initialisation (no teacher, no guard).
 
     python agents/train_priority.py --seed S [--method snes|cem] [--hidden 8] [--iterations 30]
-        [--population 16] [--elite 4] [--std 0.5] [--time-limit-min 55] [--workers 1]
-        --out agents/runs/priority-sS
+        [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--time-limit-min 55]
+        [--workers 1] --out agents/runs/priority-sS
 
 The search, its objective and the run directory it writes are
 :mod:`dallygym.learning.priority_search`'s (``priority.json``, ``initial/priority.json``).
@@ -36,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--elite", type=int, default=4, help="the cross-entropy method's elite")
     parser.add_argument("--std", type=float, default=0.5, help="the search's starting deviation per parameter")
+    parser.add_argument(
+        "--select-last",
+        type=int,
+        default=0,
+        metavar="K",
+        help="keep the best of the last K means on fixed training draws (0: the final mean)",
+    )
     parser.add_argument("--cell", action="append", metavar="GENERATOR:RACKS", help="a training cell (repeatable)")
     parser.add_argument(
         "--time-limit-min", type=float, default=None, help="end early, before an iteration that would pass it"
@@ -64,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         log=lambda line: print(line, flush=True),
         workers=args.workers,
         method=args.method,
+        select_last=args.select_last,
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

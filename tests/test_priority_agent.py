@@ -167,6 +167,66 @@ def test_the_time_limit_ends_the_search_between_iterations():
     assert result["settings"]["iterations_done"] == 1
 
 
+def test_the_history_records_each_mean_and_the_last_is_the_agent():
+    result = tiny_search()
+    last = ps.unpack(np.array(result["history"][-1]["mean"]), 2)
+    assert result["hidden_weights"] == last["hidden_weights"].tolist()
+    assert result["output_weights"] == last["output_weights"].tolist()
+    assert "selection" not in result["settings"]
+
+
+def test_selection_draws_are_every_training_seed_of_every_distinct_cell():
+    draws = ps.selection_draws([("batch-500", 2), ("batch-500", 2), ("poisson-411", 8)], seeds=(10, 11))
+    assert draws == [("batch-500", 10, 2), ("batch-500", 11, 2), ("poisson-411", 10, 8), ("poisson-411", 11, 8)]
+    assert len(ps.selection_draws([(g, r) for g in ps.TRAIN_GENERATORS for r in ps.TRAIN_RACKS])) == 80
+
+
+def test_keep_the_best_takes_the_lowest_of_the_last_means_the_latest_on_a_tie(monkeypatch):
+    """A hand-made history of four means; an objective that reads the mean's first entry plus
+    the draw's seed / 1000: the fixed draws add the same to every mean, so the order is the
+    first entries' (3, 1, 2, 1 over iterations 0-3)."""
+    seen = []
+
+    def fake(self, vector, gen, seed, racks):
+        seen.append((gen, seed, racks))
+        return float(vector[0]) + seed / 1000
+
+    monkeypatch.setattr(ps.DrawObjective, "on_draw", fake)
+    n = ps.parameter_count(1)
+    history = [{"iteration": i, "mean": [first] + [0.0] * (n - 1)} for i, first in enumerate([3.0, 1.0, 2.0, 1.0])]
+    result = {
+        **ps.agent_content(np.full(n, 9.0), 1, {"training": {"cells": ["batch-500:2", "batch-500:4"]}}, history, 5.0),
+        "initial": {"hidden": 1},
+    }
+    chosen = ps.select_best(result, last=3)
+    assert chosen["settings"]["selection"]["chosen_iteration"] == 3  # iterations 1 and 3 tie at 1.0
+    assert chosen["hidden_weights"][0][0] == 1.0 and chosen["initial"] == {"hidden": 1}
+    objectives = chosen["settings"]["selection"]["objectives"]
+    assert list(objectives) == ["1", "2", "3"] and objectives["2"] == pytest.approx(2.0 + 0.0145)
+    assert len(seen) == 3 * 20 and set(seen) == set(ps.selection_draws([("batch-500", 2), ("batch-500", 4)]))
+    assert ps.select_best(result, last=4)["settings"]["selection"]["chosen_iteration"] == 3
+    assert ps.select_best(result, last=1)["hidden_weights"][0][0] == 1.0
+    for bad in (0, 5):
+        with pytest.raises(ValueError, match="last 1-4 means"):
+            ps.select_best(result, last=bad)
+
+
+def test_selection_in_the_search_equals_selection_of_its_saved_run_afterwards():
+    """What ``select_last`` chooses inside the search is what :func:`select_best` chooses from
+    the unselected run's file: the search's path does not depend on it."""
+    plain, selected = tiny_search(seed=3), tiny_search(seed=3, select_last=2)
+    assert [r["mean"] for r in plain["history"]] == [r["mean"] for r in selected["history"]]
+    later = ps.select_best(json.loads(json.dumps(plain)), last=2)
+    for key in ("hidden_weights", "hidden_bias", "output_weights"):
+        assert later[key] == selected[key]
+    picked = selected["settings"]["selection"]
+    assert later["settings"]["selection"]["objectives"] == picked["objectives"]
+    row = selected["history"][[r["iteration"] for r in selected["history"]].index(picked["chosen_iteration"])]
+    assert selected["hidden_weights"] == ps.unpack(np.array(row["mean"]), 2)["hidden_weights"].tolist()
+    with pytest.raises(ValueError, match="select_last"):
+        tiny_search(select_last=3)
+
+
 def test_snes_rank_utilities_and_rates_follow_the_paper():
     eta_mean, eta_std, u = ps.snes_rates(152, 14)
     assert eta_mean == 1.0 and eta_std == pytest.approx((3 + math.log(152)) / (5 * math.sqrt(152)))
@@ -308,6 +368,9 @@ def test_the_training_script_writes_a_run(tmp_path, capsys):
     assert content["settings"]["command"].startswith("python agents/train_priority.py --seed 2")
     assert content["settings"]["training"]["cells"] == ["batch-500:16"]
     assert (tmp_path / "run" / "initial" / ps.PRIORITY_FILE).is_file()
+    assert train.main([*args, "--cell", "batch-500:16", "--select-last", "1", "--out", str(tmp_path / "best")]) == 0
+    best = json.loads((tmp_path / "best" / ps.PRIORITY_FILE).read_text())
+    assert best["settings"]["selection"]["chosen_iteration"] == 0
     with pytest.raises(SystemExit):
         train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
     assert "GENERATOR:RACKS" in capsys.readouterr().err

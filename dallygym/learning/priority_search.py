@@ -1,4 +1,4 @@
-"""Learned priority agents: a small network scores each job, the cross-entropy method finds it.
+"""Learned priority agents: a small network scores each job, an evolution strategy finds it.
 
 A *priority agent* is :class:`~dallygym.sim.policies.tuned.NetPriorityPolicy` with parameters
 learned here: at every scheduling pass the engine orders the jobs by ``v . tanh(W f + b)`` (lower
@@ -28,7 +28,13 @@ and its value in an iteration is the mean over that iteration's draws: one draw 
 are ``batch-500`` and ``poisson-411`` at 2, 2, 4, 4, 8 and 16 racks of 8 x 8 GPUs: every size of
 the held-out grid, the small ones (where makespan breaks) twice.
 
-A run directory holds ``priority.json`` (the final mean's parameters, the settings, the history)
+Which mean becomes the agent: by default the final one. With ``select_last`` = K
+(:func:`select_best`), the means after the last K updates are each evaluated on the same fixed
+draws -- every training seed of every distinct training cell -- and the lowest is kept. Only
+training draws take part; the held-out grid never chooses.
+
+A run directory holds ``priority.json`` (the chosen mean's parameters, the settings, the history
+of objectives, means and deviations)
 and ``initial/priority.json`` (the random initialisation: what the search itself contributed).
 :class:`PriorityAgent` loads either through the same checks as any agent file: a regular file,
 bounded in size, strict JSON, the inputs and shapes the policy expects; nothing in it is run.
@@ -86,7 +92,7 @@ def _history_row(
         "best_objective": float(best_value),
         "elite_objective": float(elite_values.mean()),
         "population_objective": float(values.mean()),
-        "mean": mean.round(6).tolist(),
+        "mean": mean.round(8).tolist(),
         "std": std.round(6).tolist(),
     }
 
@@ -301,6 +307,10 @@ class DrawObjective:
     def __call__(self, candidates: np.ndarray, iteration: int) -> np.ndarray:
         draws = [(gen, int(self.rng.choice(self.seeds)), racks) for gen, racks in self.cells]
         self.draws.append(draws)
+        return self.values(candidates, draws)
+
+    def values(self, candidates: np.ndarray, draws: list[tuple[str, int, int]]) -> np.ndarray:
+        """Each candidate's objective: its mean value over ``draws``."""
         if self.workers == 1:
             values = [[self.on_draw(c, *d) for d in draws] for c in candidates]
         else:
@@ -314,13 +324,55 @@ class DrawObjective:
         return np.array([np.mean(row) for row in values])
 
 
-def _check_search(method: str, hidden: int, population: int, elite: int) -> None:
+def selection_draws(cells: list[tuple[str, int]], seeds: tuple[int, ...] = TRAIN_SEEDS) -> list[tuple[str, int, int]]:
+    """The fixed draws a keep-the-best selection compares the last means on: every training
+    seed of every distinct (generator, racks) training cell (training data only)."""
+    distinct = list(dict.fromkeys(cells))
+    return [(gen, seed, racks) for gen, racks in distinct for seed in seeds]
+
+
+def select_best(result: dict, last: int, workers: int = 1) -> dict:
+    """Keep the best of the last ``last`` means, not the last one: ``result`` (what
+    :func:`search` returns, its history holding each iteration's mean after the update) with
+    its parameters replaced by the mean whose objective over :func:`selection_draws` is lowest
+    (the later one on a tie), and the comparison recorded in ``settings["selection"]``.
+
+    The search's mean wanders with its wide deviations, and a mean is itself evaluated only on
+    its iteration's dozen draws, so the last one can be a poor one. Deterministic: the same
+    ``result`` gives the same choice whatever ``workers``."""
+    history = result["history"]
+    if not 1 <= last <= len(history):
+        raise ValueError(f"select the best of the last 1-{len(history)} means (the iterations done), got {last}")
+    settings = result["settings"]
+    hidden = result["hidden"]
+    cells = [(g, int(r)) for g, _, r in (c.rpartition(":") for c in settings["training"]["cells"])]
+    draws = selection_draws(cells)
+    rows = history[-last:]
+    vectors = np.array([row["mean"] for row in rows], dtype=np.float64)
+    started = time.perf_counter()
+    objective = DrawObjective(np.random.default_rng(0), hidden, cells, workers=workers)
+    values = objective.values(vectors, draws)
+    chosen = len(rows) - 1 - int(np.argmin(values[::-1]))  # the lowest, the latest on a tie
+    selection = {
+        "rule": f"the lowest objective among the means after the last {last} iterations",
+        "draws": [f"{g}/seed{s}/{r}racks" for g, s, r in draws],
+        "objectives": {str(row["iteration"]): round(float(v), 6) for row, v in zip(rows, values)},
+        "chosen_iteration": rows[chosen]["iteration"],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    content = agent_content(vectors[chosen], hidden, {**settings, "selection": selection}, history, result["wall_s"])
+    return {**content, **({"initial": result["initial"]} if "initial" in result else {})}
+
+
+def _check_search(method: str, hidden: int, population: int, elite: int, iterations: int, select_last: int) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
     if not 1 <= hidden <= MAX_HIDDEN:
         raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
     if method == "cem" and not 1 <= elite < population:
         raise ValueError(f"elite must be at least 1 and below population ({population}), got {elite}")
+    if not 0 <= select_last <= iterations:
+        raise ValueError(f"select_last must be 0 (keep the final mean) to iterations ({iterations}), got {select_last}")
 
 
 def search(
@@ -335,14 +387,16 @@ def search(
     log: Callable[[str], None] | None = None,
     workers: int = 1,
     method: str = "snes",
+    select_last: int = 0,
 ) -> dict:
     """Search a priority network (module docstring); return the agent file's content for the
-    final mean (``"initial"``: the random initialisation's). Deterministic for a seed and
+    final mean, or with ``select_last`` > 0 for the best of the last ``select_last`` means
+    (:func:`select_best`); ``"initial"``: the random initialisation's. Deterministic for a seed and
     ``iterations``; ``time_limit_s`` (None: none) ends the search early, before an iteration
     that would not finish in time by the last one's length, and the count done is recorded.
     ``workers``: local processes playing each iteration's episodes (the result is the same).
     ``method``: ``"snes"`` (:func:`snes`) or ``"cem"`` (:func:`cem`; ``elite`` is its alone)."""
-    _check_search(method, hidden, population, elite)
+    _check_search(method, hidden, population, elite, iterations, select_last)
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
     start = initial_parameters(hidden, rng)
@@ -373,7 +427,6 @@ def search(
         )
     for row, draws in zip(history, objective.draws):
         row["draws"] = [f"{g}/seed{s}/{r}racks" for g, s, r in draws]
-        del row["mean"]  # the final mean is the agent; the path is in the objectives
     settings = {
         "method": METHODS[method],
         "seed": seed,
@@ -397,11 +450,11 @@ def search(
         ),
         "offers": "dally-consolidated (wait for the most consolidated tier)",
     }
-    wall_s = round(time.perf_counter() - started, 1)
-    return {
-        **agent_content(mean, hidden, settings, history, wall_s),
+    result = {
+        **agent_content(mean, hidden, settings, history, round(time.perf_counter() - started, 1)),
         "initial": agent_content(start, hidden, {**settings, "initial": True}, [], 0.0),
     }
+    return select_best(result, min(select_last, len(history)), workers) if select_last else result
 
 
 def agent_content(vector: np.ndarray, hidden: int, settings: dict, history: list, wall_s: float) -> dict:
