@@ -2,7 +2,8 @@
 on training draws, from a random initialisation (no teacher, no guard).
 
     python agents/train_priority.py --seed S [--method snes|cem] [--hidden 8] [--iterations 30]
-        [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--time-limit-min 55]
+        [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--inputs queue|queue+drain]
+        [--time-limit-min 55]
         [--workers 1] --out agents/runs/priority-sS
 
 The search, its objective and the run directory it writes are
@@ -22,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dallygym.learning.priority_search import METHODS, search, write_run  # noqa: E402
+from dallygym.learning.priority_search import INPUT_SETS, METHODS, search, write_run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         "--method", choices=sorted(METHODS), default="snes", help="separable NES or the cross-entropy method"
     )
     parser.add_argument("--elite", type=int, default=4, help="the cross-entropy method's elite")
+    parser.add_argument(
+        "--inputs",
+        choices=sorted(INPUT_SETS),
+        default="queue",
+        help="the network's inputs: the queue features alone, or with drain_share",
+    )
     parser.add_argument("--std", type=float, default=0.5, help="the search's starting deviation per parameter")
     parser.add_argument(
         "--select-last",
@@ -72,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         method=args.method,
         select_last=args.select_last,
+        inputs=args.inputs,
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

@@ -21,20 +21,23 @@ from dallygym.learning.priority_search import NET_INPUTS
 from dallygym.learning.trainer import load_agent, run_agent
 from dallygym.sim.engine import RUNNING, Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
-from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy
+from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy, drain_share
 from dallygym.sim.trace import generate_trace
 
 SMALL = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small"]
 # One machine of 8 GPUs, speed 1 (as tests/test_baselines.py): job 0 (8 GPUs, 100 s) holds it
 # from t=0; jobs 1 (4 GPUs, 10 s), 2 (8 GPUs, 1 s) and 3 (2 GPUs, 5 s) queue behind it.
 QUEUE = [(0, 0, 8, 100, 1.0), (1, 1, 4, 10, 1.0), (2, 2, 8, 1, 1.0), (3, 3, 2, 5, 1.0)]
+#: The queue features and drain_share.
+DRAIN_INPUTS = ps.INPUT_SETS["queue+drain"]
 
 
 def reading(feature: str, sign: float = 1.0) -> NetPriorityPolicy:
     """One hidden unit reading one feature; key = sign x tanh(feature): monotone in it."""
-    w = np.zeros((1, len(NET_INPUTS)))
-    w[0, NET_INPUTS.index(feature)] = 1.0
-    return NetPriorityPolicy(w, np.zeros(1), np.array([sign]))
+    inputs = NET_INPUTS if feature in NET_INPUTS else DRAIN_INPUTS
+    w = np.zeros((1, len(inputs)))
+    w[0, inputs.index(feature)] = 1.0
+    return NetPriorityPolicy(w, np.zeros(1), np.array([sign]), inputs=inputs)
 
 
 def run(trace, spec, policy):
@@ -50,18 +53,20 @@ def test_a_unit_reading_the_demand_orders_smallest_demand_first():
     assert run(trace, spec, reading("gpus", -1.0)).jobs["first_start_s"].tolist() == [0.0, 101.0, 100.0, 101.0]
 
 
-def test_the_key_is_the_network_over_the_queue_features():
+@pytest.mark.parametrize("inputs", [NET_INPUTS, DRAIN_INPUTS])
+def test_the_key_is_the_network_over_the_queue_features(inputs):
     rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
     rng = np.random.default_rng(5)
-    params = ps.unpack(ps.initial_parameters(3, rng), 3)
-    policy = NetPriorityPolicy(**params)
+    params = ps.unpack(ps.initial_parameters(3, rng, inputs), 3, inputs)
+    policy = NetPriorityPolicy(**params, inputs=inputs)
     engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), policy, TierLatency(), EngineConfig())
     policy.reset(engine, np.random.default_rng(0))
     jobs = np.arange(5)
     f = CandidateFeatures(engine, policy)(jobs).astype(np.float64)
     from dallygym.envs.queue import JOB_FEATURES
 
-    f = f[:, [JOB_FEATURES.index(name) for name in NET_INPUTS]]
+    f = np.column_stack([f, drain_share(engine, jobs)])
+    f = f[:, [len(JOB_FEATURES) if name == "drain_share" else JOB_FEATURES.index(name) for name in inputs]]
     expected = np.array(
         [
             sum(
@@ -104,11 +109,82 @@ def test_the_features_kernel_gives_the_reference_rows_bit_for_bit_over_a_contend
         (np.zeros((2, 17)), np.zeros(3), np.zeros(2), "2 entries each"),
         (np.zeros((2, 17)), np.zeros(2), np.array([1.0, np.nan]), "finite"),
         (np.zeros((0, 17)), np.zeros(0), np.zeros(0), "hidden x 17"),
+        (np.zeros((2, 17)), np.zeros(2), np.zeros(2), "hidden x 18"),  # (with inputs=DRAIN_INPUTS)
     ],
 )
 def test_bad_network_shapes_are_refused(w, b, v, match):
     with pytest.raises(ValueError, match=match):
-        NetPriorityPolicy(w, b, v)
+        NetPriorityPolicy(w, b, v, inputs=DRAIN_INPUTS if "18" in match else None)
+
+
+def test_drain_share_is_each_estimate_over_itself_plus_the_time_the_known_work_needs(monkeypatch):
+    """Two machines of 8 GPUs (16), four jobs arriving at 0, none run yet. Estimates: job 0
+    (8 GPUs, 100 s) 100 s; job 1 (4, 10 s) 10 s; job 2 (16 GPUs, 20 s, spans machines, never
+    run: / 0.1) 200 s; job 3 (2, 5 s) 5 s. Known work 800 + 40 + 3,200 + 10 = 4,050 GPU-s over
+    16 GPUs: D = 253.125 s. At the first pass every job waits: share = est / (est + D)."""
+    rows = [(0, 0, 8, 100, 1.0), (1, 0, 4, 10, 1.0), (2, 0, 16, 20, 1.0), (3, 0, 2, 5, 1.0)]
+    seen = []
+    original = NetPriorityPolicy.priority
+
+    def spy(self, view, jobs):
+        seen.append((np.asarray(jobs).copy(), drain_share(view, jobs)))
+        return original(self, view, jobs)
+
+    monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    run(make_trace(rows), ClusterSpec(1, 2, 8), reading("drain_share", -1.0))
+    jobs, shares = seen[0]
+    d = 4050 / 16
+    assert jobs.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(shares, [100 / (100 + d), 10 / (10 + d), 200 / (200 + d), 5 / (5 + d)], rtol=1e-12)
+
+
+def test_drain_share_over_a_contended_run_equals_a_job_by_job_count(monkeypatch):
+    """At every pass of a contended run (running jobs part way through, Nw_sens observed),
+    drain_share equals the definition counted job by job."""
+    from dallygym.sim.policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
+
+    def estimate(view, j):
+        nw = float(view.nw_sens(np.array([j]))[0])
+        if not nw > 0:
+            nw = NEVER_RUN_MULTI_MACHINE_NW_SENS if view.num_gpus[j] > view.spec.gpus_per_machine else 1.0
+        return (view.total_iterations[j] - view.done_iters[j]) * view.iter_time_s[j] / nw
+
+    checked = []
+    original = NetPriorityPolicy.priority
+
+    def spy(self, view, jobs):
+        if len(checked) % 25 == 0 and len(view.running_jobs()):
+            unfinished = [*view.running_jobs(), *view.waiting_jobs()]
+            d = sum(view.num_gpus[j] * estimate(view, j) for j in unfinished) / view.spec.num_gpus
+            expected = [estimate(view, j) / (estimate(view, j) + d) for j in jobs]
+            np.testing.assert_allclose(drain_share(view, jobs), expected, rtol=1e-9)
+        checked.append(len(jobs))
+        return original(self, view, jobs)
+
+    monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=reading("drain_share", -1.0))
+    assert len(checked) > 200 and max(checked) > 50
+
+
+def test_a_unit_reading_drain_share_serves_the_makespan_critical_job_first():
+    # Same jobs: negative weight on drain_share = longest estimate first. Job 2 (200 s
+    # estimated, 16 GPUs) takes both machines at t=0, its 20 s at the rack tier's speed 0.5
+    # taking 40 s; the rest start at 40.
+    rows = [(0, 0, 8, 100, 1.0), (1, 0, 4, 10, 1.0), (2, 0, 16, 20, 1.0), (3, 0, 2, 5, 1.0)]
+    starts = run(make_trace(rows), ClusterSpec(1, 2, 8), reading("drain_share", -1.0)).jobs["first_start_s"]
+    assert starts.tolist() == [40.0, 40.0, 0.0, 40.0]
+
+
+def test_a_network_with_drain_share_weighted_zero_is_the_network_without_it():
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
+    params = ps.unpack(ps.initial_parameters(3, np.random.default_rng(5)), 3)
+    assert ps.INPUT_SETS["queue"] == NET_INPUTS and DRAIN_INPUTS == (*NET_INPUTS, "drain_share")
+    padded = {**params, "hidden_weights": np.column_stack([params["hidden_weights"], np.zeros(3)])}
+    ours = run(make_trace(rows), ClusterSpec(1, 2, 8), NetPriorityPolicy(**params))
+    theirs = run(make_trace(rows), ClusterSpec(1, 2, 8), NetPriorityPolicy(**padded, inputs=DRAIN_INPUTS))
+    assert ours.jobs.equals(theirs.jobs)
+    with pytest.raises(ValueError, match="must be distinct names"):
+        NetPriorityPolicy(**params, inputs=(*NET_INPUTS[:-1], NET_INPUTS[0]))
 
 
 def test_parameters_flatten_and_unflatten():
@@ -280,6 +356,29 @@ def test_the_search_method_is_chosen_and_recorded():
         ps.search(hidden=2, iterations=1, population=2, cells=[("batch-500", 16)])
 
 
+def test_the_input_set_is_chosen_and_recorded(tmp_path):
+    default, drain = tiny_search(), tiny_search(inputs="queue+drain")
+    assert default["inputs"] == list(NET_INPUTS) and default["settings"]["inputs"] == "queue"
+    assert drain["inputs"] == list(DRAIN_INPUTS) and drain["settings"]["inputs"] == "queue+drain"
+    assert np.array(drain["hidden_weights"]).shape == (2, len(NET_INPUTS) + 1)
+    assert drain["initial"]["inputs"] == drain["inputs"]
+    ps.write_run(tmp_path / "run", drain)
+    agent = load_agent(str(tmp_path / "run"))
+    assert agent.inputs == DRAIN_INPUTS and agent.policy().inputs == DRAIN_INPUTS
+    with pytest.raises(ValueError, match="inputs must be one of"):
+        tiny_search(inputs="everything")
+
+
+@pytest.mark.parametrize("run", ["priority-s0", "priority-cem-s0/initial"])
+def test_committed_agents_load_with_the_inputs_they_name(run):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "agents" / "runs" / run
+    agent = load_agent(str(path))
+    named = tuple(json.loads((path / ps.PRIORITY_FILE).read_text())["inputs"])
+    assert agent.inputs == named == agent.policy().inputs
+
+
 def test_a_written_run_loads_and_runs_as_the_parameters_it_holds(tmp_path):
     result = tiny_search()
     ps.write_run(tmp_path / "run", result)
@@ -305,7 +404,9 @@ def write(tmp_path, content) -> str:
     "change, match",
     [
         ({"format": "something-else/1"}, "not a priority agent"),
-        ({"inputs": ["gpus"]}, "'inputs' are not"),
+        ({"inputs": ["gpus"]}, "not a valid network"),
+        ({"inputs": [*NET_INPUTS[:-1], "future_arrivals"]}, r"\['future_arrivals'\] are unknown"),
+        ({"inputs": "gpus"}, "'inputs' must be a list"),
         ({"hidden_bias": [0.0]}, "not a valid network"),
         ({"hidden_weights": "rm -rf /"}, "not a valid network"),
         ({"output_weights": None}, "not a valid network"),
@@ -371,6 +472,9 @@ def test_the_training_script_writes_a_run(tmp_path, capsys):
     assert train.main([*args, "--cell", "batch-500:16", "--select-last", "1", "--out", str(tmp_path / "best")]) == 0
     best = json.loads((tmp_path / "best" / ps.PRIORITY_FILE).read_text())
     assert best["settings"]["selection"]["chosen_iteration"] == 0
+    drain = ["--cell", "batch-500:16", "--inputs", "queue+drain", "--out", str(tmp_path / "d")]
+    assert train.main([*args, *drain]) == 0
+    assert json.loads((tmp_path / "d" / ps.PRIORITY_FILE).read_text())["inputs"] == list(DRAIN_INPUTS)
     with pytest.raises(SystemExit):
         train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
     assert "GENERATOR:RACKS" in capsys.readouterr().err

@@ -8,6 +8,12 @@ queue environment's question -- which job next -- once per pass for all jobs rat
 per step, and it learns from whole episodes: the objective below is computed from the run's
 mean JCT and makespan, with no reward shaping, teacher or guard.
 
+Inputs (``inputs``, :data:`INPUT_SETS`): by default the queue features (``"queue"``);
+``"queue+drain"`` adds ``drain_share`` (:func:`~dallygym.sim.policies.tuned.drain_share`: a
+job's remaining estimate against the time the cluster needs for all the unfinished work it
+knows of, which says whether serving small jobs first still leaves a long job room to finish
+within the makespan; the queue features show each job alone). A run file names its inputs.
+
 Search (:func:`search`): a diagonal-Gaussian evolution strategy over the flattened parameters,
 from a random initialisation (``W`` and ``v`` drawn N(0, 1/fan-in), ``b`` = 0; the run's seed
 draws it and everything after). Each iteration draws parameter vectors around the current mean,
@@ -51,13 +57,16 @@ from pathlib import Path
 import numpy as np
 
 from ..sim.cluster import ClusterSpec
-from ..sim.policies.tuned import MAX_HIDDEN, NetPriorityPolicy, net_inputs
+from ..sim.policies.tuned import DRAIN_SHARE, MAX_HIDDEN, NetPriorityPolicy, net_inputs
 from ..sim.simulate import simulate
 from ..sim.trace import generate_trace
 from .agent_files import AgentLoadError, parse_json, read_regular_file, write_atomic
 
-#: The job features the network reads (:func:`~dallygym.sim.policies.tuned.net_inputs`).
+#: The inputs the network reads by default (:func:`~dallygym.sim.policies.tuned.net_inputs`).
 NET_INPUTS = net_inputs()
+#: The input sets a search can give the network, by name: the queue features alone (the
+#: default), or with ``drain_share``.
+INPUT_SETS = {"queue": NET_INPUTS, "queue+drain": (*NET_INPUTS, DRAIN_SHARE)}
 #: The agent file of a run directory (and of its ``initial/``).
 PRIORITY_FILE = "priority.json"
 #: The ``format`` entry of an agent file.
@@ -201,34 +210,35 @@ def snes(
 # --- the network's parameters as one vector ---------------------------------------------------
 
 
-def parameter_count(hidden: int) -> int:
-    """Entries of the flattened parameters of a network with ``hidden`` units."""
-    return hidden * (len(NET_INPUTS) + 2)
+def parameter_count(hidden: int, inputs: tuple[str, ...] = NET_INPUTS) -> int:
+    """Entries of the flattened parameters of a network with ``hidden`` units over ``inputs``."""
+    return hidden * (len(inputs) + 2)
 
 
-def unpack(vector: np.ndarray, hidden: int) -> dict[str, np.ndarray]:
+def unpack(vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS) -> dict[str, np.ndarray]:
     """``hidden_weights`` (hidden x inputs), ``hidden_bias`` and ``output_weights`` from the
     flattened parameters (that order, row-major)."""
     vector = np.asarray(vector, dtype=np.float64)
-    if vector.shape != (parameter_count(hidden),):
-        raise ValueError(f"expected {parameter_count(hidden)} parameters for {hidden} hidden units, got {vector.shape}")
-    inputs = len(NET_INPUTS)
+    count = parameter_count(hidden, inputs)
+    if vector.shape != (count,):
+        raise ValueError(f"expected {count} parameters for {hidden} hidden units, got {vector.shape}")
+    inputs = len(inputs)
     w = vector[: hidden * inputs].reshape(hidden, inputs)
     b = vector[hidden * inputs : hidden * (inputs + 1)]
     v = vector[hidden * (inputs + 1) :]
     return {"hidden_weights": w, "hidden_bias": b, "output_weights": v}
 
 
-def initial_parameters(hidden: int, rng: np.random.Generator) -> np.ndarray:
+def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str, ...] = NET_INPUTS) -> np.ndarray:
     """A random initialisation: ``W`` ~ N(0, 1/inputs), ``b`` = 0, ``v`` ~ N(0, 1/hidden)."""
-    inputs = len(NET_INPUTS)
+    inputs = len(inputs)
     w = rng.normal(0.0, 1.0 / math.sqrt(inputs), (hidden, inputs))
     v = rng.normal(0.0, 1.0 / math.sqrt(hidden), hidden)
     return np.concatenate([w.ravel(), np.zeros(hidden), v])
 
 
-def policy_of(vector: np.ndarray, hidden: int) -> NetPriorityPolicy:
-    return NetPriorityPolicy(**unpack(vector, hidden))
+def policy_of(vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS) -> NetPriorityPolicy:
+    return NetPriorityPolicy(**unpack(vector, hidden, inputs), inputs=inputs)
 
 
 # --- the objective ----------------------------------------------------------------------------
@@ -261,11 +271,19 @@ _DRAWS = TrainingDraws()
 
 
 def draw_value(
-    vector: np.ndarray, hidden: int, gen: str, seed: int, racks: int, penalty: float, margin_pp: float
+    vector: np.ndarray,
+    hidden: int,
+    gen: str,
+    seed: int,
+    racks: int,
+    penalty: float,
+    margin_pp: float,
+    inputs: tuple[str, ...] = NET_INPUTS,
 ) -> float:
     """The objective of one parameter vector on one draw (the module docstring's formula)."""
     ref = _DRAWS.dally(gen, seed, racks)
-    run = simulate(_DRAWS.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy_of(vector, hidden)).summary
+    policy = policy_of(vector, hidden, inputs)
+    run = simulate(_DRAWS.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy).summary
     excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
     return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + penalty * max(0.0, excess_pp - margin_pp)
 
@@ -290,9 +308,11 @@ class DrawObjective:
         penalty: float = PENALTY,
         margin_pp: float = MARGIN_PP,
         workers: int = 1,
+        inputs: tuple[str, ...] = NET_INPUTS,
     ) -> None:
         self.rng = rng
         self.hidden = hidden
+        self.inputs = inputs
         self.cells = cells
         self.seeds = seeds
         self.penalty = penalty
@@ -302,7 +322,7 @@ class DrawObjective:
         self.draws: list[list[tuple[str, int, int]]] = []
 
     def on_draw(self, vector: np.ndarray, gen: str, seed: int, racks: int) -> float:
-        return draw_value(vector, self.hidden, gen, seed, racks, self.penalty, self.margin_pp)
+        return draw_value(vector, self.hidden, gen, seed, racks, self.penalty, self.margin_pp, self.inputs)
 
     def __call__(self, candidates: np.ndarray, iteration: int) -> np.ndarray:
         draws = [(gen, int(self.rng.choice(self.seeds)), racks) for gen, racks in self.cells]
@@ -318,7 +338,7 @@ class DrawObjective:
 
             for d in draws:  # made here once, before the workers start
                 _DRAWS.dally(*d)
-            tasks = [(c, self.hidden, *d, self.penalty, self.margin_pp) for c in candidates for d in draws]
+            tasks = [(c, self.hidden, *d, self.penalty, self.margin_pp, self.inputs) for c in candidates for d in draws]
             flat = run_ordered(_draw_value, tasks, workers=self.workers)
             values = [flat[i * len(draws) : (i + 1) * len(draws)] for i in range(len(candidates))]
         return np.array([np.mean(row) for row in values])
@@ -350,7 +370,8 @@ def select_best(result: dict, last: int, workers: int = 1) -> dict:
     rows = history[-last:]
     vectors = np.array([row["mean"] for row in rows], dtype=np.float64)
     started = time.perf_counter()
-    objective = DrawObjective(np.random.default_rng(0), hidden, cells, workers=workers)
+    inputs = tuple(result["inputs"])
+    objective = DrawObjective(np.random.default_rng(0), hidden, cells, workers=workers, inputs=inputs)
     values = objective.values(vectors, draws)
     chosen = len(rows) - 1 - int(np.argmin(values[::-1]))  # the lowest, the latest on a tie
     selection = {
@@ -360,13 +381,19 @@ def select_best(result: dict, last: int, workers: int = 1) -> dict:
         "chosen_iteration": rows[chosen]["iteration"],
         "seconds": round(time.perf_counter() - started, 1),
     }
-    content = agent_content(vectors[chosen], hidden, {**settings, "selection": selection}, history, result["wall_s"])
+    content = agent_content(
+        vectors[chosen], hidden, {**settings, "selection": selection}, history, result["wall_s"], inputs
+    )
     return {**content, **({"initial": result["initial"]} if "initial" in result else {})}
 
 
-def _check_search(method: str, hidden: int, population: int, elite: int, iterations: int, select_last: int) -> None:
+def _check_search(
+    method: str, hidden: int, population: int, elite: int, iterations: int, select_last: int, inputs: str
+) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    if inputs not in INPUT_SETS:
+        raise ValueError(f"inputs must be one of {sorted(INPUT_SETS)}, got {inputs!r}")
     if not 1 <= hidden <= MAX_HIDDEN:
         raise ValueError(f"hidden must be 1-{MAX_HIDDEN}, got {hidden}")
     if method == "cem" and not 1 <= elite < population:
@@ -388,6 +415,7 @@ def search(
     workers: int = 1,
     method: str = "snes",
     select_last: int = 0,
+    inputs: str = "queue",
 ) -> dict:
     """Search a priority network (module docstring); return the agent file's content for the
     final mean, or with ``select_last`` > 0 for the best of the last ``select_last`` means
@@ -395,12 +423,14 @@ def search(
     ``iterations``; ``time_limit_s`` (None: none) ends the search early, before an iteration
     that would not finish in time by the last one's length, and the count done is recorded.
     ``workers``: local processes playing each iteration's episodes (the result is the same).
-    ``method``: ``"snes"`` (:func:`snes`) or ``"cem"`` (:func:`cem`; ``elite`` is its alone)."""
-    _check_search(method, hidden, population, elite, iterations, select_last)
+    ``method``: ``"snes"`` (:func:`snes`) or ``"cem"`` (:func:`cem`; ``elite`` is its alone).
+    ``inputs``: the network's input set, a name of :data:`INPUT_SETS`."""
+    _check_search(method, hidden, population, elite, iterations, select_last, inputs)
+    names = INPUT_SETS[inputs]
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
-    start = initial_parameters(hidden, rng)
-    objective = DrawObjective(rng, hidden, cells, workers=workers)
+    start = initial_parameters(hidden, rng, names)
+    objective = DrawObjective(rng, hidden, cells, workers=workers, inputs=names)
     started = time.perf_counter()
     marks = [started]  # the end of each iteration so far, after the start
     lengths: list[float] = []
@@ -427,17 +457,34 @@ def search(
         )
     for row, draws in zip(history, objective.draws):
         row["draws"] = [f"{g}/seed{s}/{r}racks" for g, s, r in draws]
-    settings = {
+    settings = _settings(
+        method,
+        elite,
+        cells,
+        seed=seed,
+        hidden=hidden,
+        inputs=inputs,
+        iterations_asked=iterations,
+        iterations_done=len(history),
+        population=population,
+        start_std=std0,
+        time_limit_s=time_limit_s,
+        workers=workers,
+    )
+    result = {
+        **agent_content(mean, hidden, settings, history, round(time.perf_counter() - started, 1), names),
+        "initial": agent_content(start, hidden, {**settings, "initial": True}, [], 0.0, names),
+    }
+    return select_best(result, min(select_last, len(history)), workers) if select_last else result
+
+
+def _settings(method: str, elite: int, cells: list[tuple[str, int]], **run) -> dict:
+    """A search's settings as its run file records them: ``run``'s entries, the method's, the
+    training draws, the objective and the offers."""
+    return {
         "method": METHODS[method],
-        "seed": seed,
-        "hidden": hidden,
-        "iterations_asked": iterations,
-        "iterations_done": len(history),
-        "population": population,
+        **run,
         **({"elite": elite, "smoothing": SMOOTHING, "std_floor": STD_FLOOR} if method == "cem" else {}),
-        "start_std": std0,
-        "time_limit_s": time_limit_s,
-        "workers": workers,
         "training": {
             "cells": [f"{g}:{r}" for g, r in cells],
             "seeds": list(TRAIN_SEEDS),
@@ -450,19 +497,16 @@ def search(
         ),
         "offers": "dally-consolidated (wait for the most consolidated tier)",
     }
-    result = {
-        **agent_content(mean, hidden, settings, history, round(time.perf_counter() - started, 1)),
-        "initial": agent_content(start, hidden, {**settings, "initial": True}, [], 0.0),
-    }
-    return select_best(result, min(select_last, len(history)), workers) if select_last else result
 
 
-def agent_content(vector: np.ndarray, hidden: int, settings: dict, history: list, wall_s: float) -> dict:
-    """An agent file's content for ``vector``."""
-    params = unpack(vector, hidden)
+def agent_content(
+    vector: np.ndarray, hidden: int, settings: dict, history: list, wall_s: float, inputs: tuple[str, ...] = NET_INPUTS
+) -> dict:
+    """An agent file's content for ``vector`` over ``inputs``."""
+    params = unpack(vector, hidden, inputs)
     return {
         "format": FORMAT,
-        "inputs": list(NET_INPUTS),
+        "inputs": list(inputs),
         "hidden": hidden,
         **{k: np.round(v, 8).tolist() for k, v in params.items()},
         "settings": settings,
@@ -498,8 +542,10 @@ class PriorityAgent:
         content = parse_json(read_regular_file(self.path, MAX_FILE_BYTES, "a priority agent"), where)
         if not isinstance(content, dict) or content.get("format") != FORMAT:
             raise AgentLoadError(f"{where}: not a priority agent (its 'format' must be {FORMAT!r})")
-        if content.get("inputs") != list(NET_INPUTS):
-            raise AgentLoadError(f"{where}: its 'inputs' are not the features this version computes ({NET_INPUTS})")
+        inputs = content.get("inputs")
+        if not isinstance(inputs, list) or not all(isinstance(name, str) for name in inputs):
+            raise AgentLoadError(f"{where}: its 'inputs' must be a list of input names (from {list(NET_INPUTS)})")
+        self.inputs = tuple(inputs)
         try:
             self._params = {
                 k: np.asarray(content[k], dtype=np.float64) for k in ("hidden_weights", "hidden_bias", "output_weights")
@@ -516,4 +562,4 @@ class PriorityAgent:
         self.offer_rule = "protected-remaining"
 
     def policy(self) -> NetPriorityPolicy:
-        return NetPriorityPolicy(**self._params)
+        return NetPriorityPolicy(**self._params, inputs=self.inputs)

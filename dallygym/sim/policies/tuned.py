@@ -137,19 +137,47 @@ class TunedPriorityPolicy(_FeaturePriority, DallyPolicy):
         return f"{type(self).__name__}(weights={np.round(self.weights, 4).tolist()})"
 
 
-def _net_columns() -> list[int]:
-    """The columns of ``JOB_FEATURES`` a :class:`NetPriorityPolicy` reads: all but the three
-    speed factors (always 0 under the hidden sensitivity a native policy has)."""
-    from ...envs.queue_obs import JOB_FEATURES  # (not at import: queue_obs imports the policies)
-
-    return [i for i, name in enumerate(JOB_FEATURES) if not name.startswith("speed_")]
+#: The input a :class:`NetPriorityPolicy` may read beyond the queue features: a job's share of
+#: the time the unfinished work needs (:func:`drain_share`).
+DRAIN_SHARE = "drain_share"
 
 
 def net_inputs() -> tuple[str, ...]:
-    """The job features a :class:`NetPriorityPolicy` reads, in order (:func:`_net_columns`)."""
-    from ...envs.queue_obs import JOB_FEATURES
+    """The inputs a :class:`NetPriorityPolicy` reads by default, in order: the ``JOB_FEATURES``
+    but the three speed factors (always 0 under the hidden sensitivity a native policy has)."""
+    from ...envs.queue_obs import JOB_FEATURES  # (not at import: queue_obs imports the policies)
 
-    return tuple(JOB_FEATURES[i] for i in _net_columns())
+    return tuple(name for name in JOB_FEATURES if not name.startswith("speed_"))
+
+
+def known_net_inputs() -> tuple[str, ...]:
+    """Every input a :class:`NetPriorityPolicy` can read: :func:`net_inputs`, then
+    ``drain_share``."""
+    return (*net_inputs(), DRAIN_SHARE)
+
+
+def drain_share(view, jobs: np.ndarray) -> np.ndarray:
+    """Input ``drain_share`` of ``jobs``: ``r / (r + D)``, in [0, 1).
+
+    ``r`` is a job's remaining estimate (:meth:`ProtectedRemainingPolicy.remaining_estimate_s`,
+    the queue feature ``remaining_estimate`` in seconds); ``D`` the time the cluster would need
+    to finish every unfinished job's estimated work at full use: the sum over the running and
+    waiting jobs of GPU demand x remaining estimate, over the cluster's GPUs. A job whose ``r``
+    reaches ``D`` (share >= ½) ends after the rest of the known work could, so starting it late
+    lengthens the makespan; a small share says there is room to serve others first. It uses
+    what the queue observation shows (estimates, demands, the cluster's size), not the future
+    arrivals. 0 when no unfinished job has work left."""
+    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
+
+    jobs = np.asarray(jobs, dtype=np.int64)
+    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
+    estimates = np.zeros(view.n)
+    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
+    drain = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
+    if not drain > 0.0:
+        return np.zeros(jobs.size)
+    est = estimates[jobs]  # (the jobs being ordered are unfinished)
+    return est / (est + drain)
 
 
 #: The largest hidden layer a :class:`NetPriorityPolicy` accepts.
@@ -157,14 +185,15 @@ MAX_HIDDEN = 256
 
 
 class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
-    """Priority ``v . tanh(W f + b)`` (lower first) over the queue features; offers as
+    """Priority ``v . tanh(W f + b)`` (lower first) over a job's features; offers as
     ``dally-consolidated`` (and ``protected-remaining``).
 
-    * ``f``: a job's :func:`net_inputs` features, the rows ``DallyQueue-v0`` shows an agent
-      (sensitivity hidden), computed over the jobs being ordered at the engine's current state
-      (waiting jobs at each scheduling pass, and the lease-expired running jobs at a round
-      boundary). ``W`` is hidden x inputs, ``b`` and ``v`` hidden long. Ties: earlier arrival,
-      then job index (the engine's rule).
+    * ``f``: a job's ``inputs`` (default :func:`net_inputs`): features of the rows
+      ``DallyQueue-v0`` shows an agent (sensitivity hidden) and, if named, :func:`drain_share`
+      (:func:`known_net_inputs`), computed over the jobs being ordered at the engine's
+      current state (waiting jobs at each scheduling pass, and the lease-expired running jobs
+      at a round boundary). ``W`` is hidden x inputs, ``b`` and ``v`` hidden long. Ties:
+      earlier arrival, then job index (the engine's rule).
     * Offers and lease renewal: a job waits for the most consolidated tier it fits in, as in
       the queue environment under ``offer_rule="protected-remaining"`` (the headline agents'),
       so only the order is learned.
@@ -177,16 +206,24 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
     name: ClassVar[str] = "net-priority"
     priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
 
-    def __init__(self, hidden_weights, hidden_bias, output_weights, **kwargs) -> None:
+    def __init__(self, hidden_weights, hidden_bias, output_weights, inputs=None, **kwargs) -> None:
         super().__init__(**kwargs)
+        from ...envs.queue_obs import JOB_FEATURES
+
+        names = net_inputs() if inputs is None else tuple(inputs)
+        allowed = known_net_inputs()
+        unknown = [name for name in names if name not in allowed]
+        if unknown or len(set(names)) != len(names) or not names:
+            raise ValueError(
+                (f"inputs {unknown} are unknown; " if unknown else f"inputs {list(names)}: ")
+                + f"the inputs must be distinct names, at least one, among {list(allowed)}"
+            )
         w = np.asarray(hidden_weights, dtype=np.float64)
         b = np.asarray(hidden_bias, dtype=np.float64)
         v = np.asarray(output_weights, dtype=np.float64)
-        self._inputs = np.array(_net_columns())
-        inputs = self._inputs.size
-        if w.ndim != 2 or w.shape[1] != inputs or not 1 <= w.shape[0] <= MAX_HIDDEN:
+        if w.ndim != 2 or w.shape[1] != len(names) or not 1 <= w.shape[0] <= MAX_HIDDEN:
             raise ValueError(
-                f"hidden_weights must be hidden x {inputs} (net_inputs() order, 1 <= hidden <= {MAX_HIDDEN}), "
+                f"hidden_weights must be hidden x {len(names)} (one column per input, 1 <= hidden <= {MAX_HIDDEN}), "
                 f"got shape {w.shape}"
             )
         if b.shape != (w.shape[0],) or v.shape != (w.shape[0],):
@@ -196,9 +233,15 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b)) and np.all(np.isfinite(v))):
             raise ValueError("the network's parameters must be finite")
         self.hidden_weights, self.hidden_bias, self.output_weights = w, b, v
+        self.inputs = names
+        # Each input's column in [queue features..., drain_share].
+        self._columns = np.array([len(JOB_FEATURES) if n == DRAIN_SHARE else JOB_FEATURES.index(n) for n in names])
+        self._drain = DRAIN_SHARE in names
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
-        f = self.features(view, jobs)[:, self._inputs].astype(np.float64)
+        queue = self.features(view, jobs).astype(np.float64)
+        extra = drain_share(view, jobs) if self._drain else np.zeros(queue.shape[0])
+        f = np.column_stack([queue, extra])[:, self._columns]
         return np.tanh(f @ self.hidden_weights.T + self.hidden_bias) @ self.output_weights
 
     def __repr__(self) -> str:
