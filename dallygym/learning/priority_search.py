@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from ..sim.cluster import ClusterSpec
-from ..sim.policies.tuned import DRAIN_SHARE, MAX_HIDDEN, NetPriorityPolicy, net_inputs
+from ..sim.policies.tuned import MAX_HIDDEN, NetPriorityPolicy, known_net_inputs, net_inputs
 from ..sim.simulate import simulate
 from ..sim.trace import generate_trace
 from .agent_files import AgentLoadError, parse_json, read_regular_file, write_atomic
@@ -66,7 +66,7 @@ from .agent_files import AgentLoadError, parse_json, read_regular_file, write_at
 NET_INPUTS = net_inputs()
 #: The input sets a search can give the network, by name: the queue features alone (the
 #: default), or with ``drain_share``.
-INPUT_SETS = {"queue": NET_INPUTS, "queue+drain": (*NET_INPUTS, DRAIN_SHARE)}
+INPUT_SETS = {"queue": NET_INPUTS, "queue+drain": known_net_inputs()}
 #: The agent file of a run directory (and of its ``initial/``).
 PRIORITY_FILE = "priority.json"
 #: The ``format`` entry of an agent file.
@@ -544,7 +544,8 @@ class PriorityAgent:
             raise AgentLoadError(f"{where}: not a priority agent (its 'format' must be {FORMAT!r})")
         inputs = content.get("inputs")
         if not isinstance(inputs, list) or not all(isinstance(name, str) for name in inputs):
-            raise AgentLoadError(f"{where}: its 'inputs' must be a list of input names (from {list(NET_INPUTS)})")
+            known = list(known_net_inputs())
+            raise AgentLoadError(f"{where}: its 'inputs' must be a list of input names (from {known})")
         self.inputs = tuple(inputs)
         try:
             self._params = {

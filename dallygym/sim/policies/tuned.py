@@ -239,9 +239,10 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         self._drain = DRAIN_SHARE in names
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
-        queue = self.features(view, jobs).astype(np.float64)
-        extra = drain_share(view, jobs) if self._drain else np.zeros(queue.shape[0])
-        f = np.column_stack([queue, extra])[:, self._columns]
+        f = self.features(view, jobs).astype(np.float64)
+        if self._drain:  # (its column is the one past the queue features)
+            f = np.column_stack([f, drain_share(view, jobs)])
+        f = f[:, self._columns]
         return np.tanh(f @ self.hidden_weights.T + self.hidden_bias) @ self.output_weights
 
     def __repr__(self) -> str:
