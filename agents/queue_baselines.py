@@ -15,8 +15,9 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
 * every shipped policy's native run (``simulate``), the Dally variants, Tiresias, Gandiva and
   the queue heuristics (``protected-remaining``, ``smallest-demand-remaining``,
   ``tuned-priority``) among them;
-* ``lower bound``: each job at its fastest placement from its arrival
-  (:func:`dallygym.sim.bounds.lower_bound`), which no scheduler can beat;
+* ``lower bound`` (:func:`dallygym.sim.bounds.lower_bound`), which no scheduler can beat: each
+  job no sooner than at its fastest placement from its arrival, and the cluster's GPUs as one
+  pool doing the jobs' least work, shortest remaining first;
 * through ``DallyQueue-v0`` (no guard), under the offer rule dally and under each learned
   agent's offer rule (``NAME (RULE offers)``): ``constant-0`` (always slot 0, which is exactly
   the offer rule's own order: Dally's, or ``protected-remaining``'s), ``random picks`` (seeded
@@ -472,8 +473,10 @@ def markdown(frame: pd.DataFrame, command: str, rows_from: str | None = None) ->
         "",
         source,
         "",
-        "Ratios per cell to auto-tuned `dally`, to the lower bound (each job at its fastest placement from its "
-        "arrival) and to the *best safe heuristic* (the shipped policy with the lowest mean JCT among those whose "
+        "Ratios per cell to auto-tuned `dally`, to the lower bound (`dallygym.sim.bounds.lower_bound`: each job "
+        "no sooner than at its fastest placement from its arrival, and the cluster's GPUs as one pool doing the "
+        "jobs' least work, shortest remaining first) and to the *best safe heuristic* (the shipped policy with "
+        "the lowest mean JCT among those whose "
         "makespan is within +1 % of Dally's on that cell). Goal per cell (learned rows): makespan within +1 % of "
         "Dally's and mean JCT at most 0.9 x the best safe heuristic at 2 and 4 racks and on batch traces at 8 "
         "racks, at most 1.0 x at 16 racks, on Poisson traces at 8 racks and on the real traces, at most 1.02 x "

@@ -15,7 +15,7 @@ from helpers import TierLatency, load_script, make_trace
 import dallygym
 from dallygym import ClusterSpec, evaluate, heuristic_agent, simulate
 from dallygym.envs.queue import JOB_FEATURES
-from dallygym.sim.bounds import fastest_run_s, fastest_shapes, lower_bound
+from dallygym.sim.bounds import completion_sum_bound_s, fastest_run_s, fastest_shapes, fluid_completion_s, lower_bound
 from dallygym.sim.engine import Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
 from dallygym.sim.policies import POLICIES, make_policy
@@ -197,12 +197,73 @@ def test_lower_bound_on_a_hand_built_trace():
     rows = [(0, 5, 1, 100, 1.0), (1, 15, 4, 50, 2.0), (2, 25, 8, 10, 1.0), (3, 35, 12, 5, 1.0)]
     trace, spec = make_trace(rows), ClusterSpec(2, 2, 4)
     assert fastest_run_s(trace, spec, TierLatency()).tolist() == pytest.approx([100.0, 100.0, 20.0, 20.0])
+    # Capacity (16 GPUs): work 100, 400, 160, 240 GPU-s = 6.25, 25, 10, 15 s of the pool. Fluid
+    # shortest-remaining-first: job 0 5-11.25; job 1 from 15, preempted at 25 (15 s left) by
+    # job 2 (25-35); at 35 job 3 (15 s) ties job 1 (15 s) and the earlier arrival goes first:
+    # job 1 35-50, job 3 50-65. Sum 161.25 < 320 = the sum of arrival + fastest run: the
+    # no-queueing terms bind (no job's fluid end reaches its own, so the next set tried is
+    # empty). Makespan: the work from t=5 on needs 56.25 s, ending at 61.25 < 115.
+    assert fluid_completion_s(np.array([5.0, 15, 25, 35]), np.array([100.0, 400, 160, 240]), 16).tolist() == [
+        11.25,
+        50.0,
+        35.0,
+        65.0,
+    ]
     bound = lower_bound(trace, spec, TierLatency())
-    assert bound == {"jct_mean_s": pytest.approx(60.0), "makespan_s": pytest.approx(110.0), "jobs": 4}
+    assert bound == {
+        "jct_mean_s": pytest.approx(60.0),
+        "makespan_s": pytest.approx(110.0),
+        "jct_mean_no_queue_s": pytest.approx(60.0),
+        "makespan_no_queue_s": pytest.approx(110.0),
+        "jobs": 4,
+    }
     for name in POLICIES:
         summary = run(trace, spec, make_policy(name)).summary
         assert summary["jct_mean_s"] >= bound["jct_mean_s"] - 1e-9
         assert summary["makespan_s"] >= bound["makespan_s"] - 1e-9
+
+
+def test_the_capacity_bound_binds_where_jobs_queue():
+    # One machine of 4 GPUs; three 4-GPU jobs at t=0 running 10, 20 and 30 s. No queueing says
+    # mean JCT >= 20 and makespan >= 30; but only one runs at a time: shortest first ends them
+    # at 10, 30 and 60, mean 100 / 3, makespan 60 -- the capacity bound, and what
+    # smallest-demand-remaining does.
+    trace, spec = make_trace([(0, 0, 4, 10, 1.0), (1, 0, 4, 20, 1.0), (2, 0, 4, 30, 1.0)]), ClusterSpec(1, 1, 4)
+    bound = lower_bound(trace, spec, TierLatency())
+    assert bound["jct_mean_no_queue_s"] == pytest.approx(20.0)
+    assert bound["makespan_no_queue_s"] == pytest.approx(30.0)
+    assert bound["jct_mean_s"] == pytest.approx(100.0 / 3.0)
+    assert bound["makespan_s"] == pytest.approx(60.0)
+    sdr = run(trace, spec, SmallestDemandRemainingPolicy()).summary
+    assert sdr["jct_mean_s"] == pytest.approx(bound["jct_mean_s"])
+    assert sdr["makespan_s"] == pytest.approx(bound["makespan_s"])
+    for name in POLICIES:
+        summary = run(trace, spec, make_policy(name)).summary
+        assert summary["jct_mean_s"] >= bound["jct_mean_s"] * (1 - 1e-12)
+
+
+def test_splitting_the_jobs_beats_both_relaxations_alone():
+    # 4 GPUs. Job A: 1 GPU for 100 s; jobs B and C: 4 GPUs for 10 s; all at t=0. Capacity alone
+    # (work 100, 40, 40 GPU-s = 25, 10, 10 s): B 10, C 20, A 45, sum 75. No queueing alone:
+    # 100 + 10 + 10 = 120. Split: A by its own end (100; its fluid end 45 is below it) and {B, C}
+    # by capacity (10 + 20): 130. (The best real schedule, B then C then A, sums 150.)
+    arrival, fastest, gpus = np.zeros(3), np.array([100.0, 10.0, 10.0]), np.array([1, 4, 4])
+    assert fluid_completion_s(arrival, gpus * fastest, 4).tolist() == [45.0, 10.0, 20.0]
+    assert completion_sum_bound_s(arrival, fastest, gpus, 4) == pytest.approx(130.0)
+
+
+@pytest.mark.parametrize(
+    "arrival, work, gpus, error",
+    [
+        ([0.0, 1.0], [1.0], 4, "one length"),
+        ([0.0], [-1.0], 4, "work_gpu_s >= 0"),
+        ([np.nan], [1.0], 4, "finite"),
+        ([0.0], [1.0], 0, "gpus must be positive"),
+    ],
+)
+def test_fluid_completion_rejects_bad_input(arrival, work, gpus, error):
+    with pytest.raises(ValueError, match=error):
+        fluid_completion_s(np.array(arrival), np.array(work), gpus)
 
 
 def test_fastest_shapes_are_the_fewest_machines():

@@ -9,6 +9,7 @@ import pytest
 from helpers import POLICIES, RandomPolicy, TierLatency, check_holdings, drive, offers_seen, small_runs
 from hypothesis import HealthCheck, given, settings
 
+from dallygym.sim.bounds import fastest_run_s, lower_bound
 from dallygym.sim.engine import DONE, RENEWAL_MODES, Engine
 from dallygym.sim.metrics import collect
 
@@ -31,6 +32,22 @@ def test_invariants_hold_on_random_small_traces(run, policy_name, renewal):
     assert (jobs["queue_s"] >= -1e-6).all()
     assert (jobs["comm_s"] >= -1e-6).all()
     assert np.allclose(jobs["machine_s"] + jobs["rack_s"] + jobs["network_s"], jobs["run_s"])
+
+
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=small_runs())
+def test_no_policy_beats_the_lower_bound(run, policy_name):
+    # Every relaxation of dallygym.sim.bounds holds for every policy, leases, restarts and
+    # preemptions included (the bound's sum of completion times, its makespan, and each job's
+    # own arrival + fastest run time).
+    spec, trace, config = run
+    bound = lower_bound(trace, spec, TierLatency())
+    jobs = collect(drive(Engine(trace, spec, POLICIES[policy_name](), TierLatency(), config), check=False))
+    tolerance = 1 - 1e-9
+    assert jobs.summary["jct_mean_s"] >= bound["jct_mean_s"] * tolerance
+    assert jobs.summary["makespan_s"] >= bound["makespan_s"] * tolerance
+    assert (jobs.jobs["jct_s"].to_numpy() >= fastest_run_s(trace, spec, TierLatency()) * tolerance).all()
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
