@@ -70,6 +70,7 @@ from dallygym.envs.lookahead import LookaheadAgent, parse_lookahead, spec_label
 from dallygym.envs.queue import protected_share_action
 from dallygym.learning.priority_search import PRIORITY_FILE
 from dallygym.learning.trainer import load_agent, run_agent
+from dallygym.sim.bounds import DESCRIPTION as BOUND_DESCRIPTION
 from dallygym.sim.bounds import lower_bound
 from dallygym.sim.policies import POLICIES
 from dallygym.sim.trace import generate_trace, load_trace
@@ -473,10 +474,9 @@ def markdown(frame: pd.DataFrame, command: str, rows_from: str | None = None) ->
         "",
         source,
         "",
-        "Ratios per cell to auto-tuned `dally`, to the lower bound (`dallygym.sim.bounds.lower_bound`: each job "
-        "no sooner than at its fastest placement from its arrival, and the cluster's GPUs as one pool doing the "
-        "jobs' least work, shortest remaining first) and to the *best safe heuristic* (the shipped policy with "
-        "the lowest mean JCT among those whose "
+        f"Ratios per cell to auto-tuned `dally`, to the lower bound (`dallygym.sim.bounds.lower_bound`: "
+        f"{BOUND_DESCRIPTION}) and to the *best safe heuristic* (the shipped policy with the lowest mean JCT among "
+        "those whose "
         "makespan is within +1 % of Dally's on that cell). Goal per cell (learned rows): makespan within +1 % of "
         "Dally's and mean JCT at most 0.9 x the best safe heuristic at 2 and 4 racks and on batch traces at 8 "
         "racks, at most 1.0 x at 16 racks, on Poisson traces at 8 racks and on the real traces, at most 1.02 x "
