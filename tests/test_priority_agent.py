@@ -478,3 +478,27 @@ def test_the_training_script_writes_a_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
     assert "GENERATOR:RACKS" in capsys.readouterr().err
+
+
+def test_a_draw_repeated_in_an_iteration_is_played_once_and_counted_as_often_as_it_appears(monkeypatch):
+    """Two entries of one cell that draw the same seed: one episode per candidate, and the
+    value is the mean over all three entries (the repeated one weighing twice)."""
+    seen = []
+
+    def fake(self, vector, gen, seed, racks):
+        seen.append((float(vector[0]), gen, seed, racks))
+        return float(vector[0]) + seed
+
+    monkeypatch.setattr(ps.DrawObjective, "on_draw", fake)
+    objective = ps.DrawObjective(np.random.default_rng(0), 1, [("batch-500", 2)] * 3)
+    candidates = np.zeros((2, ps.parameter_count(1)))
+    candidates[1, 0] = 100.0
+    draws = [("batch-500", 10, 2), ("batch-500", 13, 2), ("batch-500", 10, 2)]
+    values = objective.values(candidates, draws)
+    assert values.tolist() == [pytest.approx(11.0), pytest.approx(111.0)]  # (10 + 13 + 10) / 3 + first entry
+    assert sorted(seen) == [
+        (0.0, "batch-500", 10, 2),
+        (0.0, "batch-500", 13, 2),
+        (100.0, "batch-500", 10, 2),
+        (100.0, "batch-500", 13, 2),
+    ]

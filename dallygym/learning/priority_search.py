@@ -330,18 +330,25 @@ class DrawObjective:
         return self.values(candidates, draws)
 
     def values(self, candidates: np.ndarray, draws: list[tuple[str, int, int]]) -> np.ndarray:
-        """Each candidate's objective: its mean value over ``draws``."""
+        """Each candidate's objective: its mean value over ``draws``. A draw that ``draws``
+        holds more than once (two entries of a cell can draw the same seed) is played once per
+        candidate and counted as often as it appears: episodes are deterministic, so the values
+        are those of playing every entry."""
+        distinct = list(dict.fromkeys(draws))
+        where = [distinct.index(d) for d in draws]
         if self.workers == 1:
-            values = [[self.on_draw(c, *d) for d in draws] for c in candidates]
+            played = [[self.on_draw(c, *d) for d in distinct] for c in candidates]
         else:
             from ..experiments.sweep import run_ordered
 
-            for d in draws:  # made here once, before the workers start
+            for d in distinct:  # made here once, before the workers start
                 _DRAWS.dally(*d)
-            tasks = [(c, self.hidden, *d, self.penalty, self.margin_pp, self.inputs) for c in candidates for d in draws]
+            tasks = [
+                (c, self.hidden, *d, self.penalty, self.margin_pp, self.inputs) for c in candidates for d in distinct
+            ]
             flat = run_ordered(_draw_value, tasks, workers=self.workers)
-            values = [flat[i * len(draws) : (i + 1) * len(draws)] for i in range(len(candidates))]
-        return np.array([np.mean(row) for row in values])
+            played = [flat[i * len(distinct) : (i + 1) * len(distinct)] for i in range(len(candidates))]
+        return np.array([np.mean([row[i] for i in where]) for row in played])
 
 
 def selection_draws(cells: list[tuple[str, int]], seeds: tuple[int, ...] = TRAIN_SEEDS) -> list[tuple[str, int, int]]:
