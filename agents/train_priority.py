@@ -2,7 +2,7 @@
 on training draws, from a random initialisation (no teacher, no guard).
 
     python agents/train_priority.py --seed S [--method snes|cem] [--hidden 8] [--iterations 30]
-        [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--inputs queue|queue+drain]
+        [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--inputs queue|queue+drain|queue+limit]
         [--time-limit-min 55]
         [--workers 1] --out agents/runs/priority-sS
 
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         "--inputs",
         choices=sorted(INPUT_SETS),
         default="queue",
-        help="the network's inputs: the queue features alone, or with drain_share",
+        help="the network's inputs: the queue features alone, with drain_share, or with the makespan limit's four "
+        "(the limit being Dally's makespan on the same draw)",
     )
     parser.add_argument("--std", type=float, default=0.5, help="the search's starting deviation per parameter")
     parser.add_argument(

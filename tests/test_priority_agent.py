@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import pytest
 from helpers import TierLatency, load_script, make_trace
 
 from dallygym import ClusterSpec, simulate
+from dallygym.envs.queue_obs import JOB_DIM
 from dallygym.experiments.cli import main
 from dallygym.learning import priority_search as ps
 from dallygym.learning.agent_files import AgentLoadError
@@ -21,7 +23,7 @@ from dallygym.learning.priority_search import NET_INPUTS
 from dallygym.learning.trainer import load_agent, run_agent
 from dallygym.sim.engine import RUNNING, Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
-from dallygym.sim.policies.tuned import CandidateFeatures, NetPriorityPolicy, drain_share
+from dallygym.sim.policies.tuned import LIMIT_INPUTS, CandidateFeatures, NetPriorityPolicy, drain_share, limit_inputs
 from dallygym.sim.trace import generate_trace
 
 SMALL = ["--racks", "2", "--machines-per-rack", "2", "--trace", "small"]
@@ -185,6 +187,85 @@ def test_a_network_with_drain_share_weighted_zero_is_the_network_without_it():
     assert ours.jobs.equals(theirs.jobs)
     with pytest.raises(ValueError, match="must be distinct names"):
         NetPriorityPolicy(**params, inputs=(*NET_INPUTS[:-1], NET_INPUTS[0]))
+
+
+class _View:
+    """The parts of an engine the limit inputs read, set by hand: 32 GPUs in machines of 8, now
+    300 s, first arrival 100 s (200 s elapsed). Job 0 runs (4 GPUs, 50 iterations of 2 s
+    left, Nw_sens 0.5: estimate 200 s); job 1 waits, never run (2 GPUs, one machine: speed
+    1, 10 x 3 s: 30 s); job 2 waits, never run (16 GPUs, spans machines: / 0.1, 5 x 10 s:
+    500 s)."""
+
+    n = 3
+    now_s, first_arrival_s = 300.0, 100.0
+    num_gpus = np.array([4, 2, 16])
+    total_iterations = np.array([100, 10, 5])
+    done_iters = np.array([50, 0, 0])
+    iter_time_s = np.array([2.0, 3.0, 10.0])
+    spec = ClusterSpec(1, 4, 8)
+
+    def nw_sens(self, jobs):
+        return np.array([0.5, 0.0, 0.0])[jobs]
+
+    def running_jobs(self):
+        return np.array([0])
+
+    def waiting_jobs(self):
+        return np.array([1, 2])
+
+
+def test_the_limit_inputs_are_the_queue_environments_limit_features_worked_by_hand():
+    """Work (4 x 200 + 2 x 30 + 16 x 500) / 32 = 276.875 s; the largest estimate 500 s. Against
+    a 1,000 s limit, each share halved: job 1 finishes at (200 + 30) / 1000, job 2 at 0.7; the
+    pass's elapsed 0.2, longest job 0.7, all work 0.476875. Against 200 s, shares beyond 2 show
+    as 1."""
+    got = limit_inputs(_View(), np.array([1, 2]), 1000.0)
+    assert LIMIT_INPUTS == ("limit_finish", "limit_elapsed", "limit_estimate", "limit_work")
+    np.testing.assert_allclose(got, [[0.115, 0.1, 0.35, 0.2384375], [0.35, 0.1, 0.35, 0.2384375]], rtol=1e-12)
+    np.testing.assert_allclose(limit_inputs(_View(), np.array([2]), 200.0), [[1.0, 0.5, 1.0, 1.0]], rtol=1e-12)
+
+
+def test_a_network_reading_the_limit_needs_it_and_reads_it_where_its_inputs_say():
+    inputs = ps.INPUT_SETS["queue+limit"]
+    assert inputs == (*NET_INPUTS, *LIMIT_INPUTS)
+    params = ps.unpack(ps.initial_parameters(2, np.random.default_rng(2), inputs), 2, inputs)
+    for bad in (None, 0.0, -5.0, float("inf"), "1000"):
+        with pytest.raises(ValueError, match="need the makespan limit"):
+            NetPriorityPolicy(**params, inputs=inputs, makespan_limit_s=bad)
+    # One unit reading limit_finish alone: its key is tanh(limit_finish) of each job.
+    w = np.zeros((1, len(inputs)))
+    w[0, inputs.index("limit_finish")] = 1.0
+    policy = NetPriorityPolicy(w, np.zeros(1), np.ones(1), inputs=inputs, makespan_limit_s=1000.0)
+    policy.features = lambda view, jobs: np.zeros((len(jobs), JOB_DIM), dtype=np.float32)  # the queue features
+    np.testing.assert_allclose(policy.priority(_View(), np.array([1, 2])), np.tanh([0.115, 0.35]), rtol=1e-12)
+    # A network without limit inputs ignores a limit given.
+    plain = ps.unpack(ps.initial_parameters(2, np.random.default_rng(2)), 2)
+    assert NetPriorityPolicy(**plain, makespan_limit_s=None).makespan_limit_s is None
+
+
+def test_a_limit_agent_is_searched_against_dallys_makespan_and_evaluated_with_it(tmp_path):
+    result = tiny_search(inputs="queue+limit")
+    assert result["inputs"] == list(ps.INPUT_SETS["queue+limit"]) and result["settings"]["inputs"] == "queue+limit"
+    # The objective of a draw builds the policy with Dally's makespan of that draw.
+    vector = ps.initial_parameters(2, np.random.default_rng(3), ps.INPUT_SETS["queue+limit"])
+    objective = ps.DrawObjective(np.random.default_rng(0), 2, [("batch-500", 16)], inputs=ps.INPUT_SETS["queue+limit"])
+    trace, spec = generate_trace("batch-500", seed=10), ClusterSpec(16, 8, 8)
+    dally = simulate(trace, spec, policy="dally").summary
+    policy = ps.policy_of(vector, 2, ps.INPUT_SETS["queue+limit"], dally["makespan_s"])
+    ours = simulate(trace, spec, policy=policy).summary
+    excess = 100 * (ours["makespan_s"] / dally["makespan_s"] - 1)
+    expected = math.log(ours["jct_mean_s"] / dally["jct_mean_s"]) + ps.PENALTY * max(0.0, excess - ps.MARGIN_PP)
+    assert objective.on_draw(vector, "batch-500", 10, 16) == pytest.approx(expected, rel=1e-12)
+    # Loaded from its run, the agent needs the limit; run_agent gives it Dally's on that cluster.
+    ps.write_run(tmp_path / "run", result)
+    agent = load_agent(str(tmp_path / "run"))
+    committed = Path(__file__).resolve().parent.parent / "agents" / "runs" / "priority-s0"
+    assert agent.needs_limit and not load_agent(str(committed)).needs_limit
+    with pytest.raises(ValueError, match="need the makespan limit"):
+        agent.policy()
+    small = ClusterSpec(2, 2, 8)
+    limit = simulate("small", small, policy="dally").summary["makespan_s"]
+    assert run_agent(agent, "small", small).summary == simulate("small", small, policy=agent.policy(limit)).summary
 
 
 def test_parameters_flatten_and_unflatten():

@@ -12,7 +12,13 @@ Inputs (``inputs``, :data:`INPUT_SETS`): by default the queue features (``"queue
 ``"queue+drain"`` adds ``drain_share`` (:func:`~dallygym.sim.policies.tuned.drain_share`: a
 job's remaining estimate against the time the cluster needs for all the unfinished work it
 knows of, which says whether serving small jobs first still leaves a long job room to finish
-within the makespan; the queue features show each job alone). A run file names its inputs.
+within the makespan; the queue features show each job alone). ``"queue+limit"`` adds the
+makespan limit's four inputs (:func:`~dallygym.sim.policies.tuned.limit_inputs`, the queue
+environment's ``limit_features``): when the job, the longest job and all the known work would
+end against the limit, which is the makespan of auto-tuned Dally's run of the same draw (the
+objective's reference, known before the run as in ``DallyQueue-v0`` with
+``makespan_reference="dally"``; for a trace whose jobs arrive over time it holds knowledge of
+the arrivals to come). A run file names its inputs.
 
 Search (:func:`search`): a diagonal-Gaussian evolution strategy over the flattened parameters,
 from a random initialisation (``W`` and ``v`` drawn N(0, 1/fan-in), ``b`` = 0; the run's seed
@@ -57,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from ..sim.cluster import ClusterSpec
-from ..sim.policies.tuned import MAX_HIDDEN, NetPriorityPolicy, known_net_inputs, net_inputs
+from ..sim.policies.tuned import DRAIN_SHARE, LIMIT_INPUTS, MAX_HIDDEN, NetPriorityPolicy, known_net_inputs, net_inputs
 from ..sim.simulate import simulate
 from ..sim.trace import generate_trace
 from .agent_files import AgentLoadError, parse_json, read_regular_file, write_atomic
@@ -66,7 +72,11 @@ from .agent_files import AgentLoadError, parse_json, read_regular_file, write_at
 NET_INPUTS = net_inputs()
 #: The input sets a search can give the network, by name: the queue features alone (the
 #: default), or with ``drain_share``.
-INPUT_SETS = {"queue": NET_INPUTS, "queue+drain": known_net_inputs()}
+INPUT_SETS = {
+    "queue": NET_INPUTS,
+    "queue+drain": (*NET_INPUTS, DRAIN_SHARE),
+    "queue+limit": (*NET_INPUTS, *LIMIT_INPUTS),
+}
 #: The agent file of a run directory (and of its ``initial/``).
 PRIORITY_FILE = "priority.json"
 #: The ``format`` entry of an agent file.
@@ -237,8 +247,17 @@ def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str,
     return np.concatenate([w.ravel(), np.zeros(hidden), v])
 
 
-def policy_of(vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS) -> NetPriorityPolicy:
-    return NetPriorityPolicy(**unpack(vector, hidden, inputs), inputs=inputs)
+def needs_limit(inputs: tuple[str, ...]) -> bool:
+    """Whether a network with ``inputs`` reads the makespan limit (:data:`LIMIT_INPUTS`)."""
+    return any(name in LIMIT_INPUTS for name in inputs)
+
+
+def policy_of(
+    vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS, makespan_limit_s: float | None = None
+) -> NetPriorityPolicy:
+    """The policy of a flattened parameter vector; ``makespan_limit_s`` for inputs that read the limit."""
+    limit = makespan_limit_s if needs_limit(inputs) else None
+    return NetPriorityPolicy(**unpack(vector, hidden, inputs), inputs=inputs, makespan_limit_s=limit)
 
 
 # --- the objective ----------------------------------------------------------------------------
@@ -282,7 +301,7 @@ def draw_value(
 ) -> float:
     """The objective of one parameter vector on one draw (the module docstring's formula)."""
     ref = _DRAWS.dally(gen, seed, racks)
-    policy = policy_of(vector, hidden, inputs)
+    policy = policy_of(vector, hidden, inputs, ref["makespan_s"])
     run = simulate(_DRAWS.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy).summary
     excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
     return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + penalty * max(0.0, excess_pp - margin_pp)
@@ -558,7 +577,7 @@ class PriorityAgent:
             self._params = {
                 k: np.asarray(content[k], dtype=np.float64) for k in ("hidden_weights", "hidden_bias", "output_weights")
             }
-            self.policy()
+            self.policy(1.0 if self.needs_limit else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise AgentLoadError(f"{where}: not a valid network ({str(exc)[:200]})") from None
         self.settings = content.get("settings", {})
@@ -569,5 +588,13 @@ class PriorityAgent:
         self.env_id = "DallyQueue-v0"
         self.offer_rule = "protected-remaining"
 
-    def policy(self) -> NetPriorityPolicy:
-        return NetPriorityPolicy(**self._params, inputs=self.inputs)
+    @property
+    def needs_limit(self) -> bool:
+        """Whether the network reads the makespan limit: then :meth:`policy` needs it (the
+        makespan of auto-tuned Dally's run of the same trace on the same cluster, as in training)."""
+        return needs_limit(self.inputs)
+
+    def policy(self, makespan_limit_s: float | None = None) -> NetPriorityPolicy:
+        """A fresh policy; ``makespan_limit_s`` (seconds) when :attr:`needs_limit`, else ignored."""
+        limit = makespan_limit_s if self.needs_limit else None
+        return NetPriorityPolicy(**self._params, inputs=self.inputs, makespan_limit_s=limit)

@@ -1094,8 +1094,16 @@ def run_agent(
         {} if contention is None else {"contention": contention.mode, "oversubscription": contention.oversubscription}
     )
     if isinstance(agent, str | PriorityAgent):
-        policy = agent if isinstance(agent, str) else agent.policy()
-        return simulate(trace, cluster, policy=policy, config=EngineConfig(**shared) if shared else None)
+        config = EngineConfig(**shared) if shared else None
+        policy = agent
+        if isinstance(agent, PriorityAgent):  # its makespan limit, if it reads one: Dally's, as in training
+            limit = (
+                simulate(trace, cluster, policy="dally", config=config).summary["makespan_s"]
+                if agent.needs_limit
+                else None
+            )
+            policy = agent.policy(limit)
+        return simulate(trace, cluster, policy=policy, config=config)
     config = getattr(agent, "config", None)
     if config is None:  # a hand-written Dally-v0 agent (e.g. a probe): its attributes say how it observes
         settings = {

@@ -13,6 +13,7 @@ job-ordering agent has to beat: the same information, a fixed linear rule.
 from __future__ import annotations
 
 import json
+import math
 from importlib import resources
 from typing import ClassVar
 
@@ -150,10 +151,47 @@ def net_inputs() -> tuple[str, ...]:
     return tuple(name for name in JOB_FEATURES if not name.startswith("speed_"))
 
 
+#: The inputs a :class:`NetPriorityPolicy` may read about the makespan limit (the
+#: ``DallyQueue-v0`` features of ``limit_features=True``, :func:`limit_inputs`): the job's own
+#: ``limit_finish``, then the pass's ``limit_elapsed``, ``limit_estimate`` and ``limit_work``.
+LIMIT_INPUTS: tuple[str, ...] = ("limit_finish", "limit_elapsed", "limit_estimate", "limit_work")
+
+
 def known_net_inputs() -> tuple[str, ...]:
-    """Every input a :class:`NetPriorityPolicy` can read: :func:`net_inputs`, then
-    ``drain_share``."""
-    return (*net_inputs(), DRAIN_SHARE)
+    """Every input a :class:`NetPriorityPolicy` can read: :func:`net_inputs`, ``drain_share``,
+    then :data:`LIMIT_INPUTS`."""
+    return (*net_inputs(), DRAIN_SHARE, *LIMIT_INPUTS)
+
+
+def limit_inputs(view, jobs: np.ndarray, makespan_limit_s: float) -> np.ndarray:
+    """Inputs :data:`LIMIT_INPUTS` of ``jobs`` (one row each, in that order), against a makespan
+    limit of ``makespan_limit_s`` seconds from the first arrival; the definitions of the queue
+    environment's ``limit_features``, each time a share of the limit shown as min(share, 2) / 2
+    (0.5 at the limit):
+
+    * ``limit_finish``: (time since the first arrival + the job's remaining estimate) / limit;
+    * ``limit_elapsed``: time since the first arrival / limit;
+    * ``limit_estimate``: (that time + the largest remaining estimate of a running or waiting
+      job) / limit;
+    * ``limit_work``: (that time + the running and waiting jobs' GPU demand x remaining
+      estimate summed, over the cluster's GPUs) / limit.
+
+    The last three are the same for every job of a pass. Estimates are
+    :meth:`ProtectedRemainingPolicy.remaining_estimate_s` (feature ``remaining_estimate``)."""
+    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
+
+    jobs = np.asarray(jobs, dtype=np.int64)
+    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
+    estimates = np.zeros(view.n)
+    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
+    elapsed = view.now_s - view.first_arrival_s
+    largest = float(estimates[unfinished].max()) if unfinished.size else 0.0
+    work = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
+    limit = max(float(makespan_limit_s), 1e-9)
+    out = np.empty((jobs.size, len(LIMIT_INPUTS)))
+    out[:, 0] = elapsed + estimates[jobs]
+    out[:, 1:] = (elapsed, elapsed + largest, elapsed + work)
+    return np.minimum(out / limit, 2.0) / 2.0
 
 
 def drain_share(view, jobs: np.ndarray) -> np.ndarray:
@@ -190,7 +228,8 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
 
     * ``f``: a job's ``inputs`` (default :func:`net_inputs`): features of the rows
       ``DallyQueue-v0`` shows an agent (sensitivity hidden) and, if named, :func:`drain_share`
-      (:func:`known_net_inputs`), computed over the jobs being ordered at the engine's
+      and :data:`LIMIT_INPUTS` (:func:`limit_inputs`, against ``makespan_limit_s``, which
+      they need) (:func:`known_net_inputs`), computed over the jobs being ordered at the engine's
       current state (waiting jobs at each scheduling pass, and the lease-expired running jobs
       at a round boundary). ``W`` is hidden x inputs, ``b`` and ``v`` hidden long. Ties:
       earlier arrival, then job index (the engine's rule).
@@ -206,7 +245,9 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
     name: ClassVar[str] = "net-priority"
     priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
 
-    def __init__(self, hidden_weights, hidden_bias, output_weights, inputs=None, **kwargs) -> None:
+    def __init__(
+        self, hidden_weights, hidden_bias, output_weights, inputs=None, makespan_limit_s=None, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         from ...envs.queue_obs import JOB_FEATURES
 
@@ -234,14 +275,32 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
             raise ValueError("the network's parameters must be finite")
         self.hidden_weights, self.hidden_bias, self.output_weights = w, b, v
         self.inputs = names
-        # Each input's column in [queue features..., drain_share].
-        self._columns = np.array([len(JOB_FEATURES) if n == DRAIN_SHARE else JOB_FEATURES.index(n) for n in names])
+        self._limit = any(name in LIMIT_INPUTS for name in names)
+        if self._limit and not (
+            isinstance(makespan_limit_s, int | float) and math.isfinite(makespan_limit_s) and makespan_limit_s > 0
+        ):
+            raise ValueError(
+                f"inputs {[n for n in names if n in LIMIT_INPUTS]} need the makespan limit: give makespan_limit_s, "
+                f"a positive number of seconds (got {makespan_limit_s!r})"
+            )
+        self.makespan_limit_s = float(makespan_limit_s) if self._limit else None
+        # Each input's column in [queue features..., drain_share, limit inputs...].
+        extra = (DRAIN_SHARE, *LIMIT_INPUTS)
+        self._columns = np.array(
+            [len(JOB_FEATURES) + extra.index(n) if n in extra else JOB_FEATURES.index(n) for n in names]
+        )
         self._drain = DRAIN_SHARE in names
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         f = self.features(view, jobs).astype(np.float64)
-        if self._drain:  # (its column is the one past the queue features)
-            f = np.column_stack([f, drain_share(view, jobs)])
+        if self._drain or self._limit:  # (their columns are past the queue features)
+            drain = drain_share(view, jobs) if self._drain else np.zeros(jobs.size)
+            limit = (
+                limit_inputs(view, jobs, self.makespan_limit_s)
+                if self._limit
+                else np.zeros((jobs.size, len(LIMIT_INPUTS)))
+            )
+            f = np.column_stack([f, drain, limit])
         f = f[:, self._columns]
         return np.tanh(f @ self.hidden_weights.T + self.hidden_bias) @ self.output_weights
 
