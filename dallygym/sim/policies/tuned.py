@@ -163,6 +163,21 @@ def known_net_inputs() -> tuple[str, ...]:
     return (*net_inputs(), DRAIN_SHARE, *LIMIT_INPUTS)
 
 
+def _known_work(view) -> tuple[np.ndarray, float, float]:
+    """The remaining estimates of the running and waiting jobs (an array over all jobs, 0 for
+    the rest; :meth:`ProtectedRemainingPolicy.remaining_estimate_s`), the largest of them, and
+    the time their work needs on the whole cluster at full use (GPU demand x estimate, summed,
+    over the cluster's GPUs); 0 and 0 when none is left."""
+    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
+
+    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
+    estimates = np.zeros(view.n)
+    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
+    largest = float(estimates[unfinished].max()) if unfinished.size else 0.0
+    work = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
+    return estimates, largest, work
+
+
 def limit_inputs(view, jobs: np.ndarray, makespan_limit_s: float) -> np.ndarray:
     """Inputs :data:`LIMIT_INPUTS` of ``jobs`` (one row each, in that order), against a makespan
     limit of ``makespan_limit_s`` seconds from the first arrival; the definitions of the queue
@@ -178,15 +193,9 @@ def limit_inputs(view, jobs: np.ndarray, makespan_limit_s: float) -> np.ndarray:
 
     The last three are the same for every job of a pass. Estimates are
     :meth:`ProtectedRemainingPolicy.remaining_estimate_s` (feature ``remaining_estimate``)."""
-    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
-
     jobs = np.asarray(jobs, dtype=np.int64)
-    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
-    estimates = np.zeros(view.n)
-    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
+    estimates, largest, work = _known_work(view)
     elapsed = view.now_s - view.first_arrival_s
-    largest = float(estimates[unfinished].max()) if unfinished.size else 0.0
-    work = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
     limit = max(float(makespan_limit_s), 1e-9)
     out = np.empty((jobs.size, len(LIMIT_INPUTS)))
     out[:, 0] = elapsed + estimates[jobs]
@@ -205,13 +214,8 @@ def drain_share(view, jobs: np.ndarray) -> np.ndarray:
     lengthens the makespan; a small share says there is room to serve others first. It uses
     what the queue observation shows (estimates, demands, the cluster's size), not the future
     arrivals. 0 when no unfinished job has work left."""
-    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
-
     jobs = np.asarray(jobs, dtype=np.int64)
-    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
-    estimates = np.zeros(view.n)
-    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
-    drain = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
+    estimates, _, drain = _known_work(view)
     if not drain > 0.0:
         return np.zeros(jobs.size)
     est = estimates[jobs]  # (the jobs being ordered are unfinished)
