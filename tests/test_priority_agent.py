@@ -243,6 +243,15 @@ def test_a_network_reading_the_limit_needs_it_and_reads_it_where_its_inputs_say(
     assert NetPriorityPolicy(**plain, makespan_limit_s=None).makespan_limit_s is None
 
 
+def test_a_network_with_the_limit_inputs_weighted_zero_is_the_network_without_them():
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 5, 16, 10, 1.0), (4, 9, 2, 500, 1.0)]
+    params = ps.unpack(ps.initial_parameters(3, np.random.default_rng(5)), 3)
+    padded = {**params, "hidden_weights": np.column_stack([params["hidden_weights"], np.zeros((3, 4))])}
+    limited = NetPriorityPolicy(**padded, inputs=ps.INPUT_SETS["queue+limit"], makespan_limit_s=700.0)
+    ours = run(make_trace(rows), ClusterSpec(1, 2, 8), NetPriorityPolicy(**params))
+    assert ours.jobs.equals(run(make_trace(rows), ClusterSpec(1, 2, 8), limited).jobs)
+
+
 def test_a_limit_agent_is_searched_against_dallys_makespan_and_evaluated_with_it(tmp_path):
     result = tiny_search(inputs="queue+limit")
     assert result["inputs"] == list(ps.INPUT_SETS["queue+limit"]) and result["settings"]["inputs"] == "queue+limit"
