@@ -63,7 +63,15 @@ from pathlib import Path
 import numpy as np
 
 from ..sim.cluster import ClusterSpec
-from ..sim.policies.tuned import DRAIN_SHARE, LIMIT_INPUTS, MAX_HIDDEN, NetPriorityPolicy, known_net_inputs, net_inputs
+from ..sim.policies.tuned import (
+    DRAIN_SHARE,
+    LIMIT_INPUTS,
+    MAX_HIDDEN,
+    NetPriorityPolicy,
+    known_net_inputs,
+    needs_limit,
+    net_inputs,
+)
 from ..sim.simulate import simulate
 from ..sim.trace import generate_trace
 from .agent_files import AgentLoadError, parse_json, read_regular_file, write_atomic
@@ -247,17 +255,12 @@ def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str,
     return np.concatenate([w.ravel(), np.zeros(hidden), v])
 
 
-def needs_limit(inputs: tuple[str, ...]) -> bool:
-    """Whether a network with ``inputs`` reads the makespan limit (:data:`LIMIT_INPUTS`)."""
-    return any(name in LIMIT_INPUTS for name in inputs)
-
-
 def policy_of(
     vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS, makespan_limit_s: float | None = None
 ) -> NetPriorityPolicy:
-    """The policy of a flattened parameter vector; ``makespan_limit_s`` for inputs that read the limit."""
-    limit = makespan_limit_s if needs_limit(inputs) else None
-    return NetPriorityPolicy(**unpack(vector, hidden, inputs), inputs=inputs, makespan_limit_s=limit)
+    """The policy of a flattened parameter vector; ``makespan_limit_s`` for inputs that read the
+    limit (the policy ignores it otherwise)."""
+    return NetPriorityPolicy(**unpack(vector, hidden, inputs), inputs=inputs, makespan_limit_s=makespan_limit_s)
 
 
 # --- the objective ----------------------------------------------------------------------------
@@ -596,5 +599,4 @@ class PriorityAgent:
 
     def policy(self, makespan_limit_s: float | None = None) -> NetPriorityPolicy:
         """A fresh policy; ``makespan_limit_s`` (seconds) when :attr:`needs_limit`, else ignored."""
-        limit = makespan_limit_s if self.needs_limit else None
-        return NetPriorityPolicy(**self._params, inputs=self.inputs, makespan_limit_s=limit)
+        return NetPriorityPolicy(**self._params, inputs=self.inputs, makespan_limit_s=makespan_limit_s)

@@ -157,6 +157,11 @@ def net_inputs() -> tuple[str, ...]:
 LIMIT_INPUTS: tuple[str, ...] = ("limit_finish", "limit_elapsed", "limit_estimate", "limit_work")
 
 
+def needs_limit(inputs) -> bool:
+    """Whether a network reading ``inputs`` reads the makespan limit (any of :data:`LIMIT_INPUTS`)."""
+    return any(name in LIMIT_INPUTS for name in inputs)
+
+
 def known_net_inputs() -> tuple[str, ...]:
     """Every input a :class:`NetPriorityPolicy` can read: :func:`net_inputs`, ``drain_share``,
     then :data:`LIMIT_INPUTS`."""
@@ -279,7 +284,7 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
             raise ValueError("the network's parameters must be finite")
         self.hidden_weights, self.hidden_bias, self.output_weights = w, b, v
         self.inputs = names
-        self._limit = any(name in LIMIT_INPUTS for name in names)
+        self._limit = needs_limit(names)
         if self._limit and not (
             isinstance(makespan_limit_s, int | float) and math.isfinite(makespan_limit_s) and makespan_limit_s > 0
         ):
