@@ -8,6 +8,7 @@ import io
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -168,6 +169,30 @@ def test_drain_share_over_a_contended_run_equals_a_job_by_job_count(monkeypatch)
     assert len(checked) > 200 and max(checked) > 50
 
 
+def test_the_known_work_kernel_gives_the_reference_numbers_bit_for_bit_over_a_contended_run(monkeypatch):
+    """At every pass of a contended run with never-run multi-machine jobs, the compiled count of
+    the known work (estimates, the largest, the summed work) equals the numpy reference's."""
+    from dallygym.sim.policies.tuned import _known_work
+
+    checked = []
+    original = NetPriorityPolicy.priority
+
+    def spy(self, view, jobs):
+        estimates, largest, work = _known_work(view)
+        view.cluster.compiled = False  # (an instance attribute over the class's; removed below)
+        try:
+            ref = _known_work(view)
+        finally:
+            del view.cluster.compiled
+        assert view.cluster.compiled
+        checked.append(np.array_equal(estimates, ref[0]) and largest == ref[1] and work == ref[2])
+        return original(self, view, jobs)
+
+    monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=reading("drain_share", -1.0))
+    assert len(checked) > 200 and all(checked)
+
+
 def test_a_unit_reading_drain_share_serves_the_makespan_critical_job_first():
     # Same jobs: negative weight on drain_share = longest estimate first. Job 2 (200 s
     # estimated, 16 GPUs) takes both machines at t=0, its 20 s at the rack tier's speed 0.5
@@ -203,6 +228,7 @@ class _View:
     done_iters = np.array([50, 0, 0])
     iter_time_s = np.array([2.0, 3.0, 10.0])
     spec = ClusterSpec(1, 4, 8)
+    cluster = SimpleNamespace(compiled=False)  # (the numpy reference: no compiled arrays here)
 
     def nw_sens(self, jobs):
         return np.array([0.5, 0.0, 0.0])[jobs]

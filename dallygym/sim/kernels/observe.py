@@ -295,22 +295,44 @@ def queue_shown_rows(
 
 
 @njit(cache=True, nogil=True)
+def _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw):
+    """Job ``j``'s remaining estimate in seconds: ProtectedRemainingPolicy.remaining_estimate_s
+    (remaining ideal time over its measured Nw_sens; a job never run is taken at its never-run
+    Nw_sens, or at ``never_multi_nw`` if that is unset and it needs more than a machine, else
+    at 1), the arithmetic of :func:`queue_job_features`."""
+    nw = _nw_sens_of(j, jobf)
+    remaining = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j]
+    if nw > 0:
+        return remaining / nw
+    if jobi[I_GPUS, j] > gpm:
+        return remaining / never_multi_nw
+    return remaining / 1.0
+
+
+@njit(cache=True, nogil=True)
 def largest_estimate(running, waiting, jobf, jobi, gpm, never_multi_nw):
     """The largest remaining estimate of the jobs ``running`` and ``waiting`` (DallyQueueEnv's
-    largest_estimate_s: ProtectedRemainingPolicy.remaining_estimate_s, the arithmetic of
-    :func:`queue_job_features`); 0 when there are none."""
+    largest_estimate_s, :func:`_remaining_estimate`); 0 when there are none."""
+    most = -np.inf
+    for jobs in (running, waiting):
+        for i in range(jobs.size):
+            estimate = _remaining_estimate(jobs[i], jobf, jobi, gpm, never_multi_nw)
+            if estimate > most:
+                most = estimate
+    return most if running.size + waiting.size else 0.0
+
+
+@njit(cache=True, nogil=True)
+def remaining_estimates(running, waiting, jobf, jobi, gpm, never_multi_nw, out):
+    """The remaining estimate (:func:`_remaining_estimate`) of each job of ``running`` and
+    ``waiting`` into ``out`` (indexed by job; other entries untouched); returns the largest, 0
+    when there are none (:func:`largest_estimate`)."""
     most = -np.inf
     for jobs in (running, waiting):
         for i in range(jobs.size):
             j = jobs[i]
-            nw = _nw_sens_of(j, jobf)
-            remaining = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j]
-            if nw > 0:
-                estimate = remaining / nw
-            elif jobi[I_GPUS, j] > gpm:
-                estimate = remaining / never_multi_nw
-            else:
-                estimate = remaining / 1.0
+            estimate = _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw)
+            out[j] = estimate
             if estimate > most:
                 most = estimate
     return most if running.size + waiting.size else 0.0

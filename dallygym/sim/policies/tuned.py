@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .. import kernels
 from .dally import DallyConsolidatedPolicy, DallyPolicy
 
 #: Package-data file of the shipped weights.
@@ -173,12 +174,21 @@ def _known_work(view) -> tuple[np.ndarray, float, float]:
     the rest; :meth:`ProtectedRemainingPolicy.remaining_estimate_s`), the largest of them, and
     the time their work needs on the whole cluster at full use (GPU demand x estimate, summed,
     over the cluster's GPUs); 0 and 0 when none is left."""
-    from .protected import ProtectedRemainingPolicy  # (the estimate's one definition)
+    from .protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy  # (the estimate's definition)
 
-    unfinished = np.concatenate([view.running_jobs(), view.waiting_jobs()])
+    running, waiting = view.running_jobs(), view.waiting_jobs()
+    unfinished = np.concatenate([running, waiting])
     estimates = np.zeros(view.n)
-    estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
-    largest = float(estimates[unfinished].max()) if unfinished.size else 0.0
+    if view.cluster.compiled:  # (the same numbers: kernels.remaining_estimates)
+        gpm = view.spec.gpus_per_machine
+        largest = float(
+            kernels.remaining_estimates(
+                running, waiting, view._jobf, view._jobi, gpm, NEVER_RUN_MULTI_MACHINE_NW_SENS, estimates
+            )
+        )
+    else:
+        estimates[unfinished] = ProtectedRemainingPolicy.remaining_estimate_s(view, unfinished)
+        largest = float(estimates[unfinished].max()) if unfinished.size else 0.0
     work = float(view.num_gpus[unfinished] @ estimates[unfinished]) / view.spec.num_gpus
     return estimates, largest, work
 
