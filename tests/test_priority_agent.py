@@ -120,7 +120,7 @@ def test_bad_network_shapes_are_refused(w, b, v, match):
         NetPriorityPolicy(w, b, v, inputs=DRAIN_INPUTS if "18" in match else None)
 
 
-def test_drain_share_is_each_estimate_over_itself_plus_the_time_the_known_work_needs(monkeypatch):
+def test_drain_share_is_each_estimate_over_itself_plus_the_time_theknown_work_needs(monkeypatch):
     """Two machines of 8 GPUs (16), four jobs arriving at 0, none run yet. Estimates: job 0
     (8 GPUs, 100 s) 100 s; job 1 (4, 10 s) 10 s; job 2 (16 GPUs, 20 s, spans machines, never
     run: / 0.1) 200 s; job 3 (2, 5 s) 5 s. Known work 800 + 40 + 3,200 + 10 = 4,050 GPU-s over
@@ -169,19 +169,19 @@ def test_drain_share_over_a_contended_run_equals_a_job_by_job_count(monkeypatch)
     assert len(checked) > 200 and max(checked) > 50
 
 
-def test_the_known_work_kernel_gives_the_reference_numbers_bit_for_bit_over_a_contended_run(monkeypatch):
+def test_theknown_work_kernel_gives_the_reference_numbers_bit_for_bit_over_a_contended_run(monkeypatch):
     """At every pass of a contended run with never-run multi-machine jobs, the compiled count of
     the known work (estimates, the largest, the summed work) equals the numpy reference's."""
-    from dallygym.sim.policies.tuned import _known_work
+    from dallygym.sim.policies.tuned import known_work
 
     checked = []
     original = NetPriorityPolicy.priority
 
     def spy(self, view, jobs):
-        estimates, largest, work = _known_work(view)
+        estimates, largest, work = known_work(view)
         view.cluster.compiled = False  # (an instance attribute over the class's; removed below)
         try:
-            ref = _known_work(view)
+            ref = known_work(view)
         finally:
             del view.cluster.compiled
         assert view.cluster.compiled

@@ -15,6 +15,7 @@ from ..sim import kernels
 from ..sim.cluster import ClusterSpec, Tier
 from ..sim.engine import RUNNING, Engine, Pick
 from ..sim.policies.protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy
+from ..sim.policies.tuned import known_work
 from .base import _LOG_1000, _LOG_LONG
 from .offer_obs import load_shown
 
@@ -268,11 +269,7 @@ class QueueObservation:
         cached = self._work_estimate
         if cached is not None and cached[0] == key:
             return cached[1]
-        jobs = np.concatenate([e.running_jobs(), e.waiting_jobs()])
-        value = 0.0
-        if jobs.size:
-            estimate = ProtectedRemainingPolicy.remaining_estimate_s(e, jobs)
-            value = float(np.dot(e.num_gpus[jobs], estimate)) / self._num_gpus
+        value = known_work(e)[2]  # (the count a priority network's limit inputs read)
         self._work_estimate = (key, value)
         return value
 

@@ -169,11 +169,12 @@ def known_net_inputs() -> tuple[str, ...]:
     return (*net_inputs(), DRAIN_SHARE, *LIMIT_INPUTS)
 
 
-def _known_work(view) -> tuple[np.ndarray, float, float]:
+def known_work(view) -> tuple[np.ndarray, float, float]:
     """The remaining estimates of the running and waiting jobs (an array over all jobs, 0 for
     the rest; :meth:`ProtectedRemainingPolicy.remaining_estimate_s`), the largest of them, and
     the time their work needs on the whole cluster at full use (GPU demand x estimate, summed,
-    over the cluster's GPUs); 0 and 0 when none is left."""
+    over the cluster's GPUs); 0 and 0 when none is left. The queue environment's
+    ``limit_features`` read the same count (``limit_work``)."""
     from .protected import NEVER_RUN_MULTI_MACHINE_NW_SENS, ProtectedRemainingPolicy  # (the estimate's definition)
 
     running, waiting = view.running_jobs(), view.waiting_jobs()
@@ -209,7 +210,7 @@ def limit_inputs(view, jobs: np.ndarray, makespan_limit_s: float) -> np.ndarray:
     The last three are the same for every job of a pass. Estimates are
     :meth:`ProtectedRemainingPolicy.remaining_estimate_s` (feature ``remaining_estimate``)."""
     jobs = np.asarray(jobs, dtype=np.int64)
-    estimates, largest, work = _known_work(view)
+    estimates, largest, work = known_work(view)
     elapsed = view.now_s - view.first_arrival_s
     limit = max(float(makespan_limit_s), 1e-9)
     out = np.empty((jobs.size, len(LIMIT_INPUTS)))
@@ -230,7 +231,7 @@ def drain_share(view, jobs: np.ndarray) -> np.ndarray:
     what the queue observation shows (estimates, demands, the cluster's size), not the future
     arrivals. 0 when no unfinished job has work left."""
     jobs = np.asarray(jobs, dtype=np.int64)
-    estimates, _, drain = _known_work(view)
+    estimates, _, drain = known_work(view)
     if not drain > 0.0:
         return np.zeros(jobs.size)
     est = estimates[jobs]  # (the jobs being ordered are unfinished)
