@@ -22,6 +22,14 @@ Writes ``speed.csv`` and ``speed.md`` to ``--out``. Speed is a benchmark, never 
 CartPole steps, for every shipped heuristic as the agent of ``Dally-v0`` and of
 ``DallyQueue-v0``, in ``--cost-processes`` fresh processes (``episode_cost.csv`` and ``.md``).
 
+``--priority-cost`` measures instead what a learned priority agent's episode costs a search: a
+native run of the committed ``agents/runs/priority-s0`` on one draw of each default training
+cell (``batch-500`` and ``poisson-411``, seed 10, at 2, 4, 8 and 16 racks), with the engine
+computing the network's keys itself (``kernels.net_keys``) and with ``priority()`` asked at
+each pass (``compiled_keys`` giving none, as an input only Python computes would), beside
+``dally-consolidated`` (the same offers, a fixed order) and ``dally``; the median of
+``--repeats`` (``priority_cost.csv`` and ``.md``).
+
 ``--scaling`` measures instead how a native run grows with the trace: ``dallygym simulate`` on
 philly-like traces of 10,000, 30,000 and 100,000 jobs (``dallygym trace generate philly-like
 --jobs N``) at 16 and 64 racks under Dally, Tiresias and Gandiva, each run in its own process
@@ -693,6 +701,80 @@ def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
     ]
 
 
+#: The draws of ``--priority-cost``: the default training cells of the priority search, seed 10.
+PRIORITY_COST_CELLS = tuple((gen, racks) for gen in ("batch-500", "poisson-411") for racks in RACKS)
+
+
+def priority_cost_rows(step_s: float, repeats: int) -> pd.DataFrame:
+    """Wall time of one native episode per draw of :data:`PRIORITY_COST_CELLS`: ``dally``,
+    ``dally-consolidated``, and the committed ``priority-s0`` agent with compiled keys and with
+    ``priority()`` asked; the median of ``repeats``, the runs taking turns."""
+    from dallygym.learning.priority_search import PriorityAgent
+    from dallygym.sim.cluster import ClusterSpec
+    from dallygym.sim.policies.tuned import NetPriorityPolicy
+    from dallygym.sim.trace import generate_trace
+
+    agent = PriorityAgent(Path(__file__).resolve().parent.parent / "agents" / "runs" / "priority-s0")
+    own = NetPriorityPolicy.compiled_keys
+
+    def timed(trace, racks: int, policy, compiled: bool = True) -> tuple[float, dict]:
+        NetPriorityPolicy.compiled_keys = own if compiled else (lambda self, view: None)
+        try:
+            start = time.perf_counter()
+            summary = simulate(trace, ClusterSpec(racks, 8, 8), policy=policy).summary
+            return time.perf_counter() - start, summary
+        finally:
+            NetPriorityPolicy.compiled_keys = own
+
+    rows = []
+    for gen, racks in PRIORITY_COST_CELLS:
+        trace = generate_trace(gen, seed=10)
+        runs = {"dally": [], "dally-consolidated": [], "net_compiled": [], "net_python": []}
+        same = True
+        for _ in range(repeats):
+            for name in ("dally", "dally-consolidated"):
+                runs[name].append(timed(trace, racks, name)[0])
+            wall_c, ours = timed(trace, racks, agent.policy())
+            wall_p, theirs = timed(trace, racks, agent.policy(), compiled=False)
+            runs["net_compiled"].append(wall_c)
+            runs["net_python"].append(wall_p)
+            same = same and ours == theirs
+        row = {"trace": gen, "racks": racks}
+        row.update({f"{name}_ms": round(1e3 * statistics.median(times), 1) for name, times in runs.items()})
+        row["speedup"] = round(row["net_python_ms"] / row["net_compiled_ms"], 2)
+        row["net_cartpole_steps"] = round(statistics.median(runs["net_compiled"]) / step_s)
+        row["same_result"] = same
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def priority_cost_lines(frame: pd.DataFrame, repeats: int) -> list[str]:
+    """The ``--priority-cost`` table and what it means for a search iteration."""
+    # An iteration of the default search: 16 samples and the mean, on one draw of each of the
+    # 12 default cells (the 2- and 4-rack cells twice): the episodes of this table, weighted.
+    weight = frame["racks"].map({2: 2, 4: 2, 8: 1, 16: 1})
+    per_iteration = {
+        name: 17 * float((frame[f"{name}_ms"] * weight).sum()) / 1e3 for name in ("net_compiled", "net_python")
+    }
+    return [
+        "Wall time of one native run of a learned priority agent (the committed `agents/runs/priority-s0`, "
+        "8 hidden units) on one draw of each default training cell of the priority search (seed 10), with "
+        "the engine computing the network's keys itself (`net_compiled`) and with `priority()` asked at each "
+        "pass (`net_python`: the cost of a network reading an input only Python computes), beside `dally` and "
+        f"`dally-consolidated` (the agent's offers with a fixed order); the median of {repeats}, the runs taking "
+        "turns; `same_result`: the two agent runs end with the same summary:",
+        "",
+        "```",
+        frame.to_string(index=False),
+        "```",
+        "",
+        f"- One iteration of the default search (16 samples and the mean on the 12 default cells, the 2- and "
+        f"4-rack ones twice) plays these episodes: {per_iteration['net_compiled']:.0f} CPU-seconds with the "
+        f"compiled keys, {per_iteration['net_python']:.0f} with `priority()` asked (on a draw of seed 10; the "
+        "seeds drawn vary).",
+    ]
+
+
 def write_part(
     out: Path, stem: str, title: str, options: str, frame: pd.DataFrame, body: list[str], rates: list[float]
 ) -> int:
@@ -770,6 +852,11 @@ def main(argv: list[str] | None = None) -> int:
         "--train", action="store_true", help="measure only early training steps/s (writes train_speed.csv/.md)"
     )
     parser.add_argument("--train-steps", type=int, default=8192, help="steps of each --train run")
+    parser.add_argument(
+        "--priority-cost",
+        action="store_true",
+        help="measure only a learned priority agent's native episode (writes priority_cost.csv/.md)",
+    )
     args = parser.parse_args(argv)
 
     if args.episode_cost_process:  # one process of --episode-cost (see episode_cost_processes)
@@ -790,6 +877,17 @@ def main(argv: list[str] | None = None) -> int:
             rates,
         )
     step_s = cartpole_step_s()
+    if args.priority_cost:
+        frame = priority_cost_rows(step_s, args.repeats)
+        return write_part(
+            Path(args.out),
+            "priority_cost",
+            "Priority agent episode cost",
+            f"--priority-cost --repeats {args.repeats}",
+            frame,
+            priority_cost_lines(frame, args.repeats),
+            [1 / step_s],
+        )
     if args.whole_trace:
         whole = whole_trace_rows(step_s, args.whole_trace, args.whole_racks, args.whole_limit_s)
         body = [

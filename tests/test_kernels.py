@@ -27,7 +27,7 @@ from dallygym.sim.latency import get_latency_model
 from dallygym.sim.metrics import collect
 from dallygym.sim.policies import Policy, make_policy, protected
 from dallygym.sim.policies.base import auto_accept_of, priority_keys_of, starts_in_batches
-from dallygym.sim.policies.dally import DallyManualPolicy, DallyPolicy
+from dallygym.sim.policies.dally import DallyConsolidatedPolicy, DallyManualPolicy, DallyPolicy
 from dallygym.sim.policies.protected import ProtectedRemainingPolicy
 from dallygym.sim.policies.smallest_demand import SmallestDemandRemainingPolicy
 from dallygym.sim.policies.tiresias import TiresiasPolicy
@@ -216,6 +216,8 @@ def test_a_policy_declaring_auto_accept_answers_those_offers_with_their_best_tie
             return
         if rule == "best" or not offer.is_choice:
             assert engine.policy.decide(offer, engine) == offer.best_tier, offer
+        elif rule == "best-possible-only":  # and the rest declined
+            assert engine.policy.decide(offer, engine) is None, offer
 
     offers_seen(engine, check)
 
@@ -234,6 +236,9 @@ def test_what_a_policy_declares_holds_only_for_the_methods_it_declares_it_of():
             return -view.arrival_s[jobs]
 
     assert auto_accept_of(Policy()) == "best" and auto_accept_of(DallyManualPolicy()) == "best-possible"
+    assert (
+        auto_accept_of(DallyConsolidatedPolicy()) == auto_accept_of(ProtectedRemainingPolicy()) == "best-possible-only"
+    )
     assert auto_accept_of(OwnDecide()) is None and auto_accept_of(TiresiasPolicy()) is None
     patched = DallyPolicy()
     patched.decide = lambda offer, view: None

@@ -22,6 +22,7 @@ from dallygym.learning import priority_search as ps
 from dallygym.learning.agent_files import AgentLoadError
 from dallygym.learning.priority_search import NET_INPUTS
 from dallygym.learning.trainer import load_agent, run_agent
+from dallygym.sim import kernels
 from dallygym.sim.engine import RUNNING, Engine, EngineConfig, run_policy
 from dallygym.sim.metrics import collect
 from dallygym.sim.policies.tuned import LIMIT_INPUTS, CandidateFeatures, NetPriorityPolicy, drain_share, limit_inputs
@@ -99,10 +100,100 @@ def test_the_features_kernel_gives_the_reference_rows_bit_for_bit_over_a_contend
         return rows
 
     monkeypatch.setattr(CandidateFeatures, "__call__", checked)
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)  # (priority() computes)
     policy = ps.policy_of(ps.initial_parameters(4, np.random.default_rng(2)), 4)
     simulate(generate_trace("batch-500", seed=10), ClusterSpec(2, 8, 8), policy=policy)
     assert len(calls) > 500 and all(equal for _, _, equal in calls)
     assert max(size for size, _, _ in calls) > 50 and sum(running > 0 for _, running, _ in calls) > 100
+
+
+def _net_bundle(view, params) -> tuple:
+    """A kernels.net_keys bundle of ``params`` (NetPriorityPolicy.compiled_keys) for ``view``."""
+    n = view.n
+    scratch = (np.zeros((n, JOB_DIM), dtype=np.float32), np.zeros((4, n)), np.zeros(n))
+    return (*params, *scratch, np.zeros(view.spec.num_gpus + 1, dtype=bool), np.zeros(n), np.zeros(n, dtype=np.int64))
+
+
+def _kernel_keys(view, net, jobs, fit=kernels.BIG) -> np.ndarray:
+    cl = view.cluster
+    racks, mpr, _ = view._dims
+    running, waiting = view.running_jobs(), view.waiting_jobs()
+    args = (view._jobf, view._jobi, view.state, cl.free_per_machine, cl.free_per_rack, racks, mpr, cl.free_total, fit)
+    return kernels.net_keys(np.asarray(jobs, dtype=np.int64), running, waiting, view.now_s, net, *args).copy()
+
+
+@pytest.mark.parametrize("gen, racks", [("batch-500", 2), ("poisson-411", 4)])
+def test_the_engine_computes_a_networks_keys_itself_and_runs_as_the_policy_orders(monkeypatch, gen, racks):
+    """On a compiled cluster the engine orders a network's passes itself (kernels.net_keys):
+    priority() is never asked, and the run is the one priority() orders."""
+    policy = ps.policy_of(ps.initial_parameters(4, np.random.default_rng(3)), 4)
+    trace = generate_trace(gen, seed=10)
+    asked = []
+    original = NetPriorityPolicy.priority
+
+    def spy(self, view, jobs):
+        asked.append(len(jobs))
+        return original(self, view, jobs)
+
+    monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    ours = simulate(trace, ClusterSpec(racks, 8, 8), policy=policy)
+    assert not asked
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)
+    theirs = simulate(trace, ClusterSpec(racks, 8, 8), policy=policy)
+    assert len(asked) > 200 and max(asked) > 50
+    assert ours.jobs.equals(theirs.jobs) and ours.summary == theirs.summary
+
+
+def test_the_network_keys_kernel_gives_the_policys_keys_and_order_at_every_pass(monkeypatch):
+    """At every pass of a contended run (waiting jobs, and at round boundaries the lease-expired
+    running ones too) the compiled keys equal priority()'s to rounding (the C library's tanh
+    and log1p against numpy's) and sort the jobs the same way."""
+    original = NetPriorityPolicy.priority
+    own_params = NetPriorityPolicy.compiled_keys
+    checked = []
+
+    def spy(self, view, jobs):
+        keys = original(self, view, jobs)
+        got = _kernel_keys(view, _net_bundle(view, own_params(self, view)), jobs)
+        np.testing.assert_allclose(got, keys, rtol=1e-12, atol=1e-15)
+        same_order = np.array_equal(np.argsort(got, kind="stable"), np.argsort(keys, kind="stable"))
+        checked.append((len(jobs), int((view.state[jobs] == RUNNING).sum()), same_order))
+        return keys
+
+    monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)
+    policy = ps.policy_of(ps.initial_parameters(8, np.random.default_rng(7)), 8)
+    simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=policy)
+    assert len(checked) > 500 and all(same for _, _, same in checked)
+    assert sum(running > 0 for _, running, _ in checked) > 100
+
+
+def test_jobs_too_big_for_the_free_gpus_get_no_network_key():
+    """Outside a round boundary a pass visits no job bigger than the free GPUs: the kernel keys
+    only the others (the same keys as when it keys every job) and gives those +inf."""
+    rows = [(0, 0, 1, 1000, 1.0), (1, 0, 4, 100, 1.0), (2, 0, 8, 200, 1.0), (3, 0, 16, 10, 1.0), (4, 0, 2, 500, 1.0)]
+    params = ps.unpack(ps.initial_parameters(3, np.random.default_rng(5)), 3)
+    policy = NetPriorityPolicy(**params)
+    engine = Engine(make_trace(rows), ClusterSpec(1, 2, 8), policy, TierLatency(), EngineConfig())
+    policy.reset(engine, np.random.default_rng(0))
+    net = _net_bundle(engine, policy.compiled_keys(engine))
+    jobs = np.arange(5)
+    every = _kernel_keys(engine, net, jobs)
+    some = _kernel_keys(engine, net, jobs, fit=4)
+    assert np.isfinite(every).all()
+    np.testing.assert_array_equal(some, np.where([True, True, False, False, True], every, np.inf))
+    np.testing.assert_allclose(every, policy.priority(engine, jobs), rtol=1e-12)
+
+
+def test_only_a_network_over_queue_features_gets_compiled_keys():
+    """drain_share and the limit inputs are Python's: the engine asks priority() for them."""
+    params = ps.unpack(ps.initial_parameters(2, np.random.default_rng(1), DRAIN_INPUTS), 2, DRAIN_INPUTS)
+    trace, spec = make_trace(QUEUE), ClusterSpec(1, 1, 8)
+    for policy, compiled in ((NetPriorityPolicy(**params, inputs=DRAIN_INPUTS), False), (reading("gpus"), True)):
+        engine = Engine(trace, spec, policy, TierLatency(), EngineConfig())
+        run_policy(engine)
+        assert (engine._keys == kernels.KEYS_NET) is compiled
+        assert (engine._net_params is not None) is compiled
 
 
 @pytest.mark.parametrize(

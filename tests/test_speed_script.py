@@ -31,3 +31,14 @@ def test_the_whole_trace_part_runs_every_policy_and_reports_a_stopped_run(tmp_pa
     assert (frame["status"] == "ok").all() and frame["makespan_h"].notna().all()
     stopped = speed.run_measured(["simulate", "--policy", "dally", "--racks", "1", "--trace", source], limit_s=0.01)
     assert stopped["summary"] is None
+
+
+def test_the_priority_cost_part_times_both_key_paths_and_finds_the_same_runs(tmp_path, monkeypatch):
+    speed = load_script("benchmarks/speed.py", "bench_speed")
+    monkeypatch.setattr(speed, "PRIORITY_COST_CELLS", (("poisson-411", 16),))
+    monkeypatch.setattr(speed, "cartpole_step_s", lambda: 1e-5)
+    assert speed.main(["--priority-cost", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    frame = pd.read_csv(tmp_path / "priority_cost.csv")
+    assert frame[["trace", "racks"]].values.tolist() == [["poisson-411", 16]]
+    assert frame["same_result"].all() and (frame["net_compiled_ms"] > 0).all() and (frame["speedup"] > 0).all()
+    assert "--priority-cost --repeats 1" in (tmp_path / "priority_cost.md").read_text()

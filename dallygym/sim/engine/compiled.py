@@ -25,6 +25,24 @@ _LF_PACK = struct.Struct(f"={kernels.LF_SIZE}d")
 _LI_PASS = struct.Struct(f"={kernels.LI_ANSWER - kernels.LI_BOUNDARY + 1}q")
 
 
+#: The :func:`~dallygym.sim.kernels.net_keys` bundle of an engine whose policy's keys are not a
+#: network's: arrays of its types, never read.
+_NO_NET = (
+    np.zeros((0, 0)),
+    np.zeros(0),
+    np.zeros(0),
+    np.zeros((0, 2)),
+    np.zeros(0),
+    np.zeros(kernels.NK_LOG_LONG + 1),
+    np.zeros((0, 0), dtype=np.float32),
+    np.zeros((4, 0)),
+    np.zeros(0),
+    np.zeros(0, dtype=bool),
+    np.zeros(0),
+    np.zeros(0, dtype=np.int64),
+)
+
+
 class CompiledPath:
     """The parts of :class:`~dallygym.sim.engine.Engine` that run the compiled kernels and read back what they did."""
 
@@ -51,6 +69,24 @@ class CompiledPath:
         logs = (self._renewed_log, self._turn_log, self._log_f, self._starts, self._starts_f)
         records = (self._rec_i, self._rec_f, self._partials, self._timeline)
         return run, jobs, cluster, loop, logs, records
+
+    def _net_args(self) -> tuple:
+        """The bundle of :func:`dallygym.sim.kernels.net_keys` (the network's parameters from
+        the policy's ``compiled_keys``, and scratch), made once per engine; for any other
+        priority order, empty arrays of its types."""
+        net = self._net
+        if net is None:
+            if self._net_params is None:
+                net = _NO_NET
+            else:
+                w, b, v, limits, size_feature, consts = self._net_params
+                n = self.n
+                rows = np.zeros((n, w.shape[0]), dtype=np.float32)
+                free_of = np.zeros(self.spec.num_gpus + 1, dtype=bool)
+                scratch = (rows, np.zeros((4, n)), np.zeros(n), free_of, np.zeros(n), np.zeros(n, dtype=np.int64))
+                net = (w, b, v, limits, size_feature, consts, *scratch)
+            self._net = net
+        return net
 
     def _li_pass(self) -> tuple[int, ...]:
         """The pass the compiled loop stopped in: kernels.LI_BOUNDARY up to LI_ANSWER."""
@@ -99,7 +135,7 @@ class CompiledPath:
         tables = self._tables  # (its arrays grow: read at each call)
         run, jobs, cluster, loop, logs, records = self._loop_args
         speeds = (tables.machine, tables.rows, tables.seq, tables.speed, tables.slots)
-        stop = kernels.run_events(resume, run, jobs, speeds, cluster, loop, logs, records)
+        stop = kernels.run_events(resume, run, jobs, speeds, cluster, loop, logs, records, self._net_args())
         (
             self._next_arrival,
             self.finished,
@@ -133,11 +169,10 @@ class CompiledPath:
         c = self.cluster
         racks, mpr, gpm = self._dims
         waiting = self.waiting_jobs()
-        running = self.running_jobs() if boundary else waiting
         plan = self._plan
         status, n_cand, start, n_ranked, n_queue, n_expired_pos, n_expired, count = kernels.open_pass(
             waiting,
-            running,
+            self.running_jobs(),
             boundary,
             self._keys,
             self._renewal != "rebid",
@@ -156,6 +191,8 @@ class CompiledPath:
             self._expired_buf,
             False,
             self._wkey,
+            t,
+            self._net_args(),
         )
         if status == 0:
             return None

@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 STATE_NAMES = ("pending", "waiting", "running", "done")
 #: Lease-renewal modes of :class:`EngineConfig` (the first is the default).
 RENEWAL_MODES = ("upgrade", "keep", "rebid")
-#: ``Engine.decisions(auto_accept=...)``: the offers the engine accepts itself (by position:
-#: the codes of :mod:`dallygym.sim.kernels`, ``AUTO_NONE``, ``AUTO_BEST_POSSIBLE``, ``AUTO_BEST``).
-AUTO_ACCEPT = (None, "best-possible", "best")
+#: ``Engine.decisions(auto_accept=...)``: the offers the engine answers itself (by position:
+#: the codes of :mod:`dallygym.sim.kernels`, ``AUTO_NONE``, ``AUTO_BEST_POSSIBLE``, ``AUTO_BEST``,
+#: ``AUTO_BEST_POSSIBLE_ONLY``).
+AUTO_ACCEPT = (None, "best-possible", "best", "best-possible-only")
 #: What a round boundary's picks offer an agent (``Engine(lease_picks=...)``): every
 #: lease-expired job too, or the waiting jobs only (the leases follow the policy's order).
 LEASE_PICKS = ("all", "waiting")

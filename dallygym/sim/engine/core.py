@@ -167,8 +167,10 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
         ``auto_accept`` names offers to waiting jobs the caller would answer with their best
         tier anyway, so that the engine accepts them itself and never yields them (the run is
         the same): ``"best-possible"`` -- an offer whose best tier is the best the job could
-        ever have (``not offer.is_choice``); ``"best"`` -- every such offer; None (default) --
-        none. Renewal offers are always yielded. See :data:`AUTO_ACCEPT`.
+        ever have (``not offer.is_choice``); ``"best"`` -- every such offer;
+        ``"best-possible-only"`` -- as ``"best-possible"``, and every other offer is declined
+        unasked (the job waits), for a caller that only ever accepts the best tier a job could
+        have; None (default) -- none. Renewal offers are always yielded. See :data:`AUTO_ACCEPT`.
 
         A generator over :meth:`next_decision` and :meth:`answer` (the run itself is plain data,
         :mod:`dallygym.sim.engine.turns`: a copy of the engine taken at any decision goes on by those two).
@@ -183,7 +185,7 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
             raise EngineError("an Engine runs once; build a new one for another run")
         if auto_accept not in AUTO_ACCEPT:
             raise ValueError(f"unknown auto_accept {auto_accept!r}; choose one of {AUTO_ACCEPT}")
-        self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST
+        self._auto = AUTO_ACCEPT.index(auto_accept)  # kernels.AUTO_*
         self._auto_arg = auto_accept
         #: Whether a picked pass serves a waiting job compiled where it can (turns.Picked): as
         #: for the compiled turns of a pass (turns.Run._event), the engine accepts offers itself.
@@ -193,6 +195,12 @@ class Engine(EngineSetup, CompiledPath, Passes, JobState, SharedLinks):
         self._driver = driver
         self._started = True
         self.policy.reset(self, self.rng)
+        if self._keys == kernels.KEYS_NET:
+            # A network's keys: the engine computes them from the parameters the policy gives,
+            # or asks the policy if it gives none (inputs only Python computes).
+            self._net_params = self.policy.compiled_keys(self)
+            if self._net_params is None:
+                self._keys = -1
         never_run = getattr(self.policy, "never_run_nw_sens_of", None)
         if never_run is not None:
             self._never_nw_sens[:] = never_run(self)

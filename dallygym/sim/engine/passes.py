@@ -80,7 +80,8 @@ class Passes:
     def _offer_to(self, j: int, t: float) -> Offer | Tier | None:
         """The question :meth:`_ask` puts to waiting job ``j``: its :class:`Offer`; or, without
         asking, the tier it takes (an offer the caller would accept at its best tier anyway),
-        or None (it does not fit)."""
+        or None (it does not fit, or, with ``auto_accept="best-possible-only"``, the caller
+        would decline: it waits)."""
         g = self._num_gpus_list[j]
         if g > self.cluster.free_total:
             return None
@@ -90,6 +91,8 @@ class Passes:
         auto = self._auto
         if auto and (auto == kernels.AUTO_BEST or tiers[0] is self._best_tier_list[j]):
             return tiers[0]
+        if auto == kernels.AUTO_BEST_POSSIBLE_ONLY:
+            return None
         return Offer(j, self._job_id_list[j], g, t, t - self.starve_anchor_s.item(j), tiers, self._best_tier_list[j])
 
     def _checked(self, answer: Tier | None, offer: Offer) -> Tier | None:

@@ -210,6 +210,9 @@ class EngineSetup:
         # A priority order the compiled pass computes itself (kernels.KEYS_*), or -1: the policy's keys.
         keys = priority_keys_of(policy)
         self._keys = -1 if keys is None else PRIORITY_KEYS.index(keys)
+        #: With a network's keys (kernels.KEYS_NET): its parameters, from the policy's
+        #: ``compiled_keys`` once the run starts (None until then, and for other keys).
+        self._net_params = None
         self._on_start_hook = hooks_on_start(policy)
         self._on_start_batch = start_batch_hook(policy)
         # Whether the policy may migrate (then a boundary pass keeps its candidates for it).
@@ -264,6 +267,7 @@ class EngineSetup:
         "_one_least",
         "_no_positions",
         "_loop_args",
+        "_net",
     )
 
     #: What a deep copy shares with the original instead of copying: read-only data (the
@@ -324,6 +328,7 @@ class EngineSetup:
         self._starts = np.zeros((2, 3 * n + 16), dtype=np.int64)
         self._starts_f = np.zeros((2, 3 * n + 16))
         self._renewed_log = np.zeros(n, dtype=np.int64)  # and the jobs it renewed in place
+        self._net = None  # the network keys' bundle (CompiledPath._net_args), made when first needed
 
     def __getstate__(self) -> dict:
         """The engine as plain data, at any point of its run: no views (a copy of a view would

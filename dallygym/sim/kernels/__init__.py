@@ -124,14 +124,14 @@ _numba_event.register("numba:compile", _CompileNotice())
 
 
 #: The kernels' modules, in the order each imports the ones before it.
-_MODULES = ("layout", "placement", "offers", "passes", "events", "observe", "links")
+_MODULES = ("layout", "placement", "offers", "features", "passes", "events", "observe", "links")
 
 # Every name of the modules is a name of the package (``kernels.run_events``, the layout's
 # ``kernels.LI_POS``), so callers need not know which module holds a kernel; imported after the
 # cache directory is set, as numba fixes a kernel's cache when it is defined.
-from . import events, layout, links, observe, offers, passes, placement  # noqa: E402
+from . import events, features, layout, links, observe, offers, passes, placement  # noqa: E402
 
-for _module in (layout, placement, offers, passes, events, observe, links):
+for _module in (layout, placement, offers, features, passes, events, observe, links):
     for _name, _value in vars(_module).items():
         if _name.startswith("__") or isinstance(_value, types.ModuleType):
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .features import _nw_sens_of
 from .layout import (
     _FALSE,
     _I0,
@@ -79,7 +80,6 @@ from .passes import (
     _close,
     _keyed_insert,
     _keyed_remove,
-    _nw_sens_of,
     _shift_left,
     _shift_right,
     open_pass,
@@ -184,7 +184,7 @@ def _order_waiting(waiting, nw, jobf, wkey, ordered):
 
 
 @njit(cache=True, nogil=True)
-def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
+def run_events(resume, run, jobs, speeds, cluster, loop, logs, records, net):
     """Engine.decisions's loop, compiled: events, their passes (:func:`open_pass`,
     :func:`pass_turns`) and records, until one needs Python (see STOP_*); returns why.
 
@@ -207,7 +207,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
     speed_seen, tier_s, placements_by_tier); ``speeds`` = (machine_speed, shapes, shape_seq,
     shape_speed, slots), the speed tables; ``cluster`` = (gpu_store, cl, racks, mpr, gpm);
     ``loop`` = (sets, wkey, li, lf, plan, expired_buf); ``logs`` = (renewed, log, log_f,
-    starts, starts_f); ``records`` = (rec_i, rec_f, partials, timeline).
+    starts, starts_f); ``records`` = (rec_i, rec_f, partials, timeline); ``net``: the bundle of
+    :func:`net_keys` for ``keys`` = KEYS_NET (any arrays of its types otherwise).
     """
     arrival, first_s, lease_s, max_idle, n_gpus, mode, upgrades_offered, auto, keys, overhead_s, links_on = run
     jobf, jobi, state, speed_seen, tier_s, placements_by_tier = jobs
@@ -414,6 +415,8 @@ def run_events(resume, run, jobs, speeds, cluster, loop, logs, records):
                     expired_buf,
                     keyed,
                     wkey,
+                    t,
+                    net,
                 )
                 if status == 2:
                     li[LI_N_QUEUE] = n_queue

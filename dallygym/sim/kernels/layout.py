@@ -124,8 +124,9 @@ SHAPE_LISTED = -2
 LOG_PREEMPTED, LOG_STARTED, LOG_RESTARTED_SAME = 1, 2, 3
 
 
-#: ``auto`` of :func:`pass_turns`: which offers the pass accepts itself (see Engine.decisions).
-AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST = 0, 1, 2
+#: ``auto`` of :func:`pass_turns`: which offers the pass accepts itself, and with
+#: AUTO_BEST_POSSIBLE_ONLY declines itself (see Engine.decisions).
+AUTO_NONE, AUTO_BEST_POSSIBLE, AUTO_BEST, AUTO_BEST_POSSIBLE_ONLY = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .features import _best_offered
 from .layout import (
     F_ANCHOR,
     F_DONE,
@@ -17,7 +18,6 @@ from .layout import (
     I_BEST,
     I_GPUS,
     I_PREEMPTIONS,
-    I_TIER,
     OC_FIRST_ARRIVAL,
     OC_GPM,
     OC_GPR,
@@ -32,7 +32,6 @@ from .layout import (
     _time_shown,
 )
 from .offers import _count_and_most, tier_limits
-from .passes import _best_offered, _nw_sens_of
 
 
 @njit(cache=True, nogil=True)
@@ -148,87 +147,6 @@ def queue_demands(c, jobi, best_of, present, demands, bests, row_stamp, stamp, s
 
 
 @njit(cache=True, nogil=True)
-def queue_job_features(
-    c,
-    now,
-    lease,
-    cluster_gpus,
-    gpm,
-    never_multi_nw,
-    largest,
-    jobf,
-    jobi,
-    state,
-    size_feature,
-    free_of,
-    limits_of,
-    timed,
-    jobs,
-    times,
-    estimates,
-):
-    """QueueObservation.observe's job features of candidates ``c`` into the rows of ``jobs``
-    (float32), the same arithmetic as its numpy reference, value for value, but for the four
-    times: their arguments max(t, 0) / lease go to ``times`` (4 x k: starvation, remaining
-    ideal time, remaining estimate, attained service), whose log1p the caller takes with
-    numpy as the reference does. ``size_feature``: feature 0 by job; ``free_of`` /
-    ``limits_of``: by demand, whether its best tier is free and the offer rule's timers
-    (read only if ``timed``); ``largest``: the largest estimate of any unfinished job;
-    ``estimates``: scratch, k values."""
-    k = c.size
-    most = -np.inf
-    for r in range(k):
-        j = c[r]
-        g = jobi[I_GPUS, j]
-        best = jobi[I_BEST, j]
-        starvation = now - jobf[F_ANCHOR, j]
-        run = jobf[F_RUN, j]
-        done = jobf[F_DONE, j]
-        iter_time = jobf[F_ITER_TIME, j]
-        total = jobf[F_TOTAL, j]
-        nw = _nw_sens_of(j, jobf)
-        remaining = (total - done) * iter_time
-        # ProtectedRemainingPolicy.remaining_estimate_s
-        if nw > 0:
-            estimate = remaining / nw
-        elif g > gpm:
-            estimate = remaining / never_multi_nw
-        else:
-            estimate = remaining / 1.0
-        if estimate > most:
-            most = estimate
-        service = g * run / cluster_gpus
-        times[0, r] = (starvation if starvation > 0.0 else 0.0) / lease
-        times[1, r] = (remaining if remaining > 0.0 else 0.0) / lease
-        times[2, r] = (estimate if estimate > 0.0 else 0.0) / lease
-        times[3, r] = (service if service > 0.0 else 0.0) / lease
-        row = jobs[r]
-        row[0] = size_feature[j]
-        row[1] = best == 0
-        row[2] = best == 1
-        row[3] = best == 2
-        row[4] = free_of[g]
-        row[6] = nw if nw < 1.0 else 1.0
-        row[7] = done / total
-        p = jobi[I_PREEMPTIONS, j]
-        row[11] = (p if p < 20 else 20) / 20.0
-        row[12] = state[j] == 2  # RUNNING
-        tier = jobi[I_TIER, j]
-        row[13] = (tier + 1) / 3.0 if tier >= 0 else 0.0
-        if timed:
-            row[17] = starvation >= limits_of[g, 0]
-            row[18] = starvation >= limits_of[g, 1]
-        estimates[r] = estimate
-    scale = largest
-    if most > scale:
-        scale = most
-    if 1e-9 > scale:
-        scale = 1e-9
-    for r in range(k):
-        jobs[r, 19] = estimates[r] / scale
-
-
-@njit(cache=True, nogil=True)
 def queue_shown_rows(
     c,
     every,
@@ -292,50 +210,6 @@ def queue_shown_rows(
     for m in range(idle_per_machine.size):
         idle += idle_per_machine[m]
     return demand, idle, free_per_machine.max(), free_per_rack.max()
-
-
-@njit(cache=True, nogil=True)
-def _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw):
-    """Job ``j``'s remaining estimate in seconds: ProtectedRemainingPolicy.remaining_estimate_s
-    (remaining ideal time over its measured Nw_sens; a job never run is taken at its never-run
-    Nw_sens, or at ``never_multi_nw`` if that is unset and it needs more than a machine, else
-    at 1), the arithmetic of :func:`queue_job_features`."""
-    nw = _nw_sens_of(j, jobf)
-    remaining = (jobf[F_TOTAL, j] - jobf[F_DONE, j]) * jobf[F_ITER_TIME, j]
-    if nw > 0:
-        return remaining / nw
-    if jobi[I_GPUS, j] > gpm:
-        return remaining / never_multi_nw
-    return remaining / 1.0
-
-
-@njit(cache=True, nogil=True)
-def largest_estimate(running, waiting, jobf, jobi, gpm, never_multi_nw):
-    """The largest remaining estimate of the jobs ``running`` and ``waiting`` (DallyQueueEnv's
-    largest_estimate_s, :func:`_remaining_estimate`); 0 when there are none."""
-    most = -np.inf
-    for jobs in (running, waiting):
-        for i in range(jobs.size):
-            estimate = _remaining_estimate(jobs[i], jobf, jobi, gpm, never_multi_nw)
-            if estimate > most:
-                most = estimate
-    return most if running.size + waiting.size else 0.0
-
-
-@njit(cache=True, nogil=True)
-def remaining_estimates(running, waiting, jobf, jobi, gpm, never_multi_nw, out):
-    """The remaining estimate (:func:`_remaining_estimate`) of each job of ``running`` and
-    ``waiting`` into ``out`` (indexed by job; other entries untouched); returns the largest, 0
-    when there are none (:func:`largest_estimate`)."""
-    most = -np.inf
-    for jobs in (running, waiting):
-        for i in range(jobs.size):
-            j = jobs[i]
-            estimate = _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw)
-            out[j] = estimate
-            if estimate > most:
-                most = estimate
-    return most if running.size + waiting.size else 0.0
 
 
 @njit(cache=True, nogil=True)

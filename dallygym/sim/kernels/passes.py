@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .features import _best_offered, _nw_sens_of, net_keys
 from .layout import (
     _FALSE,
     _I0,
     AUTO_BEST,
-    AUTO_BEST_POSSIBLE,
+    AUTO_BEST_POSSIBLE_ONLY,
+    AUTO_NONE,
     BIG,
     F_ANCHOR,
     F_DONE,
@@ -42,24 +44,6 @@ from .layout import (
 )
 from .offers import _visit_plan_into, expire_leases, nw_sens, renew_in_place, tier_limits
 from .placement import allocate, place, release, unmark
-
-
-@njit(cache=True, nogil=True)
-def _best_offered(g, free_total, limits):
-    """The first tier of Engine._offer_tiers(g) (0 machine, 1 rack, 2 network), or -1;
-    ``limits`` are :func:`tier_limits` of the free GPUs."""
-    if g > free_total:
-        return -1
-    if g == 1:
-        return 0 if free_total > 0 else -1
-    most_on_machine, most_on_rack, network = limits
-    if g <= most_on_machine:
-        return 0
-    if 2 <= g <= most_on_rack:
-        return 1
-    if network and 2 <= g <= free_total:
-        return 2
-    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -314,8 +298,11 @@ def pass_turns(
                     limits = tier_limits(free_pm, free_pr, racks, mpr)
                     limits_of = ops
                 b = _best_offered(g, free_total, limits)
-                ask = b >= 0 and not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[jj]))
-                if not ask and (b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g]))):
+                accept = b >= 0 and (auto == AUTO_BEST or (auto != AUTO_NONE and b == best_tier[jj]))
+                ask = b >= 0 and not accept and auto != AUTO_BEST_POSSIBLE_ONLY
+                if not accept:
+                    b = -1  # (asked, or declined unasked: no start here)
+                if b > 0 or (b == 0 and np.isnan(machine_speed[model_index[jj], g])):
                     return run_pos[i], False, n_log, n_renewed, free_total, ops  # a placement Python makes
                 unmark(owner, mark, idle_pm, held, gpm)
                 _close(jj, t, jobf, tier, tier_s)
@@ -378,7 +365,9 @@ def pass_turns(
             answer = -1
         elif b < 0:
             continue
-        elif not (auto == AUTO_BEST or (auto == AUTO_BEST_POSSIBLE and b == best_tier[j])):
+        elif not (auto == AUTO_BEST or (auto != AUTO_NONE and b == best_tier[j])):
+            if auto == AUTO_BEST_POSSIBLE_ONLY:
+                continue  # declined unasked: it waits
             return pos - 1, True, n_log, n_renewed, free_total, ops
         lo = gpu_off[j]
         same = last_tier[j] == b and _all_free(owner, gpu_store[lo : lo + g])
@@ -511,7 +500,7 @@ def _start(
 
 #: ``keys`` of :func:`open_pass`: the priority orders it computes itself (the names of
 #: ``Policy.priority_keys``, in this order: :data:`dallygym.sim.policies.base.PRIORITY_KEYS`).
-KEYS_ARRIVAL, KEYS_NW_SENS, KEYS_PROTECTED, KEYS_DEMAND_REMAINING = 0, 1, 2, 3
+KEYS_ARRIVAL, KEYS_NW_SENS, KEYS_PROTECTED, KEYS_DEMAND_REMAINING, KEYS_NET = 0, 1, 2, 3, 4
 #: The remaining-time estimate's constants (ProtectedRemainingPolicy's own,
 #: NEVER_RUN_MULTI_MACHINE_NW_SENS and PROTECT_FRACTION; a test holds them equal).
 NEVER_MULTI, PROTECT = 0.1, 0.5
@@ -632,12 +621,6 @@ def _keyed_remove(order, size, wkey, j):
 
 
 @njit(cache=True, nogil=True)
-def _nw_sens_of(j, jobf):
-    run_s = jobf[F_RUN, j]
-    return jobf[F_DONE, j] * jobf[F_ITER_TIME, j] / run_s if run_s > 0 else jobf[F_NEVER, j]
-
-
-@njit(cache=True, nogil=True)
 def open_pass(
     waiting,
     running,
@@ -659,9 +642,14 @@ def open_pass(
     expired_out,
     keyed,
     wkey,
+    now,
+    net,
 ):
-    """The start of a pass (Engine._open_any_pass) for a policy whose priority is arrival order (``keys`` =
-    KEYS_ARRIVAL) or increasing Nw_sens (KEYS_NW_SENS): the candidates, their priority order
+    """The start of a pass (Engine._open_any_pass) at time ``now`` for a policy whose priority
+    order the engine computes (``keys``, KEYS_*: arrival order, increasing Nw_sens, a
+    remaining-time order, or a learned network's keys over the job features, :func:`net_keys`
+    with the bundle ``net``; ``running`` are the running jobs, read for the candidates at a
+    boundary and by the network's features): the candidates, their priority order
     (a stable sort: ties by index, as Engine._priority_order), the round boundary's expired
     leases (:func:`expire_leases`) and the visit plan (:func:`visit_plan`).
 
@@ -708,6 +696,12 @@ def open_pass(
     if sorted_here:
         if keys == KEYS_NW_SENS:
             keys_now = nw_sens(cand, jobf[F_DONE], jobf[F_ITER_TIME], jobf[F_RUN], jobf[F_NEVER])
+        elif keys == KEYS_NET:
+            _, _, free_pm, _, free_pr = cluster_views(cl, racks, mpr, gpm)
+            fit = BIG if boundary else free_total
+            keys_now = net_keys(
+                cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_pr, racks, mpr, free_total, fit
+            )
         else:
             keys_now = remaining_keys(cand, keys, jobf, jobi, gpm, NEVER_MULTI, PROTECT)
         by_key = np.argsort(keys_now, kind="mergesort")

@@ -43,10 +43,12 @@ class Policy:
     accepts_upgrades: ClassVar[bool] = True
     #: The offers to waiting jobs that :meth:`decide` answers with ``offer.best_tier`` whatever
     #: else holds: ``"best"`` every one, ``"best-possible"`` those whose best tier is the best
-    #: the job could ever have, None: none known. :func:`run_policy` lets the engine accept
-    #: those itself, unasked (``Engine.decisions(auto_accept=...)``): the same run, fewer
-    #: calls. It describes the ``decide`` of the class that sets it; for a subclass that
-    #: overrides ``decide`` without setting it again, :func:`auto_accept_of` gives None.
+    #: the job could ever have, ``"best-possible-only"`` those, and every other offer it
+    #: declines (None), None: none known. :func:`run_policy` lets the engine answer those
+    #: itself, unasked (``Engine.decisions(auto_accept=...)``): the same run, fewer calls. It
+    #: describes the ``decide`` of the class that sets it (with ``"best-possible-only"``, and
+    #: the timers it reads); for a subclass that overrides ``decide`` without setting it again,
+    #: :func:`auto_accept_of` gives None.
     auto_accept: ClassVar[str | None] = "best"
     #: Whether :meth:`on_start` reads nothing of the engine but ``view.num_gpus`` and
     #: ``view.placement_kind``, so that the engine may call it for a batch of starts just after
@@ -157,8 +159,11 @@ def auto_accept_of(policy: Policy) -> str | None:
 #: The priority orders the engine computes itself (``Policy.priority_keys``), in the order of
 #: ``kernels.KEYS_*``: arrival; increasing Nw_sens (Dally's); the protected remaining-time
 #: order (:class:`~dallygym.sim.policies.protected.ProtectedRemainingPolicy`'s); GPU demand x
-#: remaining estimate (:class:`~dallygym.sim.policies.smallest_demand.SmallestDemandRemainingPolicy`'s).
-PRIORITY_KEYS = ("arrival", "nw_sens", "protected-remaining", "demand-remaining")
+#: remaining estimate (:class:`~dallygym.sim.policies.smallest_demand.SmallestDemandRemainingPolicy`'s);
+#: a learned network's keys over the queue features (:class:`~dallygym.sim.policies.tuned.NetPriorityPolicy`'s,
+#: from the parameters its ``compiled_keys`` gives the engine; when it gives none, the engine asks
+#: :meth:`Policy.priority`).
+PRIORITY_KEYS = ("arrival", "nw_sens", "protected-remaining", "demand-remaining", "net")
 
 
 def priority_keys_of(policy: Policy) -> str | None:

@@ -613,6 +613,9 @@ class DallyConsolidatedPolicy(DallyPolicy):
 
     name: ClassVar[str] = "dally-consolidated"
     auto_tuned: ClassVar[bool] = False
+    # decide() with these timers accepts exactly the offers whose best tier is the job's best
+    # possible one and declines the rest (renewal offers aside, which are always asked).
+    auto_accept: ClassVar[str | None] = "best-possible-only"
 
     def __init__(self, never_run_nw_sens: str = "zero") -> None:
         super().__init__(t_machine_s=math.inf, t_rack_s=math.inf, never_run_nw_sens=never_run_nw_sens)

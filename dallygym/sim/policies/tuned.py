@@ -263,7 +263,9 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
     """
 
     name: ClassVar[str] = "net-priority"
-    priority_keys: ClassVar[str | None] = None  # priority() below: the engine must ask
+    # priority() below, computed by the engine too when every input is a queue feature
+    # (compiled_keys); the engine asks priority() for drain_share and the limit inputs.
+    priority_keys: ClassVar[str | None] = "net"
 
     def __init__(
         self, hidden_weights, hidden_bias, output_weights, inputs=None, makespan_limit_s=None, **kwargs
@@ -310,6 +312,32 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
             [len(JOB_FEATURES) + extra.index(n) if n in extra else JOB_FEATURES.index(n) for n in names]
         )
         self._drain = DRAIN_SHARE in names
+
+    def compiled_keys(self, view) -> tuple | None:
+        """What the engine needs to compute :meth:`priority` itself
+        (:func:`dallygym.sim.kernels.net_keys`, on a compiled cluster): ``(W, b, v, timers by
+        GPU demand, feature 0 by job, constants)``, ``W`` transposed and spread over every job
+        feature (0 in the rows of the features the network does not read); None when an input is not a queue feature
+        (``drain_share``, the limit inputs: Python computes those) or the offer rule's timers
+        (features 17-18) move during the run."""
+        from ...envs.base import _LOG_LONG
+        from ...envs.queue_obs import JOB_FEATURES
+        from .protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
+
+        if self._drain or self._limit or self.tuner is not None:
+            return None
+        spec = view.spec
+        w = np.zeros((len(JOB_FEATURES), self.hidden_bias.size))
+        w[self._columns] = self.hidden_weights.T
+        timers = np.array([self.timers(g, view.now_s) for g in range(spec.num_gpus + 1)], dtype=np.float64)
+        size_feature = np.log2(1.0 + view.num_gpus) / float(np.log2(1 + spec.num_gpus))  # (as CandidateFeatures)
+        consts = np.zeros(kernels.NK_LOG_LONG + 1)
+        consts[kernels.NK_LEASE] = view.config.lease_s
+        consts[kernels.NK_GPUS] = spec.num_gpus
+        consts[kernels.NK_GPM] = spec.gpus_per_machine
+        consts[kernels.NK_NEVER_MULTI] = NEVER_RUN_MULTI_MACHINE_NW_SENS
+        consts[kernels.NK_LOG_LONG] = _LOG_LONG
+        return w, self.hidden_bias.copy(), self.output_weights.copy(), timers, size_feature, consts
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
         f = self.features(view, jobs).astype(np.float64)
