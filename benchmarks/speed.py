@@ -750,11 +750,11 @@ def priority_cost_rows(step_s: float, repeats: int) -> pd.DataFrame:
 
 def priority_cost_lines(frame: pd.DataFrame, repeats: int) -> list[str]:
     """The ``--priority-cost`` table and what it means for a search iteration."""
-    # An iteration of the default search: 16 samples and the mean, on one draw of each of the
+    # An iteration of the default search: the mean and 14 mirrored samples, on one draw of each of the
     # 12 default cells (the 2- and 4-rack cells twice): the episodes of this table, weighted.
     weight = frame["racks"].map({2: 2, 4: 2, 8: 1, 16: 1})
     per_iteration = {
-        name: 17 * float((frame[f"{name}_ms"] * weight).sum()) / 1e3 for name in ("net_compiled", "net_python")
+        name: 15 * float((frame[f"{name}_ms"] * weight).sum()) / 1e3 for name in ("net_compiled", "net_python")
     }
     return [
         "Wall time of one native run of a learned priority agent (the committed `agents/runs/priority-s0`, "
@@ -768,7 +768,7 @@ def priority_cost_lines(frame: pd.DataFrame, repeats: int) -> list[str]:
         frame.to_string(index=False),
         "```",
         "",
-        f"- One iteration of the default search (16 samples and the mean on the 12 default cells, the 2- and "
+        f"- One iteration of the default search (the mean and 14 mirrored samples on the 12 default cells, the 2- and "
         f"4-rack ones twice) plays these episodes: {per_iteration['net_compiled']:.0f} CPU-seconds with the "
         f"compiled keys, {per_iteration['net_python']:.0f} with `priority()` asked (on a draw of seed 10; the "
         "seeds drawn vary).",
