@@ -248,6 +248,15 @@ def test_what_a_policy_declares_holds_only_for_the_methods_it_declares_it_of():
     assert priority_keys_of(Policy()) == "arrival" and priority_keys_of(DallyManualPolicy()) == "nw_sens"
     assert priority_keys_of(OwnPriority()) is None and priority_keys_of(TiresiasPolicy()) is None
     assert priority_keys_of(ProtectedRemainingPolicy()) == "protected-remaining"
+
+    class NetWithoutParameters(Policy):
+        priority_keys = "net"
+
+        def priority(self, view, jobs):
+            return view.arrival_s[jobs]
+
+    with pytest.raises(ValueError, match="needs a compiled_keys"):
+        priority_keys_of(NetWithoutParameters())
     assert priority_keys_of(SmallestDemandRemainingPolicy()) == "demand-remaining"
 
     class OwnRemaining(ProtectedRemainingPolicy):

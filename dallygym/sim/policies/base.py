@@ -173,6 +173,11 @@ def priority_keys_of(policy: Policy) -> str | None:
     if keys is not None and keys not in PRIORITY_KEYS:
         named = ", ".join(map(repr, PRIORITY_KEYS))
         raise ValueError(f"{type(policy).__name__}.priority_keys is {keys!r}; use one of {named} or None")
+    if keys == "net" and not callable(getattr(policy, "compiled_keys", None)):
+        raise ValueError(
+            f"{type(policy).__name__}.priority_keys is 'net', which needs a compiled_keys(view) method giving the "
+            "network's parameters (see NetPriorityPolicy)"
+        )
     return keys
 
 
