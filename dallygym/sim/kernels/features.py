@@ -94,6 +94,18 @@ def remaining_estimates(running, waiting, jobf, jobi, gpm, never_multi_nw, out):
 
 
 @njit(cache=True, nogil=True)
+def estimate_scale(largest, most):
+    """What job feature 19 (``estimate_share``) divides a remaining estimate by: the largest of
+    ``largest`` (any unfinished job's), ``most`` (the shown candidates') and 1e-9."""
+    scale = largest
+    if most > scale:
+        scale = most
+    if 1e-9 > scale:
+        scale = 1e-9
+    return scale
+
+
+@njit(cache=True, nogil=True)
 def queue_job_features(
     c,
     now,
@@ -165,11 +177,7 @@ def queue_job_features(
             row[17] = starvation >= limits_of[g, 0]
             row[18] = starvation >= limits_of[g, 1]
         estimates[r] = estimate
-    scale = largest
-    if most > scale:
-        scale = most
-    if 1e-9 > scale:
-        scale = 1e-9
+    scale = estimate_scale(largest, most)
     for r in range(k):
         jobs[r, 19] = estimates[r] / scale
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .features import _best_offered
+from .features import _best_offered, estimate_scale
 from .layout import (
     F_ANCHOR,
     F_DONE,
@@ -180,11 +180,7 @@ def queue_shown_rows(
         estimate = row_estimate[c[r]]
         if estimate > most:
             most = estimate
-    scale = largest
-    if most > scale:
-        scale = most
-    if 1e-9 > scale:
-        scale = 1e-9
+    scale = estimate_scale(largest, most)
     for r in range(k):
         j = c[r]
         row = jobs[r]

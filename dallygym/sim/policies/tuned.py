@@ -317,9 +317,9 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         """What the engine needs to compute :meth:`priority` itself
         (:func:`dallygym.sim.kernels.net_keys`, on a compiled cluster): ``(W, b, v, timers by
         GPU demand, feature 0 by job, constants)``, ``W`` transposed and spread over every job
-        feature (0 in the rows of the features the network does not read); None when an input is not a queue feature
-        (``drain_share``, the limit inputs: Python computes those) or the offer rule's timers
-        (features 17-18) move during the run."""
+        feature (0 in the rows of the features the network does not read); None when an input
+        is not a queue feature (``drain_share``, the limit inputs: Python computes those) or the
+        offer rule's timers (features 17-18) move during the run."""
         from ...envs.base import _LOG_LONG
         from ...envs.queue_obs import JOB_FEATURES
         from .protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
@@ -330,7 +330,7 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         w = np.zeros((len(JOB_FEATURES), self.hidden_bias.size))
         w[self._columns] = self.hidden_weights.T
         timers = np.array([self.timers(g, view.now_s) for g in range(spec.num_gpus + 1)], dtype=np.float64)
-        size_feature = np.log2(1.0 + view.num_gpus) / float(np.log2(1 + spec.num_gpus))  # (as CandidateFeatures)
+        size_feature = CandidateFeatures(view, self)._size_feature  # (feature 0 by job, as the rows have it)
         consts = np.zeros(kernels.NK_LOG_LONG + 1)
         consts[kernels.NK_LEASE] = view.config.lease_s
         consts[kernels.NK_GPUS] = spec.num_gpus
