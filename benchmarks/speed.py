@@ -703,18 +703,23 @@ def train_lines(frame: pd.DataFrame, steps: int) -> list[str]:
 
 #: The draws of ``--priority-cost``: the default training cells of the priority search, seed 10.
 PRIORITY_COST_CELLS = tuple((gen, racks) for gen in ("batch-500", "poisson-411") for racks in RACKS)
+#: The agent runs ``--priority-cost`` times: each agent's keys compiled and asked of ``priority()``.
+PRIORITY_COST_AGENT_RUNS = ("net_compiled", "net_python", "limit_compiled", "limit_python")
 
 
 def priority_cost_rows(step_s: float, repeats: int) -> pd.DataFrame:
     """Wall time of one native episode per draw of :data:`PRIORITY_COST_CELLS`: ``dally``,
-    ``dally-consolidated``, and the committed ``priority-s0`` agent with compiled keys and with
-    ``priority()`` asked; the median of ``repeats``, the runs taking turns."""
+    ``dally-consolidated``, and the committed ``priority-s0`` agent (queue features) and
+    ``priority-limit-s0`` agent (queue features and the makespan limit's inputs, against
+    Dally's makespan on the draw) each with compiled keys and with ``priority()`` asked; the
+    median of ``repeats``, the runs taking turns."""
     from dallygym.learning.priority_search import PriorityAgent
     from dallygym.sim.cluster import ClusterSpec
     from dallygym.sim.policies.tuned import NetPriorityPolicy
     from dallygym.sim.trace import generate_trace
 
-    agent = PriorityAgent(Path(__file__).resolve().parent.parent / "agents" / "runs" / "priority-s0")
+    runs_dir = Path(__file__).resolve().parent.parent / "agents" / "runs"
+    agent, limit_agent = PriorityAgent(runs_dir / "priority-s0"), PriorityAgent(runs_dir / "priority-limit-s0")
     own = NetPriorityPolicy.compiled_keys
 
     def timed(trace, racks: int, policy, compiled: bool = True) -> tuple[float, dict]:
@@ -729,19 +734,22 @@ def priority_cost_rows(step_s: float, repeats: int) -> pd.DataFrame:
     rows = []
     for gen, racks in PRIORITY_COST_CELLS:
         trace = generate_trace(gen, seed=10)
-        runs = {"dally": [], "dally-consolidated": [], "net_compiled": [], "net_python": []}
+        runs = {name: [] for name in ("dally", "dally-consolidated", *PRIORITY_COST_AGENT_RUNS)}
         same = True
         for _ in range(repeats):
-            for name in ("dally", "dally-consolidated"):
-                runs[name].append(timed(trace, racks, name)[0])
-            wall_c, ours = timed(trace, racks, agent.policy())
-            wall_p, theirs = timed(trace, racks, agent.policy(), compiled=False)
-            runs["net_compiled"].append(wall_c)
-            runs["net_python"].append(wall_p)
-            same = same and ours == theirs
+            wall, dally = timed(trace, racks, "dally")
+            runs["dally"].append(wall)
+            runs["dally-consolidated"].append(timed(trace, racks, "dally-consolidated")[0])
+            for prefix, policy in (("net", agent.policy), ("limit", limit_agent.policy)):
+                wall_c, ours = timed(trace, racks, policy(dally["makespan_s"]))
+                wall_p, theirs = timed(trace, racks, policy(dally["makespan_s"]), compiled=False)
+                runs[f"{prefix}_compiled"].append(wall_c)
+                runs[f"{prefix}_python"].append(wall_p)
+                same = same and ours == theirs
         row = {"trace": gen, "racks": racks}
         row.update({f"{name}_ms": round(1e3 * statistics.median(times), 1) for name, times in runs.items()})
-        row["speedup"] = round(row["net_python_ms"] / row["net_compiled_ms"], 2)
+        for prefix in ("net", "limit"):
+            row[f"{prefix}_speedup"] = round(row[f"{prefix}_python_ms"] / row[f"{prefix}_compiled_ms"], 2)
         row["net_cartpole_steps"] = round(statistics.median(runs["net_compiled"]) / step_s)
         row["same_result"] = same
         rows.append(row)
@@ -753,16 +761,16 @@ def priority_cost_lines(frame: pd.DataFrame, repeats: int) -> list[str]:
     # An iteration of the default search: the mean and 14 mirrored samples, on one draw of each of the
     # 12 default cells (the 2- and 4-rack cells twice): the episodes of this table, weighted.
     weight = frame["racks"].map({2: 2, 4: 2, 8: 1, 16: 1})
-    per_iteration = {
-        name: 15 * float((frame[f"{name}_ms"] * weight).sum()) / 1e3 for name in ("net_compiled", "net_python")
-    }
+    per_iteration = {name: 15 * float((frame[f"{name}_ms"] * weight).sum()) / 1e3 for name in PRIORITY_COST_AGENT_RUNS}
     return [
-        "Wall time of one native run of a learned priority agent (the committed `agents/runs/priority-s0`, "
-        "8 hidden units) on one draw of each default training cell of the priority search (seed 10), with "
-        "the engine computing the network's keys itself (`net_compiled`) and with `priority()` asked at each "
-        "pass (`net_python`: the cost of a network reading an input only Python computes), beside `dally` and "
-        f"`dally-consolidated` (the agent's offers with a fixed order); the median of {repeats}, the runs taking "
-        "turns; `same_result`: the two agent runs end with the same summary:",
+        "Wall time of one native run of a learned priority agent on one draw of each default training cell of "
+        "the priority search (seed 10): the committed `agents/runs/priority-s0` (8 hidden units over the queue "
+        "features, `net_*`) and `agents/runs/priority-limit-s0` (the same and the makespan limit's four inputs, "
+        "against Dally's makespan on the draw, `limit_*`), each with the engine computing the network's keys "
+        "itself (`*_compiled`) and with `priority()` asked at each pass (`*_python`, as for a priority a policy "
+        "computes in Python), beside `dally` and `dally-consolidated` (the agents' offers with a fixed order); the "
+        f"median of {repeats}, the runs taking turns; `same_result`: each agent's two runs end with the same "
+        "summary:",
         "",
         "```",
         frame.to_string(index=False),
@@ -771,7 +779,8 @@ def priority_cost_lines(frame: pd.DataFrame, repeats: int) -> list[str]:
         f"- One iteration of the default search (the mean and 14 mirrored samples on the 12 default cells, the 2- and "
         f"4-rack ones twice) plays these episodes: {per_iteration['net_compiled']:.0f} CPU-seconds with the "
         f"compiled keys, {per_iteration['net_python']:.0f} with `priority()` asked (on a draw of seed 10; the "
-        "seeds drawn vary).",
+        f"seeds drawn vary); with the limit inputs {per_iteration['limit_compiled']:.0f} and "
+        f"{per_iteration['limit_python']:.0f}.",
     ]
 
 

@@ -16,7 +16,7 @@ import pytest
 from helpers import TierLatency, load_script, make_trace
 
 from dallygym import ClusterSpec, simulate
-from dallygym.envs.queue_obs import JOB_DIM
+from dallygym.envs.queue_obs import JOB_DIM, JOB_FEATURES
 from dallygym.experiments.cli import main
 from dallygym.learning import priority_search as ps
 from dallygym.learning.agent_files import AgentLoadError
@@ -122,11 +122,30 @@ def _kernel_keys(view, net, jobs, fit=kernels.BIG) -> np.ndarray:
     return kernels.net_keys(np.asarray(jobs, dtype=np.int64), running, waiting, view.now_s, net, *args).copy()
 
 
-@pytest.mark.parametrize("gen, racks", [("batch-500", 2), ("poisson-411", 4)])
-def test_the_engine_computes_a_networks_keys_itself_and_runs_as_the_policy_orders(monkeypatch, gen, racks):
-    """On a compiled cluster the engine orders a network's passes itself (kernels.net_keys):
-    priority() is never asked, and the run is the one priority() orders."""
-    policy = ps.policy_of(ps.initial_parameters(4, np.random.default_rng(3)), 4)
+def _random_net(hidden: int, seed: int, inputs: str, limit_s: float) -> NetPriorityPolicy:
+    """A network of random initial parameters over input set ``inputs`` (``limit_s``: the
+    makespan limit, for the limit inputs)."""
+    names = ps.INPUT_SETS[inputs]
+    return ps.policy_of(ps.initial_parameters(hidden, np.random.default_rng(seed), names), hidden, names, limit_s)
+
+
+@pytest.mark.parametrize(
+    "gen, racks, inputs, limit_h",
+    [
+        ("batch-500", 2, "queue", 0),
+        ("poisson-411", 4, "queue", 0),
+        ("batch-500", 2, "queue+drain", 0),
+        ("poisson-411", 4, "queue+limit", 300),
+        ("batch-500", 2, "queue+limit", 4000),
+    ],
+)
+def test_the_engine_computes_a_networks_keys_itself_and_runs_as_the_policy_orders(
+    monkeypatch, gen, racks, inputs, limit_h
+):
+    """On a compiled cluster the engine orders a network's passes itself (kernels.net_keys),
+    whatever its inputs: priority() is never asked, and the run is the one priority() orders.
+    (The limits are of the order of those runs' makespans, so the limit inputs vary.)"""
+    policy = _random_net(4, 3, inputs, limit_h * 3600.0)
     trace = generate_trace(gen, seed=10)
     asked = []
     original = NetPriorityPolicy.priority
@@ -144,10 +163,12 @@ def test_the_engine_computes_a_networks_keys_itself_and_runs_as_the_policy_order
     assert ours.jobs.equals(theirs.jobs) and ours.summary == theirs.summary
 
 
-def test_the_network_keys_kernel_gives_the_policys_keys_and_order_at_every_pass(monkeypatch):
+@pytest.mark.parametrize("inputs", ["queue", "queue+drain", "queue+limit"])
+def test_the_network_keys_kernel_gives_the_policys_keys_and_order_at_every_pass(monkeypatch, inputs):
     """At every pass of a contended run (waiting jobs, and at round boundaries the lease-expired
     running ones too) the compiled keys equal priority()'s to rounding (the C library's tanh
-    and log1p against numpy's) and sort the jobs the same way."""
+    and log1p against numpy's, and the known work summed in another order) and sort the jobs
+    the same way, the known-work inputs included."""
     original = NetPriorityPolicy.priority
     own_params = NetPriorityPolicy.compiled_keys
     checked = []
@@ -162,7 +183,7 @@ def test_the_network_keys_kernel_gives_the_policys_keys_and_order_at_every_pass(
 
     monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
     monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)
-    policy = ps.policy_of(ps.initial_parameters(8, np.random.default_rng(7)), 8)
+    policy = _random_net(8, 7, inputs, 4000 * 3600.0)
     simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=policy)
     assert len(checked) > 500 and all(same for _, _, same in checked)
     assert sum(running > 0 for _, running, _ in checked) > 100
@@ -185,15 +206,29 @@ def test_jobs_too_big_for_the_free_gpus_get_no_network_key():
     np.testing.assert_allclose(every, policy.priority(engine, jobs), rtol=1e-12)
 
 
-def test_only_a_network_over_queue_features_gets_compiled_keys():
-    """drain_share and the limit inputs are Python's: the engine asks priority() for them."""
-    params = ps.unpack(ps.initial_parameters(2, np.random.default_rng(1), DRAIN_INPUTS), 2, DRAIN_INPUTS)
+def test_every_input_set_gets_compiled_keys_laid_out_as_the_kernel_reads_them():
+    """The queue features alone: W's rows are the job features. With drain_share or the limit
+    inputs, five more rows follow (drain_share, then the limit inputs), and the constants carry
+    the first arrival and the limit (0 without limit inputs)."""
     trace, spec = make_trace(QUEUE), ClusterSpec(1, 1, 8)
-    for policy, compiled in ((NetPriorityPolicy(**params, inputs=DRAIN_INPUTS), False), (reading("gpus"), True)):
+    for inputs, rows, limit in (
+        ("queue", JOB_DIM, 0.0),
+        ("queue+drain", JOB_DIM + 5, 0.0),
+        ("queue+limit", JOB_DIM + 5, 50.0),
+    ):
+        policy = _random_net(2, 1, inputs, limit)
         engine = Engine(trace, spec, policy, TierLatency(), EngineConfig())
         run_policy(engine)
-        assert (engine._keys == kernels.KEYS_NET) is compiled
-        assert (engine._net_params is not None) is compiled
+        assert engine._keys == kernels.KEYS_NET
+        w, _, _, _, _, consts = engine._net_params
+        names = ps.INPUT_SETS[inputs]
+        assert w.shape == (rows, 2) and (w != 0).any(axis=1).sum() == len(names)
+        extra = ("drain_share", *LIMIT_INPUTS)
+        for name, column in zip(names, policy.hidden_weights.T):
+            at = JOB_DIM + extra.index(name) if name in extra else JOB_FEATURES.index(name)
+            np.testing.assert_array_equal(w[at], column)
+        assert consts[kernels.NK_FEATURES] == JOB_DIM and consts[kernels.NK_LIMIT] == limit
+        assert consts[kernels.NK_FIRST_ARRIVAL] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -225,6 +260,7 @@ def test_drain_share_is_each_estimate_over_itself_plus_the_time_theknown_work_ne
         return original(self, view, jobs)
 
     monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)  # (Python's count)
     run(make_trace(rows), ClusterSpec(1, 2, 8), reading("drain_share", -1.0))
     jobs, shares = seen[0]
     d = 4050 / 16
@@ -256,6 +292,7 @@ def test_drain_share_over_a_contended_run_equals_a_job_by_job_count(monkeypatch)
         return original(self, view, jobs)
 
     monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)  # (Python's count)
     simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=reading("drain_share", -1.0))
     assert len(checked) > 200 and max(checked) > 50
 
@@ -280,6 +317,7 @@ def test_theknown_work_kernel_gives_the_reference_numbers_bit_for_bit_over_a_con
         return original(self, view, jobs)
 
     monkeypatch.setattr(NetPriorityPolicy, "priority", spy)
+    monkeypatch.setattr(NetPriorityPolicy, "compiled_keys", lambda self, view: None)  # (Python's count)
     simulate(generate_trace("batch-500", seed=11), ClusterSpec(2, 8, 8), policy=reading("drain_share", -1.0))
     assert len(checked) > 200 and all(checked)
 

@@ -33,7 +33,7 @@ _NO_NET = (
     np.zeros(0),
     np.zeros((0, 2)),
     np.zeros(0),
-    np.zeros(kernels.NK_LOG_LONG + 1),
+    np.zeros(kernels.NK_SIZE),
     np.zeros((0, 0), dtype=np.float32),
     np.zeros((4, 0)),
     np.zeros(0),
@@ -81,7 +81,7 @@ class CompiledPath:
             else:
                 w, b, v, limits, size_feature, consts = self._net_params
                 n = self.n
-                rows = np.zeros((n, w.shape[0]), dtype=np.float32)
+                rows = np.zeros((n, int(consts[kernels.NK_FEATURES])), dtype=np.float32)
                 free_of = np.zeros(self.spec.num_gpus + 1, dtype=bool)
                 scratch = (rows, np.zeros((4, n)), np.zeros(n), free_of, np.zeros(n), np.zeros(n, dtype=np.int64))
                 net = (w, b, v, limits, size_feature, consts, *scratch)

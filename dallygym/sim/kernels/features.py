@@ -184,8 +184,39 @@ def queue_job_features(
 
 #: ``consts`` of a :func:`net_keys` bundle, in order: the lease (s), the cluster's GPUs, GPUs per
 #: machine, a never-run multi-machine job's Nw_sens for its estimate, log1p of the longest time
-#: shown (in leases).
-NK_LEASE, NK_GPUS, NK_GPM, NK_NEVER_MULTI, NK_LOG_LONG = 0, 1, 2, 3, 4
+#: shown (in leases), the number of job features (the rows of ``W`` past them are the known-work
+#: inputs, :func:`net_keys`), the first arrival (s), and the makespan limit (s; 0: none).
+NK_LEASE, NK_GPUS, NK_GPM, NK_NEVER_MULTI, NK_LOG_LONG, NK_FEATURES, NK_FIRST_ARRIVAL, NK_LIMIT = range(8)
+#: The length of ``consts``.
+NK_SIZE = 8
+
+
+@njit(cache=True, nogil=True)
+def known_work(running, waiting, jobf, jobi, gpm, never_multi_nw, cluster_gpus):
+    """The largest remaining estimate (:func:`_remaining_estimate`) of the jobs ``running`` and
+    ``waiting``, and their GPU demand x estimate summed (in that order), over ``cluster_gpus``:
+    ``dallygym.sim.policies.tuned.known_work``'s last two, 0 and 0 when there are none."""
+    most = -np.inf
+    work = 0.0
+    for jobs in (running, waiting):
+        for i in range(jobs.size):
+            j = jobs[i]
+            estimate = _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw)
+            work += jobi[I_GPUS, j] * estimate
+            if estimate > most:
+                most = estimate
+    if running.size + waiting.size == 0:
+        return 0.0, 0.0
+    return most, work / cluster_gpus
+
+
+@njit(cache=True, nogil=True)
+def _limit_shown(seconds, limit):
+    """A time as a share of the makespan limit, shown as min(share, 2) / 2 (``limit_inputs``)."""
+    share = seconds / limit
+    return (share if share < 2.0 else 2.0) / 2.0
+
+
 #: The job features that are times, shown as min(log1p(t / lease) / log1p(long), 1): their
 #: columns, in the order of :func:`queue_job_features`'s ``times`` rows.
 _TIME_COLUMNS = (5, 8, 9, 10)
@@ -199,14 +230,21 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
     input order (inputs 0 left out), the output's in hidden order.
 
     ``net`` = (W, b, v, limits, size_feature, consts, rows, times, estimates, free_of, keys,
-    featured): ``W`` features x hidden (the transpose of the network's; 0 in the rows of the
-    features it does not read), ``b`` and ``v`` hidden long, ``limits`` the offer rule's
+    featured): ``W`` inputs x hidden (the transpose of the network's; 0 in the rows of the
+    inputs it does not read), ``b`` and ``v`` hidden long, ``limits`` the offer rule's
     timers by GPU demand (features 17-18), ``size_feature`` feature 0 by job, ``consts``
-    (NK_*); the rest scratch (``rows``, ``times``, ``estimates`` and ``featured`` with room
-    for every job, ``free_of`` for every demand), ``keys`` the result's room. ``running`` and
-    ``waiting``: the unfinished jobs, for the largest remaining estimate (feature 19). The
-    cluster's free GPUs (``free_pm``, ``free_pr``, ``free_total``) say which demands' best
-    tier is free (feature 4).
+    (NK_*); the rest scratch (``rows`` a row of job features for every job, ``times``,
+    ``estimates`` and ``featured`` with room for every job, ``free_of`` for every demand),
+    ``keys`` the result's room. ``running`` and ``waiting``: the unfinished jobs, for the
+    largest remaining estimate (feature 19) and the known work. The cluster's free GPUs
+    (``free_pm``, ``free_pr``, ``free_total``) say which demands' best tier is free (feature 4).
+
+    The inputs are the NK_FEATURES job features, then, if ``W`` has more rows, the known-work
+    inputs in float64 (``dallygym.sim.policies.tuned``'s ``drain_share`` and
+    ``limit_inputs``): ``r / (r + D)`` for a job's remaining estimate ``r`` and the known work
+    ``D`` (0 if ``D`` is 0); and, against the makespan limit (NK_LIMIT > 0), the time since
+    the first arrival ``e`` plus ``r``, ``e``, ``e`` + the largest estimate, ``e`` + ``D``,
+    each :func:`_limit_shown`.
 
     The values are those of the numpy path (``CandidateFeatures``,
     ``NetPriorityPolicy.priority``) but for the C library's log1p and tanh, which may differ
@@ -231,7 +269,12 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
         free_of[g] = _best_offered(g, free_total, limits) == jobi[I_BEST, j]
         featured[m] = j
         m += 1
-    largest = largest_estimate(running, waiting, jobf, jobi, gpm, never_multi)
+    n_feat = np.int64(consts[NK_FEATURES])
+    known = weights.shape[0] > n_feat
+    if known:
+        largest, drain = known_work(running, waiting, jobf, jobi, gpm, never_multi, consts[NK_GPUS])
+    else:
+        largest, drain = largest_estimate(running, waiting, jobf, jobi, gpm, never_multi), 0.0
     view = rows[:m]
     view[:, :] = 0.0
     queue_job_features(
@@ -253,9 +296,16 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
         times,
         estimates,
     )
-    n_in = weights.shape[0]
     hidden = bias.size
     pre = np.empty(hidden)
+    extra = np.zeros(5)  # drain_share, then the limit inputs (finish, elapsed, estimate, work)
+    limit = consts[NK_LIMIT]
+    elapsed = now - consts[NK_FIRST_ARRIVAL]
+    if known and limit > 0.0:
+        limit = limit if limit > 1e-9 else 1e-9
+        extra[2] = _limit_shown(elapsed, limit)
+        extra[3] = _limit_shown(elapsed + largest, limit)
+        extra[4] = _limit_shown(elapsed + drain, limit)
     q = 0
     for r in range(k):
         if jobi[I_GPUS, cand[r]] > fit:
@@ -265,11 +315,21 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
             shown = math.log1p(times[c, q]) / log_long
             row[_TIME_COLUMNS[c]] = shown if shown < 1.0 else 1.0
         pre[:] = 0.0
-        for i in range(n_in):
+        for i in range(n_feat):
             x = np.float64(row[i])
             if x != 0.0:  # (0 adds nothing: many features are flags)
                 for h in range(hidden):
                     pre[h] += weights[i, h] * x
+        if known:
+            estimate = estimates[q]
+            extra[0] = estimate / (estimate + drain) if drain > 0.0 else 0.0
+            if limit > 0.0:
+                extra[1] = _limit_shown(elapsed + estimate, limit)
+            for e in range(5):
+                x = extra[e]
+                if x != 0.0:
+                    for h in range(hidden):
+                        pre[h] += weights[n_feat + e, h] * x
         key = 0.0
         for h in range(hidden):
             key += out_w[h] * math.tanh(pre[h] + bias[h])

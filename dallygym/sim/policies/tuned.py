@@ -263,8 +263,8 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
     """
 
     name: ClassVar[str] = "net-priority"
-    # priority() below, computed by the engine too when every input is a queue feature
-    # (compiled_keys); the engine asks priority() for drain_share and the limit inputs.
+    # priority() below, computed by the engine too (compiled_keys) unless the offer rule's
+    # timers move during the run.
     priority_keys: ClassVar[str | None] = "net"
 
     def __init__(
@@ -317,26 +317,30 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
         """What the engine needs to compute :meth:`priority` itself
         (:func:`dallygym.sim.kernels.net_keys`, on a compiled cluster): ``(W, b, v, timers by
         GPU demand, feature 0 by job, constants)``, ``W`` transposed and spread over every job
-        feature (0 in the rows of the features the network does not read); None when an input
-        is not a queue feature (``drain_share``, the limit inputs: Python computes those) or the
-        offer rule's timers (features 17-18) move during the run."""
+        feature, then, if the network reads ``drain_share`` or a limit input, over those (0 in
+        the rows of the inputs it does not read); None when the offer rule's timers (features
+        17-18) move during the run."""
         from ...envs.base import _LOG_LONG
         from ...envs.queue_obs import JOB_FEATURES
         from .protected import NEVER_RUN_MULTI_MACHINE_NW_SENS
 
-        if self._drain or self._limit or self.tuner is not None:
+        if self.tuner is not None:
             return None
         spec = view.spec
-        w = np.zeros((len(JOB_FEATURES), self.hidden_bias.size))
+        known = self._drain or self._limit
+        w = np.zeros((len(JOB_FEATURES) + (1 + len(LIMIT_INPUTS) if known else 0), self.hidden_bias.size))
         w[self._columns] = self.hidden_weights.T
         timers = np.array([self.timers(g, view.now_s) for g in range(spec.num_gpus + 1)], dtype=np.float64)
         size_feature = CandidateFeatures(view, self)._size_feature  # (feature 0 by job, as the rows have it)
-        consts = np.zeros(kernels.NK_LOG_LONG + 1)
+        consts = np.zeros(kernels.NK_SIZE)
         consts[kernels.NK_LEASE] = view.config.lease_s
         consts[kernels.NK_GPUS] = spec.num_gpus
         consts[kernels.NK_GPM] = spec.gpus_per_machine
         consts[kernels.NK_NEVER_MULTI] = NEVER_RUN_MULTI_MACHINE_NW_SENS
         consts[kernels.NK_LOG_LONG] = _LOG_LONG
+        consts[kernels.NK_FEATURES] = len(JOB_FEATURES)
+        consts[kernels.NK_FIRST_ARRIVAL] = view.first_arrival_s
+        consts[kernels.NK_LIMIT] = self.makespan_limit_s if self._limit else 0.0
         return w, self.hidden_bias.copy(), self.output_weights.copy(), timers, size_feature, consts
 
     def priority(self, view, jobs: np.ndarray) -> np.ndarray:
