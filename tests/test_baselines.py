@@ -252,6 +252,25 @@ def test_splitting_the_jobs_beats_both_relaxations_alone():
     assert completion_sum_bound_s(arrival, fastest, gpus, 4) == pytest.approx(130.0)
 
 
+def test_rank_by_rank_beats_the_sums_of_both_relaxations():
+    # 2 GPUs, all at t=0. Job A: 2 GPUs for 10 s; jobs B and C: 1 GPU for 12 s each. On the one
+    # server (work 20, 12, 12 GPU-s = 10, 6, 6 s) B ends at 6, C at 12, A at 22: sum 40. Own ends
+    # 10, 12, 12. Split: {A, C} (A's 16 and C's 6 on the server, ranked against their own 10
+    # and 12: 10 + 16) plus B's own 12 = 38; {A} plus B and C: 10 + 24 = 34. Rank by rank over
+    # all three: max(6, 10) + max(12, 12) + max(22, 12) = 44, above 40. (The best real
+    # schedule: B and C together, then A: 12 + 12 + 22 = 46.)
+    arrival, fastest, gpus = np.zeros(3), np.array([10.0, 12.0, 12.0]), np.array([2, 1, 1])
+    assert fluid_completion_s(arrival, gpus * fastest, 2).tolist() == [22.0, 6.0, 12.0]
+    assert completion_sum_bound_s(arrival, fastest, gpus, 2) == pytest.approx(44.0)
+    # The same jobs on one machine of 2 GPUs: smallest-demand-remaining runs the best schedule.
+    trace, spec = make_trace([(0, 0, 2, 10, 1.0), (1, 0, 1, 12, 1.0), (2, 0, 1, 12, 1.0)]), ClusterSpec(1, 1, 2)
+    bound = lower_bound(trace, spec, TierLatency())
+    assert bound["jct_mean_s"] == pytest.approx(44.0 / 3.0)
+    assert run(trace, spec, SmallestDemandRemainingPolicy()).summary["jct_mean_s"] == pytest.approx(46.0 / 3.0)
+    for name in POLICIES:
+        assert run(trace, spec, make_policy(name)).summary["jct_mean_s"] >= bound["jct_mean_s"] * (1 - 1e-12)
+
+
 @pytest.mark.parametrize(
     "arrival, work, gpus, error",
     [
