@@ -95,6 +95,26 @@ def test_the_verdict_is_worked_out_from_the_rows():
     assert rows_flat["agent"]["contends"] is False and rows_flat["agent"]["goal_met"] is True
 
 
+def test_the_closest_table_names_the_best_safe_row_of_any_kind_and_counts_those_at_target():
+    results = {
+        "dally": _summary(100, 100),
+        "safe": _summary(50, 100.5),
+        "fast-but-long": _summary(30, 102),
+        "lower bound": _summary(10, 90),
+        "teacher": _summary(43, 100.2),
+        "good": _summary(44, 100.9),
+        "short": _summary(46, 100),
+    }
+    kinds = {"dally": "heuristic", "safe": "heuristic", "fast-but-long": "heuristic", "lower bound": "bound"}
+    kinds.update({"teacher": "teacher", "good": "agent", "short": "agent"})
+    frame = pd.DataFrame(baselines.verdict_rows("batch", "t", 2, results, kinds))
+    (row,) = baselines.closest_table(frame).to_dict("records")
+    # Safe rows: dally, safe, teacher, good, short; at most 0.9 x 50 = 45: teacher (43) and good (44).
+    assert row["closest safe row"] == "teacher" and row["JCT / best safe"] == 43 / 50
+    assert row["safe rows at target"] == "2/5" and row["best safe"] == "safe" and row["best safe / bound"] == 5.0
+    assert row["target"] == 0.9 and row["racks"] == 2 and row["trace"] == "t"
+
+
 def test_cells_name_the_held_out_draws_and_the_contending_real_sizes():
     cells = baselines.default_cells()
     assert ("batch", "batch-500:2001", 2) in cells and ("poisson", "poisson-411:2003", 16) in cells
