@@ -271,10 +271,7 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
         m += 1
     n_feat = np.int64(consts[NK_FEATURES])
     known = weights.shape[0] > n_feat
-    if known:
-        largest, drain = known_work(running, waiting, jobf, jobi, gpm, never_multi, consts[NK_GPUS])
-    else:
-        largest, drain = largest_estimate(running, waiting, jobf, jobi, gpm, never_multi), 0.0
+    largest, drain = known_work(running, waiting, jobf, jobi, gpm, never_multi, consts[NK_GPUS])
     view = rows[:m]
     view[:, :] = 0.0
     queue_job_features(
