@@ -17,7 +17,8 @@ each shipped real trace at every size of 2-16 racks where it contends (the rule 
   ``tuned-priority``) among them;
 * ``lower bound`` (:func:`dallygym.sim.bounds.lower_bound`), which no scheduler can beat: each
   job no sooner than at its fastest placement from its arrival, and the cluster's GPUs as one
-  pool doing the jobs' least work, shortest remaining first;
+  pool doing the jobs' least work, shortest remaining first, each rank of completion no earlier
+  than under either;
 * through ``DallyQueue-v0`` (no guard), under the offer rule dally and under each learned
   agent's offer rule (``NAME (RULE offers)``): ``constant-0`` (always slot 0, which is exactly
   the offer rule's own order: Dally's, or ``protected-remaining``'s), ``random picks`` (seeded

@@ -10,7 +10,7 @@ each at 2, 4, 8 and 16 racks of 8 x 8 GPUs (latency ``dally-paper``, lease 1 h, 
 Gandiva, protected-remaining, smallest-demand-remaining, tuned-priority, fifo, random) and the
 lower bound (:func:`dallygym.sim.bounds.lower_bound`: each job no sooner than at its fastest
 placement from its arrival, and the cluster's GPUs as one pool doing its jobs' least work,
-shortest remaining first).
+shortest remaining first, each rank of completion no earlier than under either).
 
 Writes the ``.csv`` (one row per cell and row: mean JCT, makespan, their ratios to the bound
 and to auto-tuned Dally on the same cell, whether the makespan is within +1 % of Dally's) and
