@@ -65,16 +65,29 @@ def _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw):
 
 
 @njit(cache=True, nogil=True)
+def known_work(running, waiting, jobf, jobi, gpm, never_multi_nw, cluster_gpus):
+    """The largest remaining estimate (:func:`_remaining_estimate`) of the jobs ``running`` and
+    ``waiting``, and their GPU demand x estimate summed (in that order), over ``cluster_gpus``:
+    ``dallygym.sim.policies.tuned.known_work``'s last two, 0 and 0 when there are none."""
+    most = -np.inf
+    work = 0.0
+    for jobs in (running, waiting):
+        for i in range(jobs.size):
+            j = jobs[i]
+            estimate = _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw)
+            work += jobi[I_GPUS, j] * estimate
+            if estimate > most:
+                most = estimate
+    if running.size + waiting.size == 0:
+        return 0.0, 0.0
+    return most, work / cluster_gpus
+
+
+@njit(cache=True, nogil=True)
 def largest_estimate(running, waiting, jobf, jobi, gpm, never_multi_nw):
     """The largest remaining estimate of the jobs ``running`` and ``waiting`` (DallyQueueEnv's
     largest_estimate_s, :func:`_remaining_estimate`); 0 when there are none."""
-    most = -np.inf
-    for jobs in (running, waiting):
-        for i in range(jobs.size):
-            estimate = _remaining_estimate(jobs[i], jobf, jobi, gpm, never_multi_nw)
-            if estimate > most:
-                most = estimate
-    return most if running.size + waiting.size else 0.0
+    return known_work(running, waiting, jobf, jobi, gpm, never_multi_nw, 1.0)[0]
 
 
 @njit(cache=True, nogil=True)
@@ -189,25 +202,9 @@ def queue_job_features(
 NK_LEASE, NK_GPUS, NK_GPM, NK_NEVER_MULTI, NK_LOG_LONG, NK_FEATURES, NK_FIRST_ARRIVAL, NK_LIMIT = range(8)
 #: The length of ``consts``.
 NK_SIZE = 8
-
-
-@njit(cache=True, nogil=True)
-def known_work(running, waiting, jobf, jobi, gpm, never_multi_nw, cluster_gpus):
-    """The largest remaining estimate (:func:`_remaining_estimate`) of the jobs ``running`` and
-    ``waiting``, and their GPU demand x estimate summed (in that order), over ``cluster_gpus``:
-    ``dallygym.sim.policies.tuned.known_work``'s last two, 0 and 0 when there are none."""
-    most = -np.inf
-    work = 0.0
-    for jobs in (running, waiting):
-        for i in range(jobs.size):
-            j = jobs[i]
-            estimate = _remaining_estimate(j, jobf, jobi, gpm, never_multi_nw)
-            work += jobi[I_GPUS, j] * estimate
-            if estimate > most:
-                most = estimate
-    if running.size + waiting.size == 0:
-        return 0.0, 0.0
-    return most, work / cluster_gpus
+#: The known-work inputs a network may read after the job features, in order: ``drain_share``,
+#: then the limit inputs (finish, elapsed, estimate, work).
+KNOWN_INPUTS = 5
 
 
 @njit(cache=True, nogil=True)
@@ -295,7 +292,7 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
     )
     hidden = bias.size
     pre = np.empty(hidden)
-    extra = np.zeros(5)  # drain_share, then the limit inputs (finish, elapsed, estimate, work)
+    extra = np.zeros(KNOWN_INPUTS)
     limit = consts[NK_LIMIT]
     elapsed = now - consts[NK_FIRST_ARRIVAL]
     if known and limit > 0.0:
@@ -322,7 +319,7 @@ def net_keys(cand, running, waiting, now, net, jobf, jobi, state, free_pm, free_
             extra[0] = estimate / (estimate + drain) if drain > 0.0 else 0.0
             if limit > 0.0:
                 extra[1] = _limit_shown(elapsed + estimate, limit)
-            for e in range(5):
+            for e in range(KNOWN_INPUTS):
                 x = extra[e]
                 if x != 0.0:
                     for h in range(hidden):

@@ -328,7 +328,7 @@ class NetPriorityPolicy(_FeaturePriority, DallyConsolidatedPolicy):
             return None
         spec = view.spec
         known = self._drain or self._limit
-        w = np.zeros((len(JOB_FEATURES) + (1 + len(LIMIT_INPUTS) if known else 0), self.hidden_bias.size))
+        w = np.zeros((len(JOB_FEATURES) + (kernels.KNOWN_INPUTS if known else 0), self.hidden_bias.size))
         w[self._columns] = self.hidden_weights.T
         timers = np.array([self.timers(g, view.now_s) for g in range(spec.num_gpus + 1)], dtype=np.float64)
         size_feature = CandidateFeatures(view, self)._size_feature  # (feature 0 by job, as the rows have it)
