@@ -420,6 +420,10 @@ def test_a_limit_agent_is_searched_against_dallys_makespan_and_evaluated_with_it
     excess = 100 * (ours["makespan_s"] / dally["makespan_s"] - 1)
     expected = math.log(ours["jct_mean_s"] / dally["jct_mean_s"]) + ps.PENALTY * max(0.0, excess - ps.MARGIN_PP)
     assert objective.on_draw(vector, "batch-500", 10, 16) == pytest.approx(expected, rel=1e-12)
+    # By hand: twice Dally's mean JCT, 3 % over its makespan: ln 2 + 1 x (3 - 0.5).
+    run, ref = {"jct_mean_s": 20.0, "makespan_s": 103.0}, {"jct_mean_s": 10.0, "makespan_s": 100.0}
+    assert ps.objective_value(run, ref) == pytest.approx(math.log(2) + 2.5, rel=1e-12)
+    assert ps.objective_value({**run, "makespan_s": 100.4}, ref) == pytest.approx(math.log(2), rel=1e-12)
     # Loaded from its run, the agent needs the limit; run_agent gives it Dally's on that cluster.
     ps.write_run(tmp_path / "run", result)
     agent = load_agent(str(tmp_path / "run"))
@@ -441,6 +445,7 @@ def test_parameters_flatten_and_unflatten():
     assert params["output_weights"].tolist() == [72.0, 73.0, 74.0, 75.0]
     with pytest.raises(ValueError, match="76 parameters"):
         ps.unpack(vector[:-1], 4)
+    np.testing.assert_array_equal(ps.parameter_vector(ps.policy_of(vector, 4)), vector)
     start = ps.initial_parameters(4, np.random.default_rng(0))
     assert np.all(ps.unpack(start, 4)["hidden_bias"] == 0)
     np.testing.assert_array_equal(start, ps.initial_parameters(4, np.random.default_rng(0)))
@@ -455,6 +460,10 @@ def test_the_objective_is_log_jct_ratio_plus_the_makespan_penalty_beyond_the_mar
     excess = 100 * (ours["makespan_s"] / dally["makespan_s"] - 1)
     expected = math.log(ours["jct_mean_s"] / dally["jct_mean_s"]) + ps.PENALTY * max(0.0, excess - ps.MARGIN_PP)
     assert objective.on_draw(vector, "batch-500", 10, 16) == pytest.approx(expected, rel=1e-12)
+    # By hand: twice Dally's mean JCT, 3 % over its makespan: ln 2 + 1 x (3 - 0.5).
+    run, ref = {"jct_mean_s": 20.0, "makespan_s": 103.0}, {"jct_mean_s": 10.0, "makespan_s": 100.0}
+    assert ps.objective_value(run, ref) == pytest.approx(math.log(2) + 2.5, rel=1e-12)
+    assert ps.objective_value({**run, "makespan_s": 100.4}, ref) == pytest.approx(math.log(2), rel=1e-12)
 
 
 def tiny_search(seed: int = 1, **kw):

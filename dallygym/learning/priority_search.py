@@ -247,6 +247,11 @@ def unpack(vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS
     return {"hidden_weights": w, "hidden_bias": b, "output_weights": v}
 
 
+def parameter_vector(policy: NetPriorityPolicy) -> np.ndarray:
+    """The flattened parameters of ``policy`` (:func:`unpack`'s inverse)."""
+    return np.concatenate([policy.hidden_weights.ravel(), policy.hidden_bias, policy.output_weights])
+
+
 def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str, ...] = NET_INPUTS) -> np.ndarray:
     """A random initialisation: ``W`` ~ N(0, 1/inputs), ``b`` = 0, ``v`` ~ N(0, 1/hidden)."""
     inputs = len(inputs)
@@ -306,6 +311,12 @@ def draw_value(
     ref = _DRAWS.dally(gen, seed, racks)
     policy = policy_of(vector, hidden, inputs, ref["makespan_s"])
     run = simulate(_DRAWS.trace(gen, seed), ClusterSpec(racks, 8, 8), policy=policy).summary
+    return objective_value(run, ref, penalty, margin_pp)
+
+
+def objective_value(run: dict, ref: dict, penalty: float = PENALTY, margin_pp: float = MARGIN_PP) -> float:
+    """The objective of a run's summary ``run`` against the reference run's ``ref`` (both with
+    ``jct_mean_s`` and ``makespan_s``): the module docstring's formula."""
     excess_pp = 100.0 * (run["makespan_s"] / ref["makespan_s"] - 1.0)
     return math.log(run["jct_mean_s"] / ref["jct_mean_s"]) + penalty * max(0.0, excess_pp - margin_pp)
 
