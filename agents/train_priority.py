@@ -3,7 +3,7 @@ on training draws, from a random initialisation (no teacher, no guard).
 
     python agents/train_priority.py --seed S [--method snes|cem] [--hidden 8] [--iterations 30]
         [--population 16] [--elite 4] [--std 0.5] [--select-last 0] [--inputs queue|queue+drain|queue+limit]
-        [--time-limit-min 55]
+        [--time-limit-min 55] [--start RUN_DIR]
         [--workers 1] --out agents/runs/priority-sS
 
 The search, its objective and the run directory it writes are
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dallygym.learning.priority_search import INPUT_SETS, METHODS, search, write_run  # noqa: E402
+from dallygym.learning.priority_search import INPUT_SETS, METHODS, PriorityAgent, search, write_run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--time-limit-min", type=float, default=None, help="end early, before an iteration that would pass it"
     )
+    parser.add_argument(
+        "--start",
+        type=Path,
+        metavar="RUN_DIR",
+        help="start from this priority agent (its weights; 0 for the inputs it does not read) instead of a random "
+        "initialisation",
+    )
     parser.add_argument("--workers", type=int, default=1, help="local processes playing the episodes (same result)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method,
         select_last=args.select_last,
         inputs=args.inputs,
+        start=None if args.start is None else PriorityAgent(args.start),
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

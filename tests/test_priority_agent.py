@@ -729,9 +729,47 @@ def test_the_training_script_writes_a_run(tmp_path, capsys):
     drain = ["--cell", "batch-500:16", "--inputs", "queue+drain", "--out", str(tmp_path / "d")]
     assert train.main([*args, *drain]) == 0
     assert json.loads((tmp_path / "d" / ps.PRIORITY_FILE).read_text())["inputs"] == list(DRAIN_INPUTS)
+    # From the first run, with the limit's inputs added: it starts where that run ended.
+    limit = ["--cell", "batch-500:16", "--inputs", "queue+limit", "--start", str(tmp_path / "run")]
+    assert train.main([*args, *limit, "--out", str(tmp_path / "l")]) == 0
+    started = json.loads((tmp_path / "l" / "initial" / ps.PRIORITY_FILE).read_text())
+    assert started["settings"]["start"]["agent"] == "run"
+    assert np.array(started["hidden_weights"])[:, : len(NET_INPUTS)].tolist() == content["hidden_weights"]
     with pytest.raises(SystemExit):
         train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
     assert "GENERATOR:RACKS" in capsys.readouterr().err
+
+
+def test_a_search_started_from_an_agent_orders_as_it_does_and_records_it(tmp_path):
+    ps.write_run(tmp_path / "queue", tiny_search())
+    agent = ps.PriorityAgent(tmp_path / "queue")
+    limit_inputs_set = ps.INPUT_SETS["queue+limit"]
+    vector = ps.embedded(agent, 2, limit_inputs_set)
+    w = ps.unpack(vector, 2, limit_inputs_set)["hidden_weights"]
+    assert np.all(w[:, len(NET_INPUTS) :] == 0)  # the limit's columns
+    trace, spec = generate_trace("small", seed=3), ClusterSpec(2, 2, 8)
+    before = simulate(trace, spec, policy=agent.policy()).jobs
+    after = simulate(trace, spec, policy=ps.policy_of(vector, 2, limit_inputs_set, 1e6)).jobs
+    pd.testing.assert_frame_equal(before, after)
+    result = tiny_search(inputs="queue+limit", start=agent)
+    np.testing.assert_array_equal(ps_vector(result["initial"]), np.round(vector, 8))  # (files keep 8 decimals)
+    assert result["settings"]["start"] == {
+        "agent": "queue",
+        "inputs": list(NET_INPUTS),
+        "command": None,
+        "iterations_done": 2,
+    }
+    assert tiny_search(inputs="queue+limit", start=agent)["hidden_weights"] == result["hidden_weights"]
+    with pytest.raises(ValueError, match="a start needs 3 hidden units"):
+        ps.embedded(agent, 3, limit_inputs_set)
+    ps.write_run(tmp_path / "limit", result)
+    with pytest.raises(ValueError, match="inputs among"):
+        ps.embedded(ps.PriorityAgent(tmp_path / "limit"), 2, NET_INPUTS)
+
+
+def ps_vector(content: dict) -> np.ndarray:
+    """A run file's flattened parameters."""
+    return np.concatenate([np.ravel(content["hidden_weights"]), content["hidden_bias"], content["output_weights"]])
 
 
 def test_a_draw_repeated_in_an_iteration_is_played_once_and_counted_as_often_as_it_appears(monkeypatch):

@@ -48,6 +48,9 @@ training draws take part; the held-out grid never chooses.
 A run directory holds ``priority.json`` (the chosen mean's parameters, the settings, the history
 of objectives, means and deviations)
 and ``initial/priority.json`` (the random initialisation: what the search itself contributed).
+A search may instead start from an earlier priority agent (``start``, :func:`embedded`), for
+example one searched without the inputs this one adds: then ``initial`` is that agent, and the
+settings name it and its command (the time of both searches is the agent's training time).
 :class:`PriorityAgent` loads either through the same checks as any agent file: a regular file,
 bounded in size, strict JSON, the inputs and shapes the policy expects; nothing in it is run.
 """
@@ -391,6 +394,24 @@ def selection_draws(cells: list[tuple[str, int]], seeds: tuple[int, ...] = TRAIN
     return [(gen, seed, racks) for gen, racks in distinct for seed in seeds]
 
 
+def embedded(agent: "PriorityAgent", hidden: int, inputs: tuple[str, ...]) -> np.ndarray:
+    """``agent``'s parameters as a vector over ``inputs`` (:func:`unpack`'s layout): each of its
+    inputs' weights in that input's column, 0 in the columns of the inputs it does not read, so
+    the network orders every job as ``agent`` does (:func:`known_net_inputs`' extra inputs
+    weighted 0 change no key). ``agent`` must have ``hidden`` units and read a subset of
+    ``inputs``."""
+    policy = agent.policy(1.0 if agent.needs_limit else None)
+    missing = [name for name in agent.inputs if name not in inputs]
+    if missing or policy.hidden_bias.size != hidden:
+        raise ValueError(
+            f"{agent.path}: a start needs {hidden} hidden units and inputs among {list(inputs)}; it has "
+            f"{policy.hidden_bias.size} and {list(agent.inputs)}"
+        )
+    w = np.zeros((hidden, len(inputs)))
+    w[:, [inputs.index(name) for name in agent.inputs]] = policy.hidden_weights
+    return np.concatenate([w.ravel(), policy.hidden_bias, policy.output_weights])
+
+
 def select_best(result: dict, last: int, workers: int = 1) -> dict:
     """Keep the best of the last ``last`` means, not the last one: ``result`` (what
     :func:`search` returns, its history holding each iteration's mean after the update) with
@@ -456,6 +477,7 @@ def search(
     method: str = "snes",
     select_last: int = 0,
     inputs: str = "queue",
+    start: "PriorityAgent | None" = None,
 ) -> dict:
     """Search a priority network (module docstring); return the agent file's content for the
     final mean, or with ``select_last`` > 0 for the best of the last ``select_last`` means
@@ -464,12 +486,24 @@ def search(
     that would not finish in time by the last one's length, and the count done is recorded.
     ``workers``: local processes playing each iteration's episodes (the result is the same).
     ``method``: ``"snes"`` (:func:`snes`) or ``"cem"`` (:func:`cem`; ``elite`` is its alone).
-    ``inputs``: the network's input set, a name of :data:`INPUT_SETS`."""
+    ``inputs``: the network's input set, a name of :data:`INPUT_SETS`. ``start``: a priority
+    agent to start from instead of a random initialisation (:func:`embedded`: its weights, 0 for
+    the inputs it does not read), recorded in the settings; its own search's time counts too."""
     _check_search(method, hidden, population, elite, iterations, select_last, inputs)
     names = INPUT_SETS[inputs]
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
-    start = initial_parameters(hidden, rng, names)
+    started_from = None
+    if start is None:
+        mean0 = initial_parameters(hidden, rng, names)
+    else:
+        mean0 = embedded(start, hidden, names)
+        started_from = {
+            "agent": start.name,
+            "inputs": list(start.inputs),
+            "command": start.settings.get("command"),
+            "iterations_done": start.settings.get("iterations_done"),
+        }
     objective = DrawObjective(rng, hidden, cells, workers=workers, inputs=names)
     started = time.perf_counter()
     marks = [started]  # the end of each iteration so far, after the start
@@ -490,10 +524,10 @@ def search(
             )
 
     if method == "snes":
-        mean, history = snes(objective, start, std0, rng, iterations, population, log=on_iteration, stop=stop)
+        mean, history = snes(objective, mean0, std0, rng, iterations, population, log=on_iteration, stop=stop)
     else:
         mean, history = cem(
-            objective, start, std0, rng, iterations, population, elite, normalise=False, log=on_iteration, stop=stop
+            objective, mean0, std0, rng, iterations, population, elite, normalise=False, log=on_iteration, stop=stop
         )
     for row, draws in zip(history, objective.draws):
         row["draws"] = [f"{g}/seed{s}/{r}racks" for g, s, r in draws]
@@ -510,10 +544,11 @@ def search(
         start_std=std0,
         time_limit_s=time_limit_s,
         workers=workers,
+        **({"start": started_from} if started_from else {}),
     )
     result = {
         **agent_content(mean, hidden, settings, history, round(time.perf_counter() - started, 1), names),
-        "initial": agent_content(start, hidden, {**settings, "initial": True}, [], 0.0, names),
+        "initial": agent_content(mean0, hidden, {**settings, "initial": True}, [], 0.0, names),
     }
     return select_best(result, min(select_last, len(history)), workers) if select_last else result
 
