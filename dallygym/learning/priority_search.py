@@ -463,6 +463,20 @@ def _check_search(
         raise ValueError(f"select_last must be 0 (keep the final mean) to iterations ({iterations}), got {select_last}")
 
 
+def _first_mean(start, hidden: int, names: tuple[str, ...], rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """A search's first mean (``start`` embedded, or a random initialisation drawn from ``rng``)
+    and what its settings record of the start (nothing for a random one)."""
+    if start is None:
+        return initial_parameters(hidden, rng, names), {}
+    record = {
+        "agent": start.name,
+        "inputs": list(start.inputs),
+        "command": start.settings.get("command"),
+        "iterations_done": start.settings.get("iterations_done"),
+    }
+    return embedded(start, hidden, names), record
+
+
 def search(
     seed: int = 0,
     hidden: int = 8,
@@ -493,17 +507,7 @@ def search(
     names = INPUT_SETS[inputs]
     cells = list(cells) if cells is not None else [(g, r) for g in TRAIN_GENERATORS for r in TRAIN_RACKS]
     rng = np.random.default_rng(seed)
-    started_from = None
-    if start is None:
-        mean0 = initial_parameters(hidden, rng, names)
-    else:
-        mean0 = embedded(start, hidden, names)
-        started_from = {
-            "agent": start.name,
-            "inputs": list(start.inputs),
-            "command": start.settings.get("command"),
-            "iterations_done": start.settings.get("iterations_done"),
-        }
+    mean0, started_from = _first_mean(start, hidden, names, rng)
     objective = DrawObjective(rng, hidden, cells, workers=workers, inputs=names)
     started = time.perf_counter()
     marks = [started]  # the end of each iteration so far, after the start
