@@ -61,6 +61,7 @@ from queue_baselines import (  # noqa: E402
     MAKESPAN_TOLERANCE,
     ROUNDING,
     cell_trace,
+    native_rows,
     parse_cell,
     target_factor,
     verdict_rows,
@@ -78,8 +79,6 @@ from dallygym.learning.priority_search import (  # noqa: E402
     snes,
     unpack,
 )
-from dallygym.sim.bounds import lower_bound  # noqa: E402
-from dallygym.sim.policies import POLICIES  # noqa: E402
 from dallygym.sim.policies.tuned import NetPriorityPolicy  # noqa: E402
 
 GRID = ROOT / "benchmarks" / "results" / "agents_heldout.csv"
@@ -166,9 +165,7 @@ def cell_info(cell, machines_per_rack: int = 8) -> dict:
     kind, source, racks = cell
     spec = ClusterSpec(racks, machines_per_rack, 8)
     trace, name = (source, kind) if isinstance(source, pd.DataFrame) else cell_trace(source, spec)
-    results = {p: simulate(trace, spec, policy=p).summary for p in POLICIES}
-    kinds = dict.fromkeys(results, "heuristic")
-    results[BOUND], kinds[BOUND] = lower_bound(trace, spec), "bound"
+    results, kinds = native_rows(trace, spec)
     verdict = verdict_rows(kind, name, racks, results, kinds)[0]
     best_safe = verdict["best_safe"]
     return {

@@ -219,6 +219,16 @@ def agent_rows(agent_paths) -> list[tuple[str, str]]:
     return rows
 
 
+def native_rows(trace: pd.DataFrame, spec: ClusterSpec, policies: tuple[str, ...] | None = None):
+    """The rows every verdict rests on: each of ``policies``' (default: every shipped policy)
+    native run and the lower bound, as (row -> summary, row -> kind)."""
+    results, kinds = {}, {}
+    for policy in policies or POLICIES:
+        results[policy], kinds[policy] = simulate(trace, spec, policy=policy).summary, "heuristic"
+    results[BOUND], kinds[BOUND] = lower_bound(trace, spec), "bound"
+    return results, kinds
+
+
 def run_cell(
     cell,
     queue_env: str,
@@ -240,10 +250,7 @@ def run_cell(
     spec = ClusterSpec(racks, machines_per_rack, 8)
     trace, name = (source, kind) if isinstance(source, pd.DataFrame) else cell_trace(source, spec)
     before = (reuse or {}).get((name, racks), {})
-    results, kinds = {}, {}
-    for policy in policies or POLICIES:
-        results[policy], kinds[policy] = simulate(trace, spec, policy=policy).summary, "heuristic"
-    results[BOUND], kinds[BOUND] = lower_bound(trace, spec), "bound"
+    results, kinds = native_rows(trace, spec, policies)
 
     def play(row: str, row_kind: str, run) -> None:
         results[row], kinds[row] = before[row] if row in before else run(), row_kind

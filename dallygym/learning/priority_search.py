@@ -252,7 +252,12 @@ def unpack(vector: np.ndarray, hidden: int, inputs: tuple[str, ...] = NET_INPUTS
 
 def parameter_vector(policy: NetPriorityPolicy) -> np.ndarray:
     """The flattened parameters of ``policy`` (:func:`unpack`'s inverse)."""
-    return np.concatenate([policy.hidden_weights.ravel(), policy.hidden_bias, policy.output_weights])
+    return _flat(policy.hidden_weights, policy.hidden_bias, policy.output_weights)
+
+
+def _flat(w: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``W``, ``b`` and ``v`` in :func:`unpack`'s layout."""
+    return np.concatenate([w.ravel(), b, v])
 
 
 def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str, ...] = NET_INPUTS) -> np.ndarray:
@@ -260,7 +265,7 @@ def initial_parameters(hidden: int, rng: np.random.Generator, inputs: tuple[str,
     inputs = len(inputs)
     w = rng.normal(0.0, 1.0 / math.sqrt(inputs), (hidden, inputs))
     v = rng.normal(0.0, 1.0 / math.sqrt(hidden), hidden)
-    return np.concatenate([w.ravel(), np.zeros(hidden), v])
+    return _flat(w, np.zeros(hidden), v)
 
 
 def policy_of(
@@ -409,7 +414,7 @@ def embedded(agent: "PriorityAgent", hidden: int, inputs: tuple[str, ...]) -> np
         )
     w = np.zeros((hidden, len(inputs)))
     w[:, [inputs.index(name) for name in agent.inputs]] = policy.hidden_weights
-    return np.concatenate([w.ravel(), policy.hidden_bias, policy.output_weights])
+    return _flat(w, policy.hidden_bias, policy.output_weights)
 
 
 def select_best(result: dict, last: int, workers: int = 1) -> dict:
