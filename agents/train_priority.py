@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from dallygym.learning.agent_files import AgentLoadError  # noqa: E402
 from dallygym.learning.priority_search import INPUT_SETS, METHODS, PriorityAgent, search, write_run  # noqa: E402
 
 
@@ -73,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or not racks.isdigit() or not gen:
                 parser.error(f"--cell {text!r}: expected GENERATOR:RACKS, e.g. batch-500:4")
             cells.append((gen, int(racks)))
+    start = None
+    if args.start is not None:
+        try:
+            start = PriorityAgent(args.start)
+        except AgentLoadError as exc:
+            parser.error(f"--start: {exc}")
     started = time.perf_counter()
     result = search(
         seed=args.seed,
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method,
         select_last=args.select_last,
         inputs=args.inputs,
-        start=None if args.start is None else PriorityAgent(args.start),
+        start=start,
     )
     result["settings"]["command"] = shlex.join(["python", "agents/train_priority.py", *(argv or sys.argv[1:])])
     write_run(args.out, result)

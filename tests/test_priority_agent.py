@@ -738,6 +738,9 @@ def test_the_training_script_writes_a_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main([*args, "--cell", "batch-500", "--out", str(tmp_path / "x")])
     assert "GENERATOR:RACKS" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main([*args, "--start", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
+    assert "--start:" in capsys.readouterr().err
 
 
 def test_a_search_started_from_an_agent_orders_as_it_does_and_records_it(tmp_path):
